@@ -1,1 +1,44 @@
+"""Broker storage: Kafka's on-disk log (segments, indexes, recovery, retention, checkpoints).
 
+See ``log.Log`` (UnifiedLog), ``log_segment.LogSegment``, ``index.OffsetIndex``/``TimeIndex``,
+``log_manager.LogManager``, ``checkpoint.OffsetCheckpointFile``, ``log_validator`` (LogValidator) and
+``log_config.LogConfig``.
+"""
+
+from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
+from strom.storage.fetch_data_info import FetchData, FetchDataInfo, LogOffsetMetadata
+from strom.storage.index import OffsetIndex, TimeIndex
+from strom.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    parse_topic_partition,
+)
+from strom.storage.log_append_info import LogAppendInfo
+from strom.storage.log_config import LogConfig
+from strom.storage.log_manager import LogManager
+from strom.storage.log_segment import LogSegment
+from strom.storage.log_validator import AppendOrigin
+
+__all__ = [
+    "AppendOrigin",
+    "CorruptCheckpointError",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "FetchData",
+    "FetchDataInfo",
+    "LATEST_TIMESTAMP",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "LogManager",
+    "LogOffsetMetadata",
+    "LogSegment",
+    "MAX_TIMESTAMP",
+    "OffsetCheckpointFile",
+    "OffsetIndex",
+    "TimeIndex",
+    "parse_topic_partition",
+]

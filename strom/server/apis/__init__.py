@@ -1,1 +1,67 @@
+"""Request handlers, one module per API key, registered with the versions each handles.
 
+ApiVersions answers from this registry, so what the broker advertises is exactly what it handles.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from strom.protocol.messages import REQUESTS, RESPONSES
+
+if TYPE_CHECKING:
+    from strom.server.request_context import RequestContext
+
+__all__ = ["ApiSpec", "REGISTRY", "api", "load_all"]
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+    request_cls: type
+    response_cls: type
+
+
+REGISTRY: dict[int, ApiSpec] = {}
+
+_MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "configs",
+    "delete_records",
+    "describe_cluster",
+)
+
+
+def api(api_key: int, min_version: int, max_version: int | None = None) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of ``api_key`` for ``min_version..max_version`` (default: newest stable)."""
+
+    def deco(fn: Handler) -> Handler:
+        req = REQUESTS[api_key]
+        hi = req.VALID_VERSIONS[1] - (1 if getattr(req, "LATEST_VERSION_UNSTABLE", False) else 0)
+        REGISTRY[api_key] = ApiSpec(
+            api_key, min_version, min(hi, max_version) if max_version is not None else hi, fn, req, RESPONSES[api_key]
+        )
+        return fn
+
+    return deco
+
+
+def load_all() -> dict[int, ApiSpec]:
+    for name in _MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+    return REGISTRY

@@ -1,0 +1,355 @@
+"""Producer configuration: every key of Kafka 3.x's ``ProducerConfig`` with the Java defaults.
+
+Kafka counterpart: ``org.apache.kafka.clients.producer.ProducerConfig`` (+ the cross-key checks Kafka makes in
+``ProducerConfig.postProcessParsedConfig`` and ``KafkaProducer.configureDeliveryTimeout``).
+
+Version choices (SPEC §15): defaults are Kafka **3.x**'s — ``acks=all`` (-1), ``enable.idempotence=true``,
+``linger.ms=0`` (Kafka 4.0 changed it to 5; SPEC §18 item 5 pins 0), ``partitioner.class`` unset (= the
+built-in sticky :class:`~strom.producer.partitioner.DefaultPartitioner`). Idempotence that is only enabled by
+default is silently disabled when ``acks``, ``retries`` or ``max.in.flight.requests.per.connection`` conflict
+with it (Kafka ≥ 3.0.1); conflicts with an explicit ``enable.idempotence=true`` raise :class:`ConfigError`.
+
+Usage::
+
+    cfg = ProducerConfig({"bootstrap.servers": "localhost:9092"}, linger_ms=5,
+                         key_serializer="string", value_serializer=StringSerializer)
+    cfg["linger.ms"], cfg.values["acks"]     # 5, -1
+
+Thread-safety: immutable after construction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import ItemsView, Iterator, KeysView, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from strom.common.errors import ConfigError
+from strom.config.common_client_configs import (
+    CLIENT_ID_CONFIG,
+    REQUEST_TIMEOUT_MS_CONFIG,
+    define_common_client_configs,
+    post_process_reconnect_backoff_configs,
+)
+from strom.config.config_def import (
+    INT_MAX,
+    ConfigDef,
+    ConfigType,
+    Importance,
+    LambdaValidator,
+    NonEmptyString,
+    Range,
+    ValidString,
+    invalid_value,
+)
+
+__all__ = [
+    "ProducerConfig",
+    "PRODUCER_CONFIG_DEF",
+    "ACKS_CONFIG",
+    "BATCH_SIZE_CONFIG",
+    "LINGER_MS_CONFIG",
+    "BUFFER_MEMORY_CONFIG",
+    "MAX_BLOCK_MS_CONFIG",
+    "MAX_REQUEST_SIZE_CONFIG",
+    "RETRIES_CONFIG",
+    "DELIVERY_TIMEOUT_MS_CONFIG",
+    "ENABLE_IDEMPOTENCE_CONFIG",
+    "MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION",
+    "MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE",
+    "COMPRESSION_TYPE_CONFIG",
+    "PARTITIONER_CLASS_CONFIG",
+    "INTERCEPTOR_CLASSES_CONFIG",
+    "KEY_SERIALIZER_CLASS_CONFIG",
+    "VALUE_SERIALIZER_CLASS_CONFIG",
+    "TRANSACTIONAL_ID_CONFIG",
+    "TRANSACTION_TIMEOUT_CONFIG",
+    "parse_acks",
+]
+
+log = logging.getLogger(__name__)
+
+ACKS_CONFIG = "acks"
+BATCH_SIZE_CONFIG = "batch.size"
+LINGER_MS_CONFIG = "linger.ms"
+BUFFER_MEMORY_CONFIG = "buffer.memory"
+MAX_BLOCK_MS_CONFIG = "max.block.ms"
+MAX_REQUEST_SIZE_CONFIG = "max.request.size"
+RETRIES_CONFIG = "retries"
+DELIVERY_TIMEOUT_MS_CONFIG = "delivery.timeout.ms"
+ENABLE_IDEMPOTENCE_CONFIG = "enable.idempotence"
+MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = "max.in.flight.requests.per.connection"
+MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE = 5
+COMPRESSION_TYPE_CONFIG = "compression.type"
+PARTITIONER_CLASS_CONFIG = "partitioner.class"
+INTERCEPTOR_CLASSES_CONFIG = "interceptor.classes"
+KEY_SERIALIZER_CLASS_CONFIG = "key.serializer"
+VALUE_SERIALIZER_CLASS_CONFIG = "value.serializer"
+TRANSACTIONAL_ID_CONFIG = "transactional.id"
+TRANSACTION_TIMEOUT_CONFIG = "transaction.timeout.ms"
+
+_CLIENT_ID_SEQUENCE = itertools.count(1)
+
+
+def parse_acks(name: str, value: Any) -> int:
+    """``"all"``/``"-1"``/``-1`` → -1, ``"0"``/0 → 0, ``"1"``/1 → 1 (Kafka's ``parseAcks`` + the ValidString)."""
+    if isinstance(value, bool):
+        raise invalid_value(name, value, "String must be one of: all, -1, 0, 1")
+    text = value.strip().lower() if isinstance(value, str) else value
+    mapping: dict[Any, int] = {"all": -1, "-1": -1, "0": 0, "1": 1, -1: -1, 0: 0, 1: 1}
+    if text not in mapping:
+        raise invalid_value(name, value, "String must be one of: all, -1, 0, 1")
+    return mapping[text]
+
+
+def _check_gzip_level(value: Any) -> str | None:
+    if value == -1 or 1 <= value <= 9:
+        return None
+    return "Value must be -1 (default) or between 1 and 9"
+
+
+def _build_def() -> ConfigDef:
+    d = ConfigDef()
+    define_common_client_configs(d)
+    d.define(BUFFER_MEMORY_CONFIG, ConfigType.LONG, 32 * 1024 * 1024, Range.at_least(0), Importance.HIGH,
+             "Total bytes of memory the producer can use to buffer records waiting to be sent.")
+    d.define(RETRIES_CONFIG, ConfigType.INT, INT_MAX, Range.between(0, INT_MAX), Importance.HIGH,
+             "Resend any record whose send fails with a potentially transient error.")
+    d.define(ACKS_CONFIG, ConfigType.STRING, "all", None, Importance.LOW,
+             "Acknowledgements the leader must receive: 0, 1 or all (-1).", parser=parse_acks)
+    d.define(COMPRESSION_TYPE_CONFIG, ConfigType.STRING, "none",
+             ValidString.in_("none", "gzip", "snappy", "lz4", "zstd"), Importance.HIGH,
+             "Compression codec for all data generated by the producer.")
+    d.define("compression.gzip.level", ConfigType.INT, -1, LambdaValidator(_check_gzip_level, "[1,...,9] or -1"),
+             Importance.MEDIUM, "gzip level (-1 = codec default).")
+    d.define("compression.lz4.level", ConfigType.INT, 9, Range.between(1, 17), Importance.MEDIUM, "lz4 level.")
+    d.define("compression.zstd.level", ConfigType.INT, 3, Range.between(-131072, 22), Importance.MEDIUM,
+             "zstd level.")
+    d.define(BATCH_SIZE_CONFIG, ConfigType.INT, 16384, Range.at_least(0), Importance.MEDIUM,
+             "Upper bound of a batch of records for one partition, in bytes (also the pooled buffer size).")
+    d.define("partitioner.adaptive.partitioning.enable", ConfigType.BOOLEAN, True, None, Importance.LOW,
+             "Adaptive partitioning of the built-in partitioner (accepted; strom's sticky partitioner is the "
+             "Kafka 2.4 one).")
+    d.define("partitioner.availability.timeout.ms", ConfigType.LONG, 0, Range.at_least(0), Importance.LOW,
+             "Built-in partitioner's broker-unavailability timeout (accepted; see above).")
+    d.define("partitioner.ignore.keys", ConfigType.BOOLEAN, False, None, Importance.MEDIUM,
+             "When true the built-in partitioner ignores keys (keyed records are spread like key-less ones).")
+    d.define(LINGER_MS_CONFIG, ConfigType.LONG, 0, Range.at_least(0), Importance.MEDIUM,
+             "Upper bound on how long a batch waits for more records before it is sent (Kafka 3.x default 0).")
+    d.define(DELIVERY_TIMEOUT_MS_CONFIG, ConfigType.INT, 120_000, Range.at_least(0), Importance.MEDIUM,
+             "Upper bound on the time to report success or failure after send() returns.")
+    d.define(MAX_REQUEST_SIZE_CONFIG, ConfigType.INT, 1024 * 1024, Range.at_least(0), Importance.MEDIUM,
+             "Maximum size of a request (and of one serialized record).")
+    d.define(MAX_BLOCK_MS_CONFIG, ConfigType.LONG, 60_000, Range.at_least(0), Importance.MEDIUM,
+             "How long send() and partitionsFor() may block (metadata wait + buffer allocation).")
+    d.define("metadata.max.idle.ms", ConfigType.LONG, 5 * 60 * 1000, Range.at_least(5000), Importance.LOW,
+             "How long an unused topic's metadata is kept.")
+    d.define(MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, ConfigType.INT, 5, Range.at_least(1), Importance.LOW,
+             "Maximum unacknowledged requests per connection.")
+    d.define(KEY_SERIALIZER_CLASS_CONFIG, ConfigType.CLASS, importance=Importance.HIGH,
+             doc="Serializer for keys: a class, a dotted class path, an alias (bytes, string, int, long, json, "
+                 "float, double, uuid), a Serializer instance or a plain callable.")
+    d.define(VALUE_SERIALIZER_CLASS_CONFIG, ConfigType.CLASS, importance=Importance.HIGH,
+             doc="Serializer for values (same forms as key.serializer).")
+    d.define(PARTITIONER_CLASS_CONFIG, ConfigType.CLASS, None, None, Importance.MEDIUM,
+             "Partitioner class (None = built-in sticky DefaultPartitioner).")
+    d.define(INTERCEPTOR_CLASSES_CONFIG, ConfigType.LIST, [], None, Importance.LOW,
+             "Ordered list of ProducerInterceptor classes (or instances).")
+    d.define(ENABLE_IDEMPOTENCE_CONFIG, ConfigType.BOOLEAN, True, None, Importance.LOW,
+             "Exactly one copy of each message is written (requires acks=all, retries>0, max.in.flight<=5).")
+    d.define(TRANSACTION_TIMEOUT_CONFIG, ConfigType.INT, 60_000, None, Importance.LOW,
+             "Maximum time the transaction coordinator waits for a transaction before aborting it.")
+    d.define(TRANSACTIONAL_ID_CONFIG, ConfigType.STRING, None, NonEmptyString(), Importance.LOW,
+             "Transactional id; enables transactions (requires idempotence).")
+    return d
+
+
+PRODUCER_CONFIG_DEF: ConfigDef = _build_def()
+"""The producer's declared keys."""
+
+_SERIALIZER_ALIASES = {
+    "bytes": "strom.common.serialization.ByteArraySerializer",
+    "bytearray": "strom.common.serialization.ByteArraySerializer",
+    "str": "strom.common.serialization.StringSerializer",
+    "string": "strom.common.serialization.StringSerializer",
+    "int": "strom.common.serialization.IntegerSerializer",
+    "integer": "strom.common.serialization.IntegerSerializer",
+    "long": "strom.common.serialization.LongSerializer",
+    "short": "strom.common.serialization.ShortSerializer",
+    "float": "strom.common.serialization.FloatSerializer",
+    "double": "strom.common.serialization.DoubleSerializer",
+    "json": "strom.common.serialization.JsonSerializer",
+    "uuid": "strom.common.serialization.UUIDSerializer",
+}
+
+
+class ProducerConfig:
+    """Parsed, validated producer configuration. Immutable, thread-safe.
+
+    ``ProducerConfig(configs=None, *, key_serializer=None, value_serializer=None, **kwargs)``: ``configs`` and
+    ``kwargs`` may use dotted or snake_case keys; ``key_serializer`` / ``value_serializer`` (Kafka's
+    constructor arguments, ``appendSerializerToConfig``) fill ``key.serializer`` / ``value.serializer``.
+    ``values`` is a read-only mapping dotted key → parsed value after Kafka's post-processing (``acks`` as an
+    int, ``client.id`` filled in, idempotence and delivery timeout possibly adjusted); ``originals`` holds the
+    keys the user set.
+    """
+
+    def __init__(
+        self,
+        configs: Mapping[str, Any] | None = None,
+        *,
+        key_serializer: Any = None,
+        value_serializer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        merged = dict(PRODUCER_CONFIG_DEF.normalize(dict(configs or {})))
+        for name, value in PRODUCER_CONFIG_DEF.normalize(kwargs).items():
+            if name in merged and merged[name] != value:
+                raise ConfigError(f"Configuration {name} is given twice with different values")
+            merged[name] = value
+        for name, serializer in ((KEY_SERIALIZER_CLASS_CONFIG, key_serializer),
+                                 (VALUE_SERIALIZER_CLASS_CONFIG, value_serializer)):
+            if serializer is not None:
+                merged[name] = serializer
+        for name in (KEY_SERIALIZER_CLASS_CONFIG, VALUE_SERIALIZER_CLASS_CONFIG):
+            value = merged.get(name)
+            if isinstance(value, str) and value.strip().lower() in _SERIALIZER_ALIASES:
+                merged[name] = _SERIALIZER_ALIASES[value.strip().lower()]
+        self._originals: Mapping[str, Any] = MappingProxyType(dict(merged))
+        values = PRODUCER_CONFIG_DEF.parse(merged)
+        post_process_reconnect_backoff_configs(merged, values)
+        self._post_process_idempotence(merged, values)
+        self._maybe_override_client_id(values)
+        self._configure_delivery_timeout(merged, values)
+        self._values: Mapping[str, Any] = MappingProxyType(values)
+
+    # Kafka's ProducerConfig.postProcessAndValidateIdempotenceConfigs
+    @staticmethod
+    def _post_process_idempotence(originals: Mapping[str, Any], values: dict[str, Any]) -> None:
+        user_configured = ENABLE_IDEMPOTENCE_CONFIG in originals
+        enabled = values[ENABLE_IDEMPOTENCE_CONFIG]
+        if enabled:
+            disable = False
+            if values[RETRIES_CONFIG] == 0:
+                if user_configured:
+                    raise ConfigError(f"Must set {RETRIES_CONFIG} to non-zero when using the idempotent producer.")
+                log.info("Idempotence will be disabled because %s is set to 0.", RETRIES_CONFIG)
+                disable = True
+            if values[ACKS_CONFIG] != -1:
+                if user_configured:
+                    raise ConfigError(
+                        f"Must set {ACKS_CONFIG} to all in order to use the idempotent producer. "
+                        "Otherwise we cannot guarantee idempotence."
+                    )
+                log.info("Idempotence will be disabled because %s is set to %s, not set to 'all'.",
+                         ACKS_CONFIG, values[ACKS_CONFIG])
+                disable = True
+            in_flight = values[MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION]
+            if in_flight > MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE:
+                if user_configured:
+                    raise ConfigError(
+                        f"Must set {MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION} to at most "
+                        f"{MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE} to use the idempotent producer."
+                    )
+                log.warning("Idempotence will be disabled because %s is set to %s, which is greater than %s.",
+                            MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, in_flight,
+                            MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE)
+                disable = True
+            if disable:
+                values[ENABLE_IDEMPOTENCE_CONFIG] = enabled = False
+        if not enabled and values[TRANSACTIONAL_ID_CONFIG] is not None:
+            raise ConfigError(f"Cannot set a {TRANSACTIONAL_ID_CONFIG} without also enabling idempotence.")
+
+    # Kafka's ProducerConfig.maybeOverrideClientId
+    @staticmethod
+    def _maybe_override_client_id(values: dict[str, Any]) -> None:
+        if not values[CLIENT_ID_CONFIG]:
+            transactional_id = values[TRANSACTIONAL_ID_CONFIG]
+            if transactional_id is not None:
+                values[CLIENT_ID_CONFIG] = f"producer-{transactional_id}"
+            else:
+                values[CLIENT_ID_CONFIG] = f"producer-{next(_CLIENT_ID_SEQUENCE)}"
+
+    # Kafka's KafkaProducer.configureDeliveryTimeout
+    @staticmethod
+    def _configure_delivery_timeout(originals: Mapping[str, Any], values: dict[str, Any]) -> None:
+        linger_ms = min(values[LINGER_MS_CONFIG], INT_MAX)
+        linger_and_request = min(linger_ms + values[REQUEST_TIMEOUT_MS_CONFIG], INT_MAX)
+        if values[DELIVERY_TIMEOUT_MS_CONFIG] < linger_and_request:
+            if DELIVERY_TIMEOUT_MS_CONFIG in originals:
+                raise ConfigError(
+                    f"{DELIVERY_TIMEOUT_MS_CONFIG} should be equal to or larger than "
+                    f"{LINGER_MS_CONFIG} + {REQUEST_TIMEOUT_MS_CONFIG}"
+                )
+            log.warning("%s should be equal to or larger than %s + %s. Setting it to %s.",
+                        DELIVERY_TIMEOUT_MS_CONFIG, LINGER_MS_CONFIG, REQUEST_TIMEOUT_MS_CONFIG, linger_and_request)
+            values[DELIVERY_TIMEOUT_MS_CONFIG] = linger_and_request
+
+    # ----------------------------------------------------------------------------------------- accessors
+
+    @property
+    def values(self) -> Mapping[str, Any]:
+        """Read-only mapping of every key (dotted) to its effective value."""
+        return self._values
+
+    @property
+    def originals(self) -> Mapping[str, Any]:
+        """The keys (dotted) the user supplied, with the raw values."""
+        return self._originals
+
+    def __getitem__(self, name: str) -> Any:
+        canonical = PRODUCER_CONFIG_DEF.canonical_name(name)
+        if canonical is None:
+            raise KeyError(name)
+        return self._values[canonical]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and PRODUCER_CONFIG_DEF.canonical_name(name) is not None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def keys(self) -> KeysView[str]:
+        return self._values.keys()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._values.items()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        shown = {k: v for k, v in self._values.items() if not k.startswith(("ssl.", "sasl."))}
+        return f"ProducerConfig({shown!r})"
+
+    @property
+    def idempotence_enabled(self) -> bool:
+        return bool(self._values[ENABLE_IDEMPOTENCE_CONFIG])
+
+    @property
+    def transactional_id(self) -> str | None:
+        return self._values[TRANSACTIONAL_ID_CONFIG]
+
+    @property
+    def compression_type(self) -> Any:
+        """``compression.type`` as :class:`strom.record.compression.CompressionType`."""
+        from strom.record.compression import CompressionType
+
+        return CompressionType.from_name(self._values[COMPRESSION_TYPE_CONFIG])
+
+    @property
+    def linger_ms(self) -> int:
+        """``linger.ms`` capped to an int as Kafka's ``lingerMs(config)`` does."""
+        return min(self._values[LINGER_MS_CONFIG], INT_MAX)
+
+    def unused_keys(self) -> set[str]:
+        """Always empty: unknown keys are rejected at construction (Kafka only logs them)."""
+        return set()

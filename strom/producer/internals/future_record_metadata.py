@@ -1,0 +1,257 @@
+"""Per-batch completion latch and the per-record future ``send`` returns.
+
+Kafka counterparts: ``internals.ProduceRequestResult`` (one latch per batch) and ``internals.FutureRecordMetadata``
+(a view of one record in that batch; ``chain`` links it to the record's new future when a batch is split).
+
+:class:`FutureRecordMetadata` follows the ``concurrent.futures.Future`` interface (``result``, ``exception``,
+``done``, ``add_done_callback``, ``cancel`` ...) plus Kafka's ``get(timeout)``, but is not a subclass: it waits
+on the batch's latch, so a record costs one small object instead of a lock and a condition. Use
+:meth:`FutureRecordMetadata.as_concurrent_future` when a real ``concurrent.futures.Future`` is needed
+(``asyncio.wrap_future``, ``concurrent.futures.wait``).
+
+Thread-safety: thread-safe. The latch is set by the Sender thread; any thread may wait.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from strom.common.errors import KafkaTimeoutError
+from strom.common.structs import TopicPartition
+from strom.producer.record import NO_TIMESTAMP, RecordMetadata
+
+__all__ = ["ProduceRequestResult", "FutureRecordMetadata", "RecordErrorFn"]
+
+log = logging.getLogger(__name__)
+
+RecordErrorFn = Callable[[int], BaseException | None]
+"""Maps a record's index in its batch to its error (``None`` = the record succeeded)."""
+
+_CALLBACK_LOCK = threading.Lock()  # guards done-callback registration against completion (rarely contended)
+
+
+class ProduceRequestResult:
+    """The result of one batch's produce request (Kafka's ``ProduceRequestResult``). Thread-safe.
+
+    ``set(base_offset, log_append_time, error_fn)`` stores the outcome, ``done()`` releases waiters.
+    """
+
+    __slots__ = ("topic_partition", "_event", "base_offset", "log_append_time", "_error_fn")
+
+    def __init__(self, topic_partition: TopicPartition) -> None:
+        self.topic_partition = topic_partition
+        self._event = threading.Event()
+        self.base_offset = -1
+        self.log_append_time = NO_TIMESTAMP
+        self._error_fn: RecordErrorFn | None = None
+
+    def set(self, base_offset: int, log_append_time: int, error_fn: RecordErrorFn | None) -> None:
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self._error_fn = error_fn
+
+    def done(self) -> None:
+        """Mark complete and wake every thread waiting on it."""
+        if self.base_offset is None:  # pragma: no cover - defensive, mirrors Kafka's IllegalStateException
+            raise RuntimeError("The method `set` must be invoked before this method.")
+        self._event.set()
+
+    def await_(self, timeout: float | None = None) -> bool:
+        """Wait (``timeout`` in seconds, ``None`` = forever); ``True`` if completed."""
+        return self._event.wait(timeout)
+
+    def completed(self) -> bool:
+        return self._event.is_set()
+
+    def error(self, batch_index: int) -> BaseException | None:
+        """The error of the record at ``batch_index`` (``None`` on success)."""
+        return None if self._error_fn is None else self._error_fn(batch_index)
+
+    def __repr__(self) -> str:
+        return f"ProduceRequestResult({self.topic_partition}, done={self.completed()}, base_offset={self.base_offset})"
+
+
+class FutureRecordMetadata:
+    """The future of one record (Kafka's ``FutureRecordMetadata``). Thread-safe.
+
+    Completes when its batch completes; ``result()`` returns :class:`RecordMetadata` or raises the record's
+    error; ``get(timeout)`` is the same but raises :class:`KafkaTimeoutError` on timeout (Kafka's wording).
+    Records cannot be cancelled: ``cancel()`` returns ``False``.
+    """
+
+    __slots__ = (
+        "result_holder", "batch_index", "create_timestamp", "serialized_key_size", "serialized_value_size",
+        "_next", "_callbacks", "__weakref__",
+    )
+
+    def __init__(self, result: ProduceRequestResult, batch_index: int, create_timestamp: int,
+                 serialized_key_size: int, serialized_value_size: int) -> None:
+        self.result_holder = result
+        self.batch_index = batch_index
+        self.create_timestamp = create_timestamp
+        self.serialized_key_size = serialized_key_size
+        self.serialized_value_size = serialized_value_size
+        self._next: FutureRecordMetadata | None = None
+        self._callbacks: list[_Entry] | None = None
+
+    # ------------------------------------------------------------------------------------- chaining (split)
+
+    def chain(self, future: FutureRecordMetadata) -> None:
+        """This record now lives in another batch (after a split): delegate to ``future``, appended at the end
+        of the chain (Kafka's ``chain``). The new batch keeps this future in its thunks, so done callbacks
+        registered here fire when that batch completes."""
+        with _CALLBACK_LOCK:
+            self._last()._next = future
+
+    def _last(self) -> FutureRecordMetadata:
+        f = self
+        while f._next is not None:
+            f = f._next
+        return f
+
+    # ------------------------------------------------------------------------------------------- values
+
+    def _value(self) -> RecordMetadata:
+        result = self.result_holder
+        error = result.error(self.batch_index)
+        if error is not None:
+            raise error
+        tp = result.topic_partition
+        offset = -1 if result.base_offset == -1 else result.base_offset + self.batch_index
+        timestamp = self.create_timestamp if result.log_append_time == NO_TIMESTAMP else result.log_append_time
+        return RecordMetadata(tp.topic, tp.partition, offset, timestamp,
+                              self.serialized_key_size, self.serialized_value_size)
+
+    def value(self) -> RecordMetadata:
+        """The metadata of a completed future (raises its error); follows chains."""
+        if self._next is not None:
+            return self._next.value()
+        return self._value()
+
+    def _wait(self, timeout: float | None) -> bool:
+        f: FutureRecordMetadata | None = self
+        while f is not None:
+            if not f.result_holder.await_(timeout):
+                return False
+            f = f._next  # set before the old batch's latch is released, so visible here
+        return True
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """Kafka's ``get``: wait (``timeout`` seconds, ``None`` = forever) and return the metadata.
+
+        Raises the record's error, or :class:`KafkaTimeoutError` "Timeout after waiting for N ms.".
+        """
+        if not self._wait(timeout):
+            raise KafkaTimeoutError(f"Timeout after waiting for {int((timeout or 0) * 1000)} ms.")
+        return self.value()
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """``concurrent.futures.Future.result``: raises ``concurrent.futures.TimeoutError`` on timeout."""
+        if not self._wait(timeout):
+            raise concurrent.futures.TimeoutError()
+        return self.value()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self._wait(timeout):
+            raise concurrent.futures.TimeoutError()
+        try:
+            self.value()
+        except BaseException as e:
+            return e
+        return None
+
+    def done(self) -> bool:
+        f: FutureRecordMetadata | None = self
+        while f is not None:
+            if not f.result_holder.completed():
+                return False
+            f = f._next
+        return True
+
+    is_done = done
+
+    def succeeded(self) -> bool:
+        return self.done() and self.exception(0) is None
+
+    def failed(self) -> bool:
+        return self.done() and self.exception(0) is not None
+
+    def cancel(self) -> bool:
+        return False
+
+    def cancelled(self) -> bool:
+        return False
+
+    def running(self) -> bool:
+        return not self.done()
+
+    # ------------------------------------------------------------------------------------ done callbacks
+
+    def add_done_callback(self, fn: Callable[[FutureRecordMetadata], Any]) -> None:
+        """Call ``fn(self)`` once when the future completes: at once on this thread if it already has,
+        else on the Sender thread. Exceptions from ``fn`` are logged.
+
+        Protocol (no lock on the Sender's per-record fast path): register first, then look at the latch; if
+        it is already released, whoever removes ``fn`` from the list (this thread or the Sender) runs it.
+        """
+        entry = _Entry(fn)
+        with _CALLBACK_LOCK:
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append(entry)
+        if self.done():
+            with _CALLBACK_LOCK:
+                mine = self._callbacks is not None and entry in self._callbacks
+                if mine:
+                    self._callbacks.remove(entry)  # type: ignore[union-attr]
+            if mine:
+                _run_callback(fn, self)
+
+    def _fire_done_callbacks(self) -> None:
+        """Called by the batch holding this future in its thunks after releasing its latch (Sender thread)."""
+        if self._callbacks is None:
+            return
+        with _CALLBACK_LOCK:
+            callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for entry in callbacks:
+                _run_callback(entry.fn, self)
+
+    def as_concurrent_future(self) -> concurrent.futures.Future[RecordMetadata]:
+        """A real ``concurrent.futures.Future`` completed together with this one."""
+        cf: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        cf.set_running_or_notify_cancel()
+
+        def transfer(f: FutureRecordMetadata) -> None:
+            try:
+                cf.set_result(f.value())
+            except BaseException as e:
+                cf.set_exception(e)
+
+        self.add_done_callback(transfer)
+        return cf
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return (f"FutureRecordMetadata({self.result_holder.topic_partition}, index={self.batch_index}, "
+                f"{state})")
+
+
+class _Entry:
+    """A registered done callback (identity-compared, so the same function may be added twice)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[FutureRecordMetadata], Any]) -> None:
+        self.fn = fn
+
+
+def _run_callback(fn: Callable[[FutureRecordMetadata], Any], future: FutureRecordMetadata) -> None:
+    try:
+        fn(future)
+    except Exception:
+        log.exception("exception calling done callback for %r", future)

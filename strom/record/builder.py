@@ -1,0 +1,472 @@
+"""Writing RecordBatch v2: ``MemoryRecordsBuilder`` and record size estimates.
+
+Output layout: the 61-byte header (see ``strom.record.header``) then the records, each
+``length VARINT | attributes INT8 = 0 | timestampDelta VARLONG | offsetDelta VARINT | keyLength VARINT |
+key | valueLength VARINT | value | headersCount VARINT | headers``; with a codec the records block is
+compressed as a whole. Fields written as Kafka's Java producer writes them: baseTimestamp = the first
+record's timestamp, maxTimestamp = the largest, lastOffsetDelta = count - 1, CRC-32C over attributes..end.
+
+Hot path: ``append`` encodes a record with table-driven varints and one ``bytes %`` format into a single
+growing ``bytearray`` (the header is reserved at its front, so an uncompressed build patches it in place).
+A failed ``append`` (e.g. a ``str`` value) leaves the builder unchanged.
+
+Kafka counterpart: ``org.apache.kafka.common.record.MemoryRecordsBuilder``,
+``DefaultRecord.sizeInBytes``/``recordSizeUpperBound``, ``AbstractRecords.estimateSizeInBytesUpperBound``.
+Control batches are built in ``strom.record.control``, re-splitting in ``strom.record.split``.
+Not thread-safe: one builder is owned by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from strom.common.errors import IllegalStateError
+from strom.record.batch import Header
+from strom.record.compression import CompressionType, compress
+from strom.record.crc import crc32c
+from strom.record.header import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG,
+)
+from strom.record.varint import CACHE_SIZE, UVARINT_TABLE, size_of_varint, varint_bytes, varlong_bytes
+
+__all__ = [
+    "MemoryRecordsBuilder",
+    "record_size",
+    "record_size_upper_bound",
+    "upper_bound_size",
+    "RECORD_BATCH_OVERHEAD",
+    "MAX_RECORD_OVERHEAD",
+    "COMPRESSION_RATE_ESTIMATION_FACTOR",
+]
+
+RECORD_BATCH_OVERHEAD = HEADER_SIZE
+#: length varint (5) + attributes (1) + timestampDelta varlong (10) + offsetDelta varint (5)
+MAX_RECORD_OVERHEAD = 21
+#: Kafka's pessimism when estimating how full a compressed batch is.
+COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
+
+# header after the CRC: attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId,
+# producerEpoch, baseSequence, recordsCount
+_HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_TAIL = struct.Struct(">hiqqqhii")
+_U32 = struct.Struct(">I")
+
+_UV = UVARINT_TABLE
+_HALF = CACHE_SIZE // 2  # non-negative values below this have a cached zig-zag encoding
+_NULL = b"\x01"  # varint -1
+_EMPTY_HEADERS = b"\x00"
+
+
+def _encode_headers(headers: Sequence[Header]) -> bytes:
+    parts = [varint_bytes(len(headers))]
+    for hkey, hval in headers:
+        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
+        parts.append(varint_bytes(len(kb)))
+        parts.append(kb)
+        if hval is None:
+            parts.append(_NULL)
+        else:
+            parts.append(varint_bytes(len(hval)))
+            parts.append(hval)
+    return b"".join(parts)
+
+
+def _bytes_field_size(data: bytes | None) -> int:
+    if data is None:
+        return 1
+    n = len(data)
+    return size_of_varint(n) + n
+
+
+def _headers_size(headers: Sequence[Header]) -> int:
+    size = size_of_varint(len(headers))
+    for hkey, hval in headers:
+        klen = len(hkey.encode("utf-8")) if isinstance(hkey, str) else len(hkey)
+        size += size_of_varint(klen) + klen + _bytes_field_size(hval)
+    return size
+
+
+def record_size(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> int:
+    """Exact encoded size of one record, length varint included (``DefaultRecord.sizeInBytes``)."""
+    body = (
+        1
+        + size_of_varint(timestamp_delta)
+        + size_of_varint(offset_delta)
+        + _bytes_field_size(key)
+        + _bytes_field_size(value)
+        + _headers_size(headers)
+    )
+    return size_of_varint(body) + body
+
+
+def record_size_upper_bound(key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()) -> int:
+    """Largest size one record can take whatever its deltas (``DefaultRecord.recordSizeUpperBound``)."""
+    return MAX_RECORD_OVERHEAD + _bytes_field_size(key) + _bytes_field_size(value) + _headers_size(headers)
+
+
+def upper_bound_size(
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+    compression_type: CompressionType | int = CompressionType.NONE,
+) -> int:
+    """Upper bound of a batch holding just this record (``AbstractRecords.estimateSizeInBytesUpperBound``).
+
+    As in Kafka, ``compression_type`` does not change the bound for magic v2.
+    """
+    return RECORD_BATCH_OVERHEAD + record_size_upper_bound(key, value, headers)
+
+
+class MemoryRecordsBuilder:
+    """Accumulates records into one v2 batch; ``build()`` returns the final bytes.
+
+    ``write_limit`` (bytes, ``None`` = unlimited) drives :meth:`has_room_for`/:meth:`is_full` exactly as
+    in Kafka: the first record always fits; later ones fit while ``estimated_size_in_bytes() +
+    record_size(...) <= write_limit``, where a compressed batch is estimated as header + uncompressed
+    records x ``estimated_compression_ratio`` x 1.05.
+
+    ``timestamp_type=1`` (LogAppendTime) only sets the attribute bit; maxTimestamp is still the largest
+    record timestamp (the broker stamps its own with ``header.set_max_timestamp_log_append``). An empty
+    builder builds ``b""`` (Kafka's ``MemoryRecords.EMPTY``).
+    """
+
+    __slots__ = (
+        "compression_type",
+        "compression_level",
+        "base_offset",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "is_transactional",
+        "is_control",
+        "partition_leader_epoch",
+        "timestamp_type",
+        "write_limit",
+        "estimated_compression_ratio",
+        "_buf",
+        "_n",
+        "_base_ts",
+        "_max_ts",
+        "_built",
+    )
+
+    def __init__(
+        self,
+        compression_type: CompressionType | int = CompressionType.NONE,
+        *,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        partition_leader_epoch: int = -1,
+        timestamp_type: int = 0,
+        write_limit: int | None = None,
+        compression_level: int | None = None,
+        estimated_compression_ratio: float = 1.0,
+    ) -> None:
+        self.compression_type = CompressionType(compression_type)
+        self.compression_level = compression_level
+        self.base_offset = base_offset
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.partition_leader_epoch = partition_leader_epoch
+        if timestamp_type not in (0, 1):
+            raise ValueError(
+                f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {timestamp_type}"
+            )
+        self.timestamp_type = timestamp_type
+        self.write_limit = write_limit
+        self.estimated_compression_ratio = estimated_compression_ratio
+        self._buf = bytearray(HEADER_SIZE)  # header placeholder; records follow
+        self._n = 0
+        self._base_ts = 0
+        self._max_ts = -1
+        self._built: bytes | None = None
+
+    # -- appending ------------------------------------------------------------------------------
+    def append(
+        self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+    ) -> int:
+        """Append one record; return its offset delta. Raises ``IllegalStateError`` once closed."""
+        if self._built is not None:
+            raise IllegalStateError("cannot append to a closed MemoryRecordsBuilder")
+        delta = self._n
+        if delta == 0:
+            if timestamp < 0 and timestamp != -1:
+                raise ValueError(f"invalid negative timestamp {timestamp}")
+            self._base_ts = timestamp
+            tsb = b"\x00"
+            od = b"\x00"
+        else:
+            tsd = timestamp - self._base_ts
+            z = (tsd << 1) ^ (tsd >> 63)
+            tsb = _UV[z] if z < CACHE_SIZE else varlong_bytes(tsd)
+            od = _UV[delta << 1] if delta < _HALF else varint_bytes(delta)
+            if timestamp < 0 and timestamp != -1:
+                raise ValueError(f"invalid negative timestamp {timestamp}")
+        if key is None:
+            kb = _NULL
+            klen = 0
+            key = b""
+        else:
+            klen = len(key)
+            kb = _UV[klen << 1] if klen < _HALF else varint_bytes(klen)
+        if value is None:
+            vb = _NULL
+            vlen = 0
+            value = b""
+        else:
+            vlen = len(value)
+            vb = _UV[vlen << 1] if vlen < _HALF else varint_bytes(vlen)
+        hb = _encode_headers(headers) if headers else _EMPTY_HEADERS
+        body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
+        lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
+        self._buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        self._n = delta + 1
+        return delta
+
+    def try_append(
+        self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+    ) -> int:
+        """``has_room_for`` + ``append`` in one pass (Kafka's ``ProducerBatch.tryAppend``).
+
+        Returns the offset delta, or -1 (builder unchanged) when the record does not fit or the builder
+        is closed. Same decision as :meth:`has_room_for`, at no extra cost: the exact size is known here.
+        (Deliberately a copy of :meth:`append`'s body: this is the producer's hottest path.)
+        """
+        if self._built is not None:
+            return -1
+        delta = self._n
+        if delta == 0:
+            if timestamp < 0 and timestamp != -1:
+                raise ValueError(f"invalid negative timestamp {timestamp}")
+            tsb = b"\x00"
+            od = b"\x00"
+        else:
+            tsd = timestamp - self._base_ts
+            z = (tsd << 1) ^ (tsd >> 63)
+            tsb = _UV[z] if z < CACHE_SIZE else varlong_bytes(tsd)
+            od = _UV[delta << 1] if delta < _HALF else varint_bytes(delta)
+            if timestamp < 0 and timestamp != -1:
+                raise ValueError(f"invalid negative timestamp {timestamp}")
+        if key is None:
+            kb = _NULL
+            klen = 0
+            key = b""
+        else:
+            klen = len(key)
+            kb = _UV[klen << 1] if klen < _HALF else varint_bytes(klen)
+        if value is None:
+            vb = _NULL
+            vlen = 0
+            value = b""
+        else:
+            vlen = len(value)
+            vb = _UV[vlen << 1] if vlen < _HALF else varint_bytes(vlen)
+        hb = _encode_headers(headers) if headers else _EMPTY_HEADERS
+        body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
+        lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
+        buf = self._buf
+        limit = self.write_limit
+        if delta and limit is not None:
+            written = len(buf)
+            if self.compression_type:
+                written = HEADER_SIZE + int(
+                    (written - HEADER_SIZE)
+                    * self.estimated_compression_ratio
+                    * COMPRESSION_RATE_ESTIMATION_FACTOR
+                )
+            if written + len(lb) + body > limit:
+                return -1
+        buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        if delta == 0:
+            self._base_ts = timestamp
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        self._n = delta + 1
+        return delta
+
+    def has_room_for(
+        self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+    ) -> bool:
+        """Whether one more record fits under ``write_limit`` (always true for the first record)."""
+        if self._built is not None:
+            return False
+        limit = self.write_limit
+        if self._n == 0 or limit is None:
+            return True
+        written = len(self._buf)
+        if self.compression_type:
+            est = HEADER_SIZE + int(
+                (written - HEADER_SIZE)
+                * self.estimated_compression_ratio
+                * COMPRESSION_RATE_ESTIMATION_FACTOR
+            )
+        else:
+            est = written
+        # Cheap upper bound first (MAX_RECORD_OVERHEAD + two 5-byte length varints); exact size only when
+        # the bound does not fit, so the answer is the same as Kafka's exact computation.
+        bound = 31 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if headers:
+            bound += _headers_size(headers)
+        if est + bound <= limit:
+            return True
+        return limit >= est + record_size(self._n, timestamp - self._base_ts, key, value, headers)
+
+    def is_full(self) -> bool:
+        """Closed, or holds a record and has reached ``write_limit`` (Kafka's ``isFull``)."""
+        if self._built is not None:
+            return True
+        if self.write_limit is None:
+            return False
+        return self._n > 0 and self.write_limit <= self.estimated_size_in_bytes()
+
+    def estimated_size_in_bytes(self) -> int:
+        """The built size once closed, else the estimate (exact when uncompressed)."""
+        if self._built is not None:
+            return len(self._built)
+        if self.compression_type == CompressionType.NONE:
+            return len(self._buf)
+        written = len(self._buf) - HEADER_SIZE
+        return HEADER_SIZE + int(
+            written * self.estimated_compression_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
+        )
+
+    @property
+    def uncompressed_bytes_written(self) -> int:
+        """Header plus records as encoded before compression."""
+        return len(self._buf)
+
+    @property
+    def num_records(self) -> int:
+        return self._n
+
+    @property
+    def is_closed(self) -> bool:
+        return self._built is not None
+
+    @property
+    def compression_ratio(self) -> float:
+        """Built records size / uncompressed records size (1.0 before close or when empty)."""
+        if self._built is None or len(self._buf) <= HEADER_SIZE:
+            return 1.0
+        return (len(self._built) - HEADER_SIZE) / (len(self._buf) - HEADER_SIZE)
+
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
+    ) -> None:
+        """Set idempotence/transaction fields before close (Kafka's ``setProducerState``)."""
+        if self._built is not None:
+            raise IllegalStateError(
+                "cannot set producer state of a closed batch (this is a bug in the caller)"
+            )
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+
+    def reopen_and_rewrite_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
+    ) -> None:
+        """Rewrite producer fields of an already built batch and recompute its CRC (retry after a reset)."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        if self._built is not None and self._built:
+            out = bytearray(self._built)
+            self._write_header(out, len(self._built) - HEADER_SIZE)
+            self._built = bytes(out)
+
+    # -- closing --------------------------------------------------------------------------------
+    def _attributes(self) -> int:
+        attrs = int(self.compression_type)
+        if self.timestamp_type == 1:
+            attrs |= TIMESTAMP_TYPE_MASK
+        if self.is_transactional:
+            attrs |= TRANSACTIONAL_FLAG
+        if self.is_control:
+            attrs |= CONTROL_FLAG
+        return attrs
+
+    def _write_header(self, out: bytearray, records_size: int) -> None:
+        _HEAD.pack_into(
+            out,
+            0,
+            self.base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + records_size,
+            self.partition_leader_epoch,
+            2,
+        )
+        _TAIL.pack_into(
+            out,
+            ATTRIBUTES_OFFSET,
+            self._attributes(),
+            self._n - 1,
+            self._base_ts,
+            self._max_ts,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._n,
+        )
+        _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+
+    def close(self) -> None:
+        """Finish the batch (compress, write header and CRC); later appends raise. Idempotent."""
+        if self._built is not None:
+            return
+        if self._n == 0:
+            self._built = b""
+            return
+        buf = self._buf
+        if self.compression_type == CompressionType.NONE:
+            self._write_header(buf, len(buf) - HEADER_SIZE)
+            self._built = bytes(buf)
+        else:
+            with memoryview(buf) as mv:
+                payload = compress(self.compression_type, mv[HEADER_SIZE:], self.compression_level)
+            out = bytearray(HEADER_SIZE)
+            out += payload
+            self._write_header(out, len(payload))
+            self._built = bytes(out)
+
+    def build(self) -> bytes:
+        """Close if needed and return the batch bytes (``b""`` when no record was appended)."""
+        if self._built is None:
+            self.close()
+        assert self._built is not None
+        return self._built
+
+    def __len__(self) -> int:
+        return self._n
+
+    #: Kafka's ``AbstractRecords.estimateSizeInBytesUpperBound`` as a static helper (see module function).
+    upper_bound_size = staticmethod(upper_bound_size)
+    record_size = staticmethod(record_size)
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryRecordsBuilder(codec={self.compression_type.config_name}, records={self._n}, "
+            f"estimated_size={self.estimated_size_in_bytes()}, closed={self._built is not None})"
+        )

@@ -1,0 +1,166 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics and the broker.
+
+Topic overrides live in the topic registry; a change re-applies the topic's ``LogConfig`` to its open logs.
+Broker configs are static (read from server.properties): they can be described but not altered.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.common.errors import ConfigError
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from strom.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from strom.server.apis import api
+from strom.storage.log_config import LogConfig
+
+if TYPE_CHECKING:
+    from strom.server.broker import BrokerServer
+    from strom.server.request_context import RequestContext
+
+TOPIC, BROKER = 2, 4
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _topic_rows(broker: BrokerServer, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
+    cfg = LogConfig.from_props(overrides, broker.default_log_config)
+    broker_set = set(broker.config.originals)
+    rows = []
+    from_broker = {v: k for k, v in _broker_synonyms().items()}
+    for name, value, _is_default in cfg.describe():
+        if name in overrides:
+            source = DYNAMIC_TOPIC_CONFIG
+        elif from_broker.get(name) in broker_set:
+            source = STATIC_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG
+        rows.append((name, value, source))
+    return rows
+
+
+def _broker_synonyms() -> dict[str, str]:
+    from strom.server import broker_config
+
+    return dict(broker_config._LOG_KEYS)  # broker key -> topic key
+
+
+@api(ApiKey.DESCRIBE_CONFIGS, 1)
+async def describe(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    broker = ctx.broker
+    md = broker.metadata
+    assert md is not None
+    R = DescribeConfigsResponse.DescribeConfigsResult
+    C = DescribeConfigsResponse.DescribeConfigsResourceResult
+    results = []
+    for res in request.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        if res.resource_type == TOPIC:
+            info = md.topic(res.resource_name)
+            if info is None:
+                results.append(R(error_code=UNKNOWN_TOPIC_OR_PARTITION, error_message=f"Topic {res.resource_name} "
+                                 "does not exist.", resource_type=TOPIC, resource_name=res.resource_name, configs=[]))
+                continue
+            rows = _topic_rows(broker, info.configs)
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                results.append(R(error_code=INVALID_REQUEST, error_message=f"Unexpected broker id, expected "
+                                 f"{broker.node_id} but received {res.resource_name}", resource_type=BROKER,
+                                 resource_name=res.resource_name, configs=[]))
+                continue
+            rows = [(n, v, DEFAULT_CONFIG if d else STATIC_BROKER_CONFIG) for n, v, d in broker.config.describe()]
+        else:
+            results.append(R(error_code=INVALID_REQUEST, error_message=f"Unsupported resource type "
+                             f"{res.resource_type}", resource_type=res.resource_type, resource_name=res.resource_name,
+                             configs=[]))
+            continue
+        configs = [
+            C(name=n, value=v, read_only=res.resource_type == BROKER, is_default=src == DEFAULT_CONFIG,
+              config_source=src, is_sensitive=False, synonyms=[])
+            for n, v, src in rows if keys is None or n in keys
+        ]
+        results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
+                         resource_name=res.resource_name, configs=configs))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _apply(ctx: RequestContext, resource_type: int, name: str, new: dict[str, str] | None, validate_only: bool,
+           ) -> tuple[int, str | None]:
+    """Validate and store ``new`` (the topic's complete override set); ``new=None`` means an invalid op."""
+    broker = ctx.broker
+    md, rm = broker.metadata, broker.replica_manager
+    assert md is not None and rm is not None
+    if resource_type == BROKER:
+        return INVALID_REQUEST, "strom broker configs are static; edit server.properties and restart the broker"
+    if resource_type != TOPIC:
+        return INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    info = md.topic(name)
+    if info is None:
+        return UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+    assert new is not None
+    try:
+        LogConfig.from_props(new, broker.default_log_config)
+    except ConfigError as e:
+        return INVALID_CONFIG, str(e)
+    if not validate_only:
+        md.set_configs(name, new)
+        rm.topic_config_changed(name)
+    return 0, None
+
+
+@api(ApiKey.ALTER_CONFIGS, 0)
+async def alter(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    out = []
+    for res in request.resources:
+        new = {}
+        err: tuple[int, str | None] | None = None
+        for c in res.configs:
+            if c.value is None:
+                err = (INVALID_REQUEST, f"Null value not supported for : {c.name}")
+                break
+            new[c.name] = c.value
+        code, msg = err or _apply(ctx, res.resource_type, res.resource_name, new, request.validate_only)
+        out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))
+    return AlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+@api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)
+async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfigsRequest,
+                            ) -> IncrementalAlterConfigsResponse:
+    md = ctx.broker.metadata
+    assert md is not None
+    out = []
+    for res in request.resources:
+        info = md.topic(res.resource_name) if res.resource_type == TOPIC else None
+        new = dict(info.configs) if info else {}
+        err: tuple[int, str | None] | None = None
+        for c in res.configs:
+            if c.config_operation == SET:
+                if c.value is None:
+                    err = (INVALID_REQUEST, f"Null value not supported for : {c.name}")
+                    break
+                new[c.name] = c.value
+            elif c.config_operation == DELETE:
+                new.pop(c.name, None)
+            elif c.config_operation in (APPEND, SUBTRACT):
+                cur = [v for v in new.get(c.name, "").split(",") if v]
+                vals = [v for v in (c.value or "").split(",") if v]
+                cur = cur + [v for v in vals if v not in cur] if c.config_operation == APPEND else \
+                    [v for v in cur if v not in vals]
+                new[c.name] = ",".join(cur)
+            else:
+                err = (INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
+                break
+        code, msg = err or _apply(ctx, res.resource_type, res.resource_name, new, request.validate_only)
+        out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

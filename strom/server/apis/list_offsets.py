@@ -1,0 +1,54 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or the first offset at/after a timestamp."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.common.errors import BrokerResponseError
+from strom.common.structs import TopicPartition
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from strom.server.apis import api
+
+if TYPE_CHECKING:
+    from strom.server.request_context import RequestContext
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUEST = 42
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+@api(ApiKey.LIST_OFFSETS, 1, 8)
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    md, rm = ctx.broker.metadata, ctx.broker.replica_manager
+    assert md is not None and rm is not None
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            lg = rm.get_log(TopicPartition(t.name, p.partition_index))
+            if lg is None:
+                parts.append(PartitionResponse(partition_index=p.partition_index,
+                                               error_code=UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            ts = p.timestamp
+            try:
+                if ts == LATEST:
+                    offset, found_ts = lg.high_watermark, -1
+                elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    offset, found_ts = lg.log_start_offset, -1
+                elif ts == MAX_TIMESTAMP or ts >= 0:
+                    found = lg.fetch_offset_by_timestamp(ts)
+                    offset, found_ts = (found if found is not None else (-1, -1))
+                else:
+                    parts.append(PartitionResponse(partition_index=p.partition_index, error_code=INVALID_REQUEST))
+                    continue
+            except BrokerResponseError as e:
+                parts.append(PartitionResponse(partition_index=p.partition_index, error_code=e.errno))
+                continue
+            parts.append(PartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=found_ts,
+                                           offset=offset, leader_epoch=0))
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,275 @@
+"""Broker configuration: Kafka's ``server.properties`` keys, defaults and validation.
+
+Kafka counterpart: ``KafkaConfig``. Log-level keys (``log.segment.bytes`` …) are validated here and turned
+into the default :class:`strom.storage.log_config.LogConfig` by :meth:`BrokerConfig.default_log_props`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from strom.common.errors import ConfigError
+
+__all__ = ["BrokerConfig", "Listener", "parse_properties", "load_properties_file"]
+
+_LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str, str], int]:
+    def conv(key: str, raw: str) -> int:
+        try:
+            v = int(str(raw).strip())
+        except ValueError:
+            raise ConfigError(f"Invalid value {raw} for configuration {key}: Not a number of type INT") from None
+        if lo is not None and v < lo:
+            raise ConfigError(f"Invalid value {v} for configuration {key}: Value must be at least {lo}")
+        if hi is not None and v > hi:
+            raise ConfigError(f"Invalid value {v} for configuration {key}: Value must be no more than {hi}")
+        return v
+
+    return conv
+
+
+def _bool(key: str, raw: str) -> bool:
+    s = str(raw).strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ConfigError(f"Invalid value {raw} for configuration {key}: Expected value to be either true or false")
+
+
+def _str(key: str, raw: str) -> str:
+    return str(raw).strip()
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+    def conv(key: str, raw: str) -> str:
+        s = str(raw).strip()
+        if s not in choices:
+            raise ConfigError(f"Invalid value {s} for configuration {key}: String must be one of: {', '.join(choices)}")
+        return s
+
+    return conv
+
+
+# key -> (converter, default). Defaults are Kafka 3.x's.
+_DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
+    "node.id": (_int(-1), 1),
+    "broker.id": (_int(-1), None),
+    "listeners": (_str, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": (_str, None),
+    "log.dirs": (_str, None),
+    "log.dir": (_str, "./strom-data"),
+    "num.partitions": (_int(1), 1),
+    "default.replication.factor": (_int(1), 1),
+    "auto.create.topics.enable": (_bool, True),
+    "delete.topic.enable": (_bool, True),
+    "message.max.bytes": (_int(0), 1048588),
+    "socket.request.max.bytes": (_int(1), 104857600),
+    "log.segment.bytes": (_int(14), 1073741824),
+    "log.roll.ms": (_int(1), None),
+    "log.roll.hours": (_int(1), 168),
+    "log.retention.ms": (_int(-1), None),
+    "log.retention.minutes": (_int(-1), None),
+    "log.retention.hours": (_int(-1), 168),
+    "log.retention.bytes": (_int(-1), -1),
+    "log.retention.check.interval.ms": (_int(1), 300000),
+    "log.flush.interval.messages": (_int(1), _LONG_MAX),
+    "log.flush.interval.ms": (_int(0), None),
+    "log.flush.scheduler.interval.ms": (_int(0), _LONG_MAX),
+    "log.flush.offset.checkpoint.interval.ms": (_int(0), 60000),
+    "log.index.interval.bytes": (_int(0), 4096),
+    "log.index.size.max.bytes": (_int(4), 10485760),
+    "log.message.timestamp.type": (_choice("CreateTime", "LogAppendTime"), "CreateTime"),
+    "log.cleanup.policy": (_str, "delete"),
+    "log.segment.delete.delay.ms": (_int(0), 60000),
+    "min.insync.replicas": (_int(1), 1),
+    "compression.type": (_choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), "producer"),
+    "group.initial.rebalance.delay.ms": (_int(0), 3000),
+    "group.min.session.timeout.ms": (_int(0), 6000),
+    "group.max.session.timeout.ms": (_int(0), 1800000),
+    "offsets.topic.num.partitions": (_int(1), 50),
+    "offsets.topic.replication.factor": (_int(1), 3),
+    "offsets.topic.segment.bytes": (_int(1), 104857600),
+    "offsets.retention.minutes": (_int(1), 10080),
+    "offsets.retention.check.interval.ms": (_int(1), 600000),
+    "transaction.state.log.num.partitions": (_int(1), 50),
+    "transaction.state.log.replication.factor": (_int(1), 3),
+    "transaction.state.log.min.isr": (_int(1), 2),
+    "transactional.id.expiration.ms": (_int(1), 604800000),
+    "producer.id.expiration.ms": (_int(1), 86400000),
+    "connections.max.idle.ms": (_int(1), 600000),
+    "queued.max.requests": (_int(1), 500),
+    "cluster.id": (_str, None),
+    "broker.rack": (_str, None),
+}
+
+# Keys a real Kafka server.properties carries that strom accepts and ignores (threads, ZooKeeper, KRaft quorum,
+# socket buffers): a file written for Kafka must start strom.
+_IGNORED = {
+    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers", "controller.listener.names",
+    "inter.broker.listener.name", "listener.security.protocol.map", "num.network.threads", "num.io.threads",
+    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
+    "zookeeper.connect", "zookeeper.connection.timeout.ms", "num.replica.fetchers", "replica.lag.time.max.ms",
+    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "metadata.log.dir", "log.cleaner.enable",
+    "log.cleaner.threads", "background.threads", "queued.max.request.bytes", "security.inter.broker.protocol",
+    "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
+    "controlled.shutdown.enable", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr", "log.preallocate",
+}
+
+_LOG_KEYS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+}
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java-style ``.properties`` text (``key=value`` / ``key: value``, ``#``/``!`` comments, ``\\`` joins)."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m is None:
+            out[line] = ""
+        else:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def load_properties_file(path: str | Path) -> dict[str, str]:
+    try:
+        return parse_properties(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"Cannot read config file {path}: {e.strerror}") from None
+
+
+def parse_listeners(key: str, value: str) -> list[Listener]:
+    result = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        m = _LISTENER_RE.match(item)
+        if m is None:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: expected NAME://host:port")
+        name = m.group("name").upper()
+        if name not in ("PLAINTEXT",):
+            raise ConfigError(
+                f"Invalid value {item} for configuration {key}: only PLAINTEXT listeners are supported by strom"
+            )
+        host = m.group("host").strip("[]")
+        port = int(m.group("port"))
+        if port > 65535:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: port out of range")
+        result.append(Listener(name, host, port))
+    if not result:
+        raise ConfigError(f"Invalid value {value!r} for configuration {key}: at least one listener is required")
+    return result
+
+
+class BrokerConfig:
+    """Validated broker settings. Unknown keys raise :class:`ConfigError` naming the key."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None) -> None:
+        props = {str(k).strip(): str(v) for k, v in (props or {}).items()}
+        self.originals = dict(props)
+        self.values: dict[str, Any] = {}
+        for key, (conv, default) in _DEFS.items():
+            self.values[key] = conv(key, props[key]) if key in props else default
+        for key in props:
+            if key in _DEFS or key in _IGNORED:
+                continue
+            if key.startswith(("log.cleaner.", "listener.name.", "ssl.", "sasl.", "controller.", "remote.log.")):
+                continue
+            raise ConfigError(f"Unknown configuration {key}")
+        if self.values["broker.id"] is not None and "node.id" not in props:
+            self.values["node.id"] = self.values["broker.id"]
+        self.listeners = parse_listeners("listeners", self.values["listeners"])
+        adv = self.values["advertised.listeners"]
+        self.advertised_listeners = parse_listeners("advertised.listeners", adv) if adv else self.listeners
+        for lst in self.advertised_listeners:
+            if lst.host in ("", "0.0.0.0", "::"):
+                raise ConfigError(
+                    f"Invalid value {lst.host or '<empty>'} for configuration advertised.listeners: "
+                    "set advertised.listeners to an address clients can reach"
+                )
+        dirs = self.values["log.dirs"] or self.values["log.dir"]
+        self.log_dirs = [d.strip() for d in str(dirs).split(",") if d.strip()]
+        if not self.log_dirs:
+            raise ConfigError("Invalid value for configuration log.dirs: at least one directory is required")
+        if self.values["default.replication.factor"] != 1:
+            # One broker: a replication factor above 1 can never be met (Kafka would refuse topic creation).
+            pass
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    def retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return int(v["log.retention.ms"])
+        if v["log.retention.minutes"] is not None:
+            return int(v["log.retention.minutes"]) * 60_000
+        hours = int(v["log.retention.hours"])
+        return -1 if hours < 0 else hours * 3_600_000
+
+    def roll_ms(self) -> int:
+        v = self.values
+        return int(v["log.roll.ms"]) if v["log.roll.ms"] is not None else int(v["log.roll.hours"]) * 3_600_000
+
+    def default_log_props(self) -> dict[str, str]:
+        """The topic-level defaults (``segment.bytes`` …) that this broker's ``log.*`` keys imply."""
+        out = {topic_key: str(self.values[key]) for key, topic_key in _LOG_KEYS.items()}
+        out["segment.ms"] = str(self.roll_ms())
+        out["retention.ms"] = str(self.retention_ms())
+        if self.values["log.flush.interval.ms"] is not None:
+            out["flush.ms"] = str(self.values["log.flush.interval.ms"])
+        return out
+
+    def describe(self) -> list[tuple[str, str | None, bool]]:
+        """(name, value, is_default) for DescribeConfigs on the broker resource."""
+        rows = []
+        for key, (_conv, default) in sorted(_DEFS.items()):
+            value = self.values[key]
+            rows.append((key, None if value is None else _fmt(value), key not in self.originals))
+            del default
+        return rows
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)

@@ -1,0 +1,191 @@
+"""One segment's ``.log`` file: raw RecordBatch v2 bytes, appended and read with positional I/O.
+
+Kafka counterpart: ``FileRecords`` (plus the record-level timestamp scan of ``LogSegment.findOffsetByTimestamp``).
+
+Batches are never decoded here except by :func:`record_timestamps`, which walks the varint headers of the
+records of an *uncompressed* batch to find per-record timestamps (used by ListOffsets only).
+
+Not thread-safe on its own: the owning segment serialises writes; ``os.pread`` reads are safe alongside them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from strom.record.header import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    parse_header,
+)
+
+__all__ = ["FileRecords", "BatchPosition", "record_timestamps"]
+
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # smallest legal batchLength (a header with no records)
+_SCAN_CHUNK = 8192
+
+
+class BatchPosition(NamedTuple):
+    """A batch found in a file: where it starts and its parsed header."""
+
+    position: int
+    header: BatchHeader
+
+    @property
+    def size(self) -> int:
+        return self.header.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.base_offset + self.header.last_offset_delta
+
+
+class FileRecords:
+    """An append-only file of batches with a cached size. Opened read-write, created if missing."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.closed = False
+
+    # --- writes ------------------------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the end; returns the position it was written at."""
+        position = self.size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], position + written)
+        self.size += written
+        return position
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes; returns how many bytes were removed."""
+        removed = self.size - size
+        if removed > 0:
+            os.ftruncate(self.fd, size)
+            self.size = size
+        return max(0, removed)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self.fd)
+            self.closed = True
+
+    def rename_to(self, path: str) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # --- reads -------------------------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (fewer at the end of the file)."""
+        size = max(0, min(size, self.size - position))
+        if size == 0:
+            return b""
+        data = os.pread(self.fd, size, position)
+        while len(data) < size:  # pread may return short on some filesystems
+            more = os.pread(self.fd, size - len(data), position + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
+        """Headers of the whole batches in ``[start, end)``; stops quietly at a torn or implausible batch.
+
+        Reads ahead in small chunks so scanning many small batches costs few syscalls. Does not check CRCs.
+        """
+        end = self.size if end is None else min(end, self.size)
+        pos = start
+        buf = b""
+        buf_pos = start
+        while pos + HEADER_SIZE <= end:
+            off = pos - buf_pos
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_pos, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = parse_header(buf, off)
+            if header.batch_length < _MIN_BATCH_LENGTH:
+                return
+            size = header.batch_length + LOG_OVERHEAD
+            if pos + size > end:
+                return
+            yield BatchPosition(pos, header)
+            pos += size
+
+    def search_for_offset(self, target: int, start: int, end: int | None = None) -> BatchPosition | None:
+        """The first batch at or after ``start`` whose last offset is >= ``target``."""
+        for batch in self.batches(start, end):
+            if batch.last_offset >= target:
+                return batch
+        return None
+
+    def search_for_timestamp(self, target_ts: int, start: int, starting_offset: int) -> BatchPosition | None:
+        """The first batch at or after ``start`` with maxTimestamp >= ``target_ts`` and offsets >= starting_offset."""
+        for batch in self.batches(start):
+            if batch.header.max_timestamp >= target_ts and batch.last_offset >= starting_offset:
+                return batch
+        return None
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag varint/varlong at ``pos`` -> (value, next position)."""
+    shift = 0
+    raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def record_timestamps(batch: bytes) -> list[tuple[int, int]] | None:
+    """``(offset_delta, timestamp)`` of every record of one uncompressed v2 batch; None if compressed.
+
+    Only the record prefix (length, attributes, timestampDelta, offsetDelta) is decoded; the rest of each
+    record is skipped by its length. Raises ``ValueError`` on malformed records.
+    """
+    header = parse_header(batch)
+    if header.compression & COMPRESSION_MASK:
+        return None
+    out: list[tuple[int, int]] = []
+    pos = HEADER_SIZE
+    end = header.batch_length + LOG_OVERHEAD
+    try:
+        for _ in range(header.records_count):
+            length, body = _varint(batch, pos)
+            if length < 0 or body + length > end:
+                raise ValueError("record length out of bounds")
+            ts_delta, p = _varint(batch, body + 1)  # +1 skips the attributes byte
+            offset_delta, _ = _varint(batch, p)
+            out.append((offset_delta, header.base_timestamp + ts_delta))
+            pos = body + length
+    except IndexError:
+        raise ValueError("truncated record") from None
+    return out

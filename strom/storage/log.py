@@ -1,0 +1,568 @@
+"""A partition's log: an ordered list of segments with offsets, roll, read, flush, retention and truncation.
+
+Kafka counterpart: ``UnifiedLog`` (``Log`` / ``LocalLog`` before 3.0), without tiered storage, producer state
+(idempotence/transactions) or the leader-epoch cache.
+
+Offsets: ``log_start_offset <= high_watermark <= log_end_offset``; ``recovery_point`` is the offset below which
+everything is fsynced. The high watermark is set by the broker (:meth:`update_high_watermark`; on a single broker
+it follows the log end after each append) and bounds retention and timestamp lookups.
+
+Reads return whole batches only (see :class:`FetchDataInfo`): where Kafka may end a Fetch response with a
+truncated partial batch, strom stops at the last whole batch that fits in ``max_bytes``.
+
+Threading: thread-safe. One re-entrant lock per ``Log`` serialises appends, reads, rolls, retention and
+truncation. :meth:`flush` takes the lock only to pick segments and to advance the recovery point; the fsyncs
+run outside it, so a flush in a worker thread does not block appends on the event loop. Segment files are
+removed ``file.delete.delay.ms`` after retention unlinks them from the log (renamed ``.deleted`` first).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable
+
+from strom.common.error_codes import KafkaStorageError, OffsetOutOfRangeError
+from strom.common.structs import TopicPartition
+from strom.common.time import SYSTEM_TIME, Time
+from strom.storage.fetch_data_info import FetchDataInfo
+from strom.storage.fs import fsync_dir
+from strom.storage.log_append_info import LogAppendInfo
+from strom.storage.log_config import LogConfig
+from strom.storage.log_loader import delete_segment_files, load_log
+from strom.storage.log_segment import DELETED_SUFFIX, LogSegment
+from strom.storage.log_validator import AppendOrigin, validate_and_assign_offsets
+
+__all__ = [
+    "Log",
+    "parse_topic_partition",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "EARLIEST_LOCAL_TIMESTAMP",
+]
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest constants).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+def parse_topic_partition(dir_name: str) -> TopicPartition:
+    """``my.topic-with-dash-3`` -> TopicPartition("my.topic-with-dash", 3); raises ValueError otherwise."""
+    name = os.path.basename(os.path.normpath(dir_name))
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or (len(partition) > 1 and partition[0] == "0"):
+        raise ValueError(f"directory name {name!r} is not <topic>-<partition>")
+    return TopicPartition(topic, int(partition))
+
+
+class Log:
+    """The segments of one partition in one directory."""
+
+    def __init__(
+        self,
+        dir: str,
+        config: LogConfig,
+        time: Time = SYSTEM_TIME,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> None:
+        self.dir = dir
+        self.config = config
+        self._time = time
+        self._lock = threading.RLock()
+        loaded = load_log(
+            dir,
+            config,
+            time,
+            had_clean_shutdown=had_clean_shutdown,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+        )
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._next_offset = loaded.next_offset
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._high_watermark = loaded.next_offset
+        self.truncated_bytes_on_load = loaded.truncated_bytes
+        self.recovered_segments_on_load = loaded.recovered_segments
+        self._last_flush_ms = time.milliseconds()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._dir_dirty = False
+        self._closed = False
+
+    # --- read-only state ---------------------------------------------------------------------------------
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return parse_topic_partition(self.dir)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._next_offset - self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns it."""
+        with self._lock:
+            self._high_watermark = min(max(hw, self._log_start_offset), self._next_offset)
+            return self._high_watermark
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.update_config(config)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.dir} is closed")
+
+    # --- append ------------------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Validate ``records`` (whole v2 batches), assign offsets from the log end and append them.
+
+        Raises CorruptMessageError, MessageTooLargeError, RecordListTooLargeError, InvalidRecordError,
+        InvalidTimestampError or UnsupportedForMessageFormatError with nothing written; KafkaStorageError when
+        the disk fails.
+        """
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            result = validate_and_assign_offsets(
+                records, self._next_offset, self.config, now, leader_epoch=leader_epoch, origin=origin
+            )
+            if result.num_batches == 0:
+                return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
+            segment = self._maybe_roll(len(result.records), result.last_offset, now)
+            size_before = segment.size
+            try:
+                segment.append(
+                    result.last_offset, result.max_timestamp, result.offset_of_max_timestamp, result.records
+                )
+            except OSError as e:
+                self._undo_partial_append(segment, size_before)
+                raise KafkaStorageError(f"append to {segment.log.path} failed: {e}") from e
+            self._next_offset = result.last_offset + 1
+            info = LogAppendInfo(
+                first_offset=result.first_offset,
+                last_offset=result.last_offset,
+                max_timestamp=result.max_timestamp,
+                offset_of_max_timestamp=result.offset_of_max_timestamp,
+                log_append_time=result.log_append_time,
+                log_start_offset=self._log_start_offset,
+                num_records=result.num_records,
+                valid_bytes=len(result.records),
+                num_batches=result.num_batches,
+            )
+            if self.unflushed_messages >= self.config.flush_messages:
+                self.flush()
+            return info
+
+    def _undo_partial_append(self, segment: LogSegment, size_before: int) -> None:
+        try:
+            segment.truncate_to(self._next_offset)
+            segment.log.truncate_to(size_before)
+        except OSError:
+            log.exception("could not undo a failed append to %s", segment.log.path)
+
+    def _maybe_roll(self, size: int, last_offset: int, now: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.size == 0:
+            return segment
+        config = self.config
+        if (
+            segment.size + size > config.segment_bytes
+            or now - segment.created_ms > config.segment_ms
+            or segment.is_full()
+            or not segment.can_convert_to_relative(last_offset)
+        ):
+            return self._roll(now)
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end (no-op when the active segment is empty)."""
+        with self._lock:
+            self._check_open()
+            return self._roll(self._time.milliseconds())
+
+    def _roll(self, now: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        base = self._next_offset
+        active.on_become_inactive()
+        delete_segment_files(self.dir, base)  # stale files at this offset cannot hold live data
+        segment = LogSegment(self.dir, base, self.config, self._time)
+        self._segments.append(segment)
+        self._bases.append(base)
+        self._dir_dirty = True
+        log.debug("rolled %s at offset %d", self.dir, base)
+        return segment
+
+    # --- read --------------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``, from a single segment, bytes as on disk.
+
+        At most ``max_bytes`` (but the first batch whole when ``min_one_message``); only batches below
+        ``max_offset`` (pass the high watermark for consumers). Raises OffsetOutOfRangeError outside
+        ``[log_start_offset, log_end_offset]``; ``start_offset == log_end_offset`` gives empty records.
+        """
+        with self._lock:
+            self._check_open()
+            if start_offset < self._log_start_offset or start_offset > self._next_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} is outside [{self._log_start_offset}, {self._next_offset}] of {self.dir}"
+                )
+            if start_offset == self._next_offset or (max_offset is not None and start_offset >= max_offset):
+                return FetchDataInfo.empty(start_offset)
+            idx = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+            while idx < len(self._segments):
+                segment = self._segments[idx]
+                max_position = None if max_offset is None else self._position_limit(segment, max_offset)
+                try:
+                    data = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                except OSError as e:
+                    raise KafkaStorageError(f"read from {segment.log.path} failed: {e}") from e
+                if data is not None:
+                    return data
+                idx += 1
+            return FetchDataInfo.empty(start_offset)
+
+    @staticmethod
+    def _position_limit(segment: LogSegment, max_offset: int) -> int | None:
+        if max_offset >= segment.next_offset:
+            return None
+        if max_offset <= segment.base_offset:
+            return 0
+        found = segment.find_offset_position(max_offset)
+        return None if found is None else found.position
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, timestamp)`` or None when nothing qualifies.
+
+        -2 earliest -> (log_start_offset, -1); -1 latest -> (high_watermark, -1); -3 -> the record with the
+        largest timestamp; -4 earliest local -> (log_start_offset, -1); ``timestamp >= 0`` -> the first record at
+        or after the log start with timestamp >= ``timestamp`` and offset below the high watermark. Precision
+        notes for compressed batches are in :meth:`LogSegment.find_offset_by_timestamp`.
+        """
+        with self._lock:
+            self._check_open()
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                return self._log_start_offset, -1
+            if timestamp == LATEST_TIMESTAMP:
+                return self._high_watermark, -1
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_record()
+            if timestamp < 0:
+                return None
+            for segment in self._segments:
+                if segment.max_timestamp_so_far < timestamp or segment.next_offset <= self._log_start_offset:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return found if found[0] < self._high_watermark else None
+            return None
+
+    def _max_timestamp_record(self) -> tuple[int, int] | None:
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.next_offset <= self._log_start_offset:
+                continue
+            if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = segment
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        return best.max_timestamp_record()
+
+    # --- flush -------------------------------------------------------------------------------------------
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync segments holding offsets in ``[recovery_point, up_to_offset)`` (default: the log end) and
+        advance the recovery point. May run in a worker thread."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self._next_offset if up_to_offset is None else min(up_to_offset, self._next_offset)
+            full = target == self._next_offset  # only a flush to the log end restarts the flush.ms clock
+            now = self._time.milliseconds()
+            if target <= self._recovery_point:
+                if full:
+                    self._last_flush_ms = now
+                return
+            segments = [
+                s
+                for i, s in enumerate(self._segments)
+                if s.base_offset < target and self._upper_bound(i) > self._recovery_point
+            ]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            for segment in segments:
+                segment.flush()
+            if dir_dirty:
+                fsync_dir(self.dir)
+        except OSError as e:
+            with self._lock:
+                self._dir_dirty = self._dir_dirty or dir_dirty
+            raise KafkaStorageError(f"flush of {self.dir} failed: {e}") from e
+        with self._lock:
+            if target > self._recovery_point:
+                self._recovery_point = min(target, self._next_offset)
+            if full:
+                self._last_flush_ms = now
+
+    def _upper_bound(self, index: int) -> int:
+        return self._bases[index + 1] if index + 1 < len(self._bases) else self._next_offset
+
+    # --- retention ---------------------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to ``offset`` (-1 = high watermark) and delete the
+        segments wholly below it. Returns the new log start offset. Offsets above the high watermark raise
+        OffsetOutOfRangeError."""
+        with self._lock:
+            self._check_open()
+            if offset == -1:
+                offset = self._high_watermark
+            if offset < 0 or offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: high watermark is {self._high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self._delete_log_start_breached()
+            return self._log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Retention: delete whole segments past ``retention.ms`` (by largest timestamp) or beyond
+        ``retention.bytes`` (oldest first), and those below the log start offset. Only ``cleanup.policy=delete``
+        topics are trimmed by time/size. Never deletes at or above the high watermark. Returns segments deleted."""
+        with self._lock:
+            if self._closed:
+                return 0
+            now = self._time.milliseconds()
+            deleted = 0
+            if self.config.delete_enabled:
+                deleted += self._delete_retention_ms_breached(now)
+                deleted += self._delete_retention_size_breached()
+            deleted += self._delete_log_start_breached()
+            self._purge_deleted_segments(now)
+            return deleted
+
+    def _delete_retention_ms_breached(self, now: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_segments(lambda seg, _next: now - seg.largest_timestamp > retention_ms)
+
+    def _delete_retention_size_breached(self) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = sum(s.size for s in self._segments)
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def predicate(seg: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - seg.size >= 0:
+                excess -= seg.size
+                return True
+            return False
+
+        return self._delete_segments(predicate)
+
+    def _delete_log_start_breached(self) -> int:
+        start = self._log_start_offset
+        return self._delete_segments(lambda _seg, nxt: nxt is not None and nxt.base_offset <= start)
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self._next_offset
+            last_and_empty = nxt is None and segment.size == 0
+            if last_and_empty or self._high_watermark < upper or not predicate(segment, nxt):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self._roll(self._time.milliseconds())
+        for segment in deletable:
+            self._segments.remove(segment)
+            self._schedule_delete(segment)
+        self._bases = [s.base_offset for s in self._segments]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        log.info("deleted %d segment(s) of %s; log start offset %d", len(deletable), self.dir, self._log_start_offset)
+        return len(deletable)
+
+    def _schedule_delete(self, segment: LogSegment) -> None:
+        try:
+            segment.change_file_suffix(DELETED_SUFFIX)
+        except OSError:
+            log.exception("could not rename segment %s for deletion", segment.log.path)
+        delay = self.config.file_delete_delay_ms
+        if delay <= 0:
+            segment.delete()
+        else:
+            self._pending_deletes.append((self._time.milliseconds() + delay, segment))
+        self._dir_dirty = True
+
+    def purge_deleted_segments(self) -> int:
+        """Unlink ``.deleted`` segment files whose ``file.delete.delay.ms`` has passed; returns how many."""
+        with self._lock:
+            return self._purge_deleted_segments(self._time.milliseconds())
+
+    def _purge_deleted_segments(self, now: int, force: bool = False) -> int:
+        due = [(t, s) for t, s in self._pending_deletes if force or t <= now]
+        if not due:
+            return 0
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        for _t, segment in due:
+            try:
+                segment.delete()
+            except OSError:
+                log.exception("could not delete segment %s", segment.log.path)
+        return len(due)
+
+    # --- truncation --------------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding offsets >= ``offset`` (a batch straddling it goes entirely).
+        Returns whether anything was removed."""
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to negative offset {offset}")
+            if offset >= self._next_offset:
+                return False
+            if offset < self._segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            for segment in [s for s in self._segments if s.base_offset > offset]:
+                self._segments.remove(segment)
+                self._schedule_delete(segment)
+            self._bases = [s.base_offset for s in self._segments]
+            active = self._segments[-1]
+            active.truncate_to(offset)
+            self._next_offset = active.next_offset
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log, empty, at ``offset``."""
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                self._schedule_delete(segment)
+            delete_segment_files(self.dir, offset)
+            self._segments = [LogSegment(self.dir, offset, self.config, self._time)]
+            self._bases = [offset]
+            self._next_offset = offset
+            self._log_start_offset = offset
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._recovery_point = min(self._recovery_point, self._next_offset)
+        self._high_watermark = min(self._high_watermark, self._next_offset)
+        self._log_start_offset = min(self._log_start_offset, self._next_offset)
+        self._dir_dirty = True
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush everything, close the segments and finish pending deletions."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            for segment in self._segments:
+                segment.close()
+            self._purge_deleted_segments(0, force=True)
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Close file descriptors without flushing (for a directory that is about to be deleted)."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close_handlers()
+            for _t, segment in self._pending_deletes:
+                segment.close_handlers()
+            self._pending_deletes = []
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        with self._lock:
+            self.close_handlers()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self._next_offset}, segments={len(self._segments)})"
+        )

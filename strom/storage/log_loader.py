@@ -1,0 +1,143 @@
+"""Open a partition directory: clean leftovers, load segments, recover what was not flushed.
+
+Kafka counterpart: ``LogLoader`` (without swap-file completion and producer-state rebuilding).
+
+Steps:
+1. delete ``*.deleted`` / ``*.cleaned`` / ``*.swap`` / ``*.tmp`` leftovers (a segment deletion interrupted by a
+   crash, or compaction/replace output that strom never produces);
+2. delete index files whose ``.log`` is gone (orphans);
+3. open every segment; segments holding offsets >= the recovery point are re-validated batch by batch
+   (``LogSegment.recover``) unless the directory was shut down cleanly; other segments only get an index
+   sanity check (and are recovered if it fails);
+4. a segment whose recovery truncated a torn/corrupt tail drops every later segment (their data cannot be
+   trusted to follow it);
+5. with no segments left, an empty one is created at the log start offset; a log start offset above the log
+   end (data lost with an unflushed tail) restarts the log there.
+
+Runs single-threaded before the ``Log`` is visible to others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from strom.common.time import Time
+from strom.storage.log_config import LogConfig
+from strom.storage.log_segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    log_file_name,
+)
+
+__all__ = ["LoadedLog", "load_log", "delete_segment_files", "CLEANUP_SUFFIXES"]
+
+log = logging.getLogger(__name__)
+
+CLEANUP_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    next_offset: int
+    truncated_bytes: int
+    recovered_segments: int
+
+
+def _base_offset_of(name: str, suffix: str) -> int | None:
+    stem = name[: -len(suffix)]
+    if len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def delete_segment_files(dir: str, base_offset: int) -> None:
+    """Unlink a segment's files (any that exist)."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        try:
+            os.unlink(log_file_name(dir, base_offset, suffix))
+        except FileNotFoundError:
+            pass
+
+
+def _clean_directory(dir: str) -> list[int]:
+    names = os.listdir(dir)
+    for name in names:
+        if name.endswith(CLEANUP_SUFFIXES):
+            log.info("deleting leftover file %s", os.path.join(dir, name))
+            os.unlink(os.path.join(dir, name))
+    bases = sorted(
+        b for name in names if name.endswith(LOG_SUFFIX) and (b := _base_offset_of(name, LOG_SUFFIX)) is not None
+    )
+    present = set(bases)
+    for name in names:
+        for suffix in _INDEX_SUFFIXES:
+            if name.endswith(suffix):
+                base = _base_offset_of(name, suffix)
+                if base is not None and base not in present:
+                    log.info("deleting orphan index %s", os.path.join(dir, name))
+                    os.unlink(os.path.join(dir, name))
+    return bases
+
+
+def load_log(
+    dir: str,
+    config: LogConfig,
+    time: Time,
+    *,
+    had_clean_shutdown: bool,
+    recovery_point: int,
+    log_start_offset: int,
+) -> LoadedLog:
+    os.makedirs(dir, exist_ok=True)
+    bases = _clean_directory(dir)
+    segments: list[LogSegment] = []
+    truncated_total = 0
+    recovered: list[LogSegment] = []
+    for i, base in enumerate(bases):
+        next_base = bases[i + 1] if i + 1 < len(bases) else None
+        needs_recovery = not had_clean_shutdown and (next_base is None or next_base > recovery_point)
+        segment = LogSegment(dir, base, config, time, load_state=not needs_recovery)
+        if needs_recovery:
+            truncated = segment.recover()
+            recovered.append(segment)
+        else:
+            truncated = 0
+            if segment.rebuilt_indexes:
+                recovered.append(segment)
+        segments.append(segment)
+        if truncated > 0:
+            truncated_total += truncated
+            log.warning("truncated %d invalid bytes at the end of %s", truncated, segment.log.path)
+            for later in bases[i + 1 :]:
+                log.warning("deleting segment %d of %s after a corrupt segment", later, dir)
+                delete_segment_files(dir, later)
+            break
+        if next_base is not None and segment.next_offset > next_base:
+            log.warning("segment %d of %s overlaps the next one; dropping the following segments", base, dir)
+            for later in bases[i + 1 :]:
+                delete_segment_files(dir, later)
+            break
+
+    if not segments:
+        segments.append(LogSegment(dir, log_start_offset, config, time))
+    next_offset = segments[-1].next_offset
+    log_start = max(log_start_offset, segments[0].base_offset)
+    if log_start > next_offset:
+        log.warning("log start offset %d above log end %d in %s; restarting the log", log_start, next_offset, dir)
+        for segment in segments:
+            segment.delete()
+        segments = [LogSegment(dir, log_start, config, time)]
+        recovered = []
+        next_offset = log_start
+    for segment in recovered:
+        segment.flush()  # the recovered bytes and rebuilt indexes are now durable
+    # After a clean shutdown everything was flushed; after recovery the recovered tail was just flushed.
+    return LoadedLog(segments, log_start, next_offset, next_offset, truncated_total, len(recovered))

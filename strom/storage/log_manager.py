@@ -1,0 +1,324 @@
+"""All partition logs of a broker across its ``log.dirs``: load, create, delete, flush, retention, checkpoints.
+
+Kafka counterpart: ``LogManager``.
+
+Per log dir::
+
+    <dir>/.lock                                  exclusive flock while the manager is open
+    <dir>/.kafka_cleanshutdown                   written last by shutdown(); deleted after loading
+    <dir>/recovery-point-offset-checkpoint       OffsetCheckpointFile: offsets below which data is fsynced
+    <dir>/log-start-offset-checkpoint            OffsetCheckpointFile: each log's start offset
+    <dir>/<topic>-<partition>/                   one Log
+    <dir>/<topic>-<partition>.<uuid>-delete/     a deleted partition being removed
+
+Periodic work is driven by the caller (the broker's scheduler), not by threads started here:
+``run_periodic_tasks(now)`` runs retention every ``retention_check_ms``, the flusher every ``flush_check_ms`` and
+the checkpoints every ``checkpoint_interval_ms``, or call ``cleanup_logs``/``flush_dirty_logs``/``checkpoint_*``
+directly (``flush_dirty_logs`` is meant for a worker thread; it fsyncs).
+
+Threading: thread-safe. A lock guards the partition map; each ``Log`` has its own lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Mapping
+
+from strom.common.error_codes import KafkaStorageError
+from strom.common.structs import TopicPartition
+from strom.common.time import SYSTEM_TIME, Time
+from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
+from strom.storage.fs import atomic_write, fsync_dir
+from strom.storage.log import Log, parse_topic_partition
+from strom.storage.log_config import LogConfig
+
+__all__ = [
+    "LogManager",
+    "CLEAN_SHUTDOWN_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE",
+    "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "LOCK_FILE",
+]
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class LogManager:
+    """Owns every ``Log`` of the broker."""
+
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig,
+        time: Time = SYSTEM_TIME,
+        *,
+        flush_check_ms: int = 1000,
+        retention_check_ms: int = 300000,
+        checkpoint_interval_ms: int = 60000,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise ValueError(f"duplicate log dirs in {log_dirs}")
+        self.default_config = default_config
+        self._time = time
+        self.flush_check_ms = flush_check_ms
+        self.retention_check_ms = retention_check_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self._lock_fds: list[int] = []
+        now = time.milliseconds()
+        self._next_retention_ms = now + retention_check_ms
+        self._next_flush_ms = now + flush_check_ms
+        self._next_checkpoint_ms = now + checkpoint_interval_ms
+        self._shut_down = False
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._lock_fds.append(self._lock_dir(d))
+
+    @staticmethod
+    def _lock_dir(d: str) -> int:
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise KafkaStorageError(f"log dir {d} is locked by another process") from None
+        return fd
+
+    # --- loading -----------------------------------------------------------------------------------------
+
+    def load_logs(self, topic_configs: Mapping[str, LogConfig] | None = None) -> int:
+        """Open every partition directory; returns how many logs were loaded."""
+        with self._lock:
+            if topic_configs:
+                self._topic_configs.update(topic_configs)
+            loaded = 0
+            for d in self.log_dirs:
+                loaded += self._load_dir(d)
+            return loaded
+
+    def _read_checkpoint(self, path: str) -> tuple[dict[TopicPartition, int], bool]:
+        try:
+            return OffsetCheckpointFile(path).read(), True
+        except CorruptCheckpointError as e:
+            log.warning("%s; recovering every log in its directory", e)
+            return {}, False
+
+    def _load_dir(self, d: str) -> int:
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery_points, ok1 = self._read_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE))
+        start_offsets, ok2 = self._read_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE))
+        clean = clean and ok1 and ok2
+        count = 0
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                log.info("removing deleted partition directory %s", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                tp = parse_topic_partition(name)
+            except ValueError:
+                log.warning("ignoring directory %s: not a <topic>-<partition> name", path)
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(f"partition {tp} found in both {self._logs[tp].dir} and {path}")
+            self._logs[tp] = Log(
+                path,
+                self._config_for(tp.topic),
+                self._time,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                had_clean_shutdown=clean,
+            )
+            count += 1
+        if os.path.exists(marker):
+            os.unlink(marker)
+            fsync_dir(d)
+        log.info("loaded %d logs from %s (clean shutdown: %s)", count, d, clean)
+        return count
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    # --- partitions --------------------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        with self._lock:
+            return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """The log of ``tp``, created in the log dir holding the fewest partitions when missing.
+
+        ``config`` (if given) becomes the topic's config for this and later partitions of the topic.
+        """
+        with self._lock:
+            self._check_running()
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            if not _LEGAL_TOPIC.match(tp.topic) or tp.topic in (".", "..") or tp.partition < 0:
+                raise ValueError(f"illegal topic partition {tp}")
+            if config is not None:
+                self._topic_configs[tp.topic] = config
+            counts = {d: 0 for d in self.log_dirs}
+            for lg in self._logs.values():
+                parent = os.path.dirname(lg.dir)
+                if parent in counts:
+                    counts[parent] += 1
+            parent = min(self.log_dirs, key=lambda d: counts[d])
+            path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
+            fresh = not os.path.exists(path)
+            new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
+            fsync_dir(parent)
+            self._logs[tp] = new_log
+            return new_log
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Remove ``tp``'s log: rename its dir to ``<topic>-<partition>.<uuid>-delete``, then delete it."""
+        with self._lock:
+            doomed = self._logs.pop(tp, None)
+        if doomed is None:
+            return False
+        doomed.close_handlers()
+        target = f"{doomed.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.rename(doomed.dir, target)
+            fsync_dir(os.path.dirname(target))
+        except OSError as e:
+            raise KafkaStorageError(f"could not delete {doomed.dir}: {e}") from e
+        shutil.rmtree(target, ignore_errors=True)
+        return True
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a new config to every partition of ``topic`` (and to partitions created later)."""
+        with self._lock:
+            self._topic_configs[topic] = config
+            logs = [lg for tp, lg in self._logs.items() if tp.topic == topic]
+        for lg in logs:
+            lg.update_config(config)
+
+    def topic_config(self, topic: str) -> LogConfig:
+        with self._lock:
+            return self._config_for(topic)
+
+    # --- periodic work -----------------------------------------------------------------------------------
+
+    def cleanup_logs(self) -> int:
+        """Retention over every log; returns the number of segments deleted."""
+        deleted = 0
+        for lg in self.all_logs().values():
+            try:
+                deleted += lg.delete_old_segments()
+            except KafkaStorageError:
+                log.exception("retention failed for %s", lg.dir)
+        return deleted
+
+    def flush_dirty_logs(self) -> int:
+        """Flush logs whose ``flush.ms`` elapsed, and rolled segments not yet flushed; returns logs flushed."""
+        now = self._time.milliseconds()
+        flushed = 0
+        for lg in self.all_logs().values():
+            try:
+                if now - lg.last_flush_ms >= lg.config.flush_ms:
+                    lg.flush()
+                    flushed += 1
+                elif lg.recovery_point < lg.active_segment.base_offset:
+                    lg.flush(lg.active_segment.base_offset)
+                    flushed += 1
+            except KafkaStorageError:
+                log.exception("flush failed for %s", lg.dir)
+        return flushed
+
+    def _logs_by_dir(self) -> dict[str, dict[TopicPartition, Log]]:
+        by_dir: dict[str, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+        for tp, lg in self.all_logs().items():
+            by_dir.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
+        return by_dir
+
+    def checkpoint_recovery_points(self) -> None:
+        for d, logs in self._logs_by_dir().items():
+            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).write(
+                {tp: lg.recovery_point for tp, lg in logs.items()}
+            )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d, logs in self._logs_by_dir().items():
+            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).write(
+                {tp: lg.log_start_offset for tp, lg in logs.items()}
+            )
+
+    def run_periodic_tasks(self, now_ms: int | None = None) -> int:
+        """Run whichever of retention, flush and checkpointing is due; returns ms until the next is due."""
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        if now >= self._next_retention_ms:
+            self.cleanup_logs()
+            self._next_retention_ms = now + self.retention_check_ms
+        if now >= self._next_flush_ms:
+            self.flush_dirty_logs()
+            self._next_flush_ms = now + self.flush_check_ms
+        if now >= self._next_checkpoint_ms:
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            self._next_checkpoint_ms = now + self.checkpoint_interval_ms
+        return max(0, min(self._next_retention_ms, self._next_flush_ms, self._next_checkpoint_ms) - now)
+
+    # --- shutdown ----------------------------------------------------------------------------------------
+
+    def _check_running(self) -> None:
+        if self._shut_down:
+            raise KafkaStorageError("log manager is shut down")
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write both checkpoints, then the clean-shutdown marker per dir."""
+        with self._lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+            failed = False
+            for lg in self._logs.values():
+                try:
+                    lg.close()
+                except (OSError, KafkaStorageError):
+                    failed = True
+                    log.exception("could not close %s", lg.dir)
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            if not failed:
+                for d in self.log_dirs:
+                    atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+            for fd in self._lock_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._lock_fds = []
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -1,0 +1,222 @@
+"""Restart and crash recovery: reopen, torn tails, garbage, CRC flips, corrupt indexes, leftovers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from strom.storage.log import Log
+from strom.storage.log_config import LogConfig
+from strom.storage.log_segment import log_file_name
+
+from ._batches import build_batch, sized_batch, split_batches
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
+
+CONFIG = LogConfig.from_props({"segment.bytes": "600", "index.interval.bytes": "150"})
+
+
+def fill(lg: Log, n: int = 30) -> list[bytes]:
+    for i in range(n):
+        lg.append_as_leader(build_batch([b"value-%d" % i] * (1 + i % 3), base_timestamp=1_700_000_000_000 + i))
+    lg.update_high_watermark(lg.log_end_offset)
+    return read_all(lg)
+
+
+def read_all(lg: Log) -> list[bytes]:
+    out: list[bytes] = []
+    offset = lg.log_start_offset
+    while offset < lg.log_end_offset:
+        data = lg.read(offset, 1 << 20).records
+        batches = split_batches(data)
+        out += [b for _, _, b in batches]
+        offset = batches[-1][1] + 1
+    return out
+
+
+def reopen(path, mock_time, *, clean: bool, **kw) -> Log:
+    return Log(str(path), CONFIG, mock_time, had_clean_shutdown=clean, **kw)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_reopen_gives_same_data_and_offsets(tmp_path, mock_time, clean):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    leo, segs = lg.log_end_offset, lg.num_segments
+    assert segs > 3
+    lg.close()
+    lg2 = reopen(path, mock_time, clean=clean)
+    assert lg2.log_end_offset == leo and lg2.num_segments == segs
+    assert read_all(lg2) == before
+    assert lg2.recovered_segments_on_load == (0 if clean else segs)
+    assert lg2.append_as_leader(build_batch([b"more"])).first_offset == leo
+    lg2.close()
+
+
+def test_unclean_recovers_only_after_recovery_point(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    fill(lg)
+    lg.flush()
+    bases = [s.base_offset for s in lg.segments]
+    lg.close()
+    lg2 = reopen(path, mock_time, clean=False, recovery_point=bases[-2])
+    assert lg2.recovered_segments_on_load == 2
+    lg2.close()
+
+
+def _crash_copy(lg: Log) -> None:
+    """Simulate a crash: drop the fds without the clean-close steps."""
+    lg.close_handlers()
+
+
+def test_torn_tail_truncated(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    last_path = lg.active_segment.log.path
+    leo = lg.log_end_offset
+    _crash_copy(lg)
+    size = os.path.getsize(last_path)
+    with open(last_path, "r+b") as f:
+        f.truncate(size - 7)  # cut the last batch mid-way
+    lg2 = reopen(path, mock_time, clean=False)
+    assert lg2.truncated_bytes_on_load > 0
+    assert read_all(lg2) == before[:-1]
+    last_batch_records = split_batches(before[-1])[0]
+    assert lg2.log_end_offset == leo - (last_batch_records[1] - last_batch_records[0] + 1)
+    lg2.close()
+
+
+def test_garbage_appended_is_truncated(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    last_path, leo = lg.active_segment.log.path, lg.log_end_offset
+    _crash_copy(lg)
+    with open(last_path, "ab") as f:
+        f.write(os.urandom(100))
+    lg2 = reopen(path, mock_time, clean=False)
+    assert lg2.truncated_bytes_on_load == 100
+    assert read_all(lg2) == before and lg2.log_end_offset == leo
+    lg2.close()
+
+
+def test_crc_flip_in_last_batch(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    last_path = lg.active_segment.log.path
+    _crash_copy(lg)
+    size = os.path.getsize(last_path)
+    with open(last_path, "r+b") as f:
+        f.seek(size - 3)
+        b = f.read(1)
+        f.seek(size - 3)
+        f.write(bytes([b[0] ^ 0x55]))
+    lg2 = reopen(path, mock_time, clean=False)
+    assert read_all(lg2) == before[:-1]
+    lg2.close()
+
+
+def test_corrupt_middle_segment_drops_later_segments(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    fill(lg)
+    seg = lg.segments[1]
+    seg_path, next_base = seg.log.path, lg.segments[2].base_offset
+    _crash_copy(lg)
+    with open(seg_path, "r+b") as f:
+        f.seek(30)
+        f.write(b"\xff\xff")  # inside the first batch's CRC-covered bytes
+    lg2 = reopen(path, mock_time, clean=False)
+    assert lg2.num_segments == 2 and lg2.log_end_offset == lg2.segments[1].base_offset
+    assert not os.path.exists(log_file_name(str(path), next_base))
+    lg2.close()
+
+
+def test_corrupt_index_rebuilt_even_after_clean_shutdown(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    seg = lg.segments[0]
+    index_path, entries = seg.offset_index.path, seg.offset_index.entries
+    assert entries > 1
+    lg.close()
+    with open(index_path, "r+b") as f:
+        f.seek(8)
+        f.write(os.urandom(8))
+    lg2 = reopen(path, mock_time, clean=True)
+    assert lg2.recovered_segments_on_load >= 1
+    assert lg2.segments[0].offset_index.entries == entries
+    assert read_all(lg2) == before
+    lg2.close()
+
+
+def test_index_with_partial_entry_rebuilt(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    time_index = lg.segments[0].time_index.path
+    lg.close()
+    with open(time_index, "ab") as f:
+        f.write(b"\x01\x02\x03")
+    lg2 = reopen(path, mock_time, clean=True)
+    assert lg2.recovered_segments_on_load == 1 and read_all(lg2) == before
+    lg2.close()
+
+
+def test_missing_index_rebuilt(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    index_path = lg.segments[0].offset_index.path
+    lg.close()
+    os.unlink(index_path)
+    lg2 = reopen(path, mock_time, clean=True)
+    assert read_all(lg2) == before
+    assert lg2.segments[0].offset_index.entries > 0
+    lg2.close()
+
+
+def test_leftovers_and_orphans_removed(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg, 3)
+    lg.close()
+    for name in ("00000000000000000099.log.deleted", "00000000000000000050.index", "00000000000000000050.timeindex",
+                 "00000000000000000000.log.swap", "00000000000000000007.log.cleaned"):
+        (path / name).write_bytes(b"junk")
+    (path / "leader-epoch-checkpoint").write_text("0\n0\n")
+    lg2 = reopen(path, mock_time, clean=True)
+    assert sorted(os.listdir(path)) == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint",
+    ]
+    assert read_all(lg2) == before
+    lg2.close()
+
+
+def test_log_start_offset_preserved_and_above_end(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    fill(lg)
+    lg.close()
+    lg2 = reopen(path, mock_time, clean=True, log_start_offset=5)
+    assert lg2.log_start_offset == 5
+    leo = lg2.log_end_offset
+    lg2.close()
+    lg3 = reopen(path, mock_time, clean=True, log_start_offset=leo + 10)
+    assert (lg3.log_start_offset, lg3.log_end_offset, lg3.num_segments) == (leo + 10, leo + 10, 1)
+    lg3.close()
+
+
+def test_empty_dir_creates_segment_at_log_start(tmp_path, mock_time):
+    lg = Log(str(tmp_path / "t-0"), CONFIG, mock_time, log_start_offset=42)
+    assert (lg.log_start_offset, lg.log_end_offset) == (42, 42)
+    assert lg.append_as_leader(sized_batch(100)).first_offset == 42
+    lg.close()
