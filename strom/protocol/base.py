@@ -20,6 +20,8 @@ from strom.common.errors import ProtocolError
 
 __all__ = ["UNSET", "FieldInfo", "ProtocolStruct", "ProtocolMessage", "versions_contain"]
 
+_I16 = struct.Struct(">h")
+
 # Upper bound used for open-ended version ranges ("3+").
 MAX_VERSION = 0x7FFF
 
@@ -173,6 +175,27 @@ class ProtocolMessage(ProtocolStruct):
     def is_flexible(cls, version: int) -> bool:
         fmin = cls.FLEXIBLE_VERSIONS_MIN
         return fmin is not None and version >= fmin
+
+    def encode_versioned(self, version: int) -> bytes:
+        """INT16 ``version`` + body: how ``records/`` data types are stored (``__consumer_offsets`` keys and
+        values, ``__transaction_state``, consumer-protocol subscription/assignment bytes)."""
+        out = bytearray(_I16.pack(version))
+        self.encode_into(out, version)
+        return bytes(out)
+
+    @classmethod
+    def decode_versioned(cls, data: bytes | bytearray | memoryview) -> tuple[int, Any]:
+        """Inverse of ``encode_versioned`` -> ``(version, obj)``. A version above the highest known one is
+        decoded as the highest (Kafka's consumer protocol does the same; newer fields are appended)."""
+        if len(data) < 2:
+            raise ProtocolError(f"cannot decode {cls.__qualname__}: missing INT16 version")
+        version = _I16.unpack_from(data, 0)[0]
+        lo, hi = cls.VALID_VERSIONS
+        if version < lo:
+            raise _unsupported(cls, version)
+        use = min(version, hi)
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        return version, cls.decode(view[2:], use)
 
 
 def _unsupported(cls: type, version: int) -> ProtocolError:

@@ -84,14 +84,18 @@ class FrameDecoder:
         buf += data
         n = len(buf)
         pos = 0
-        while n - pos >= 4:
-            size = _I32.unpack_from(buf, pos)[0]
-            self._check(size)
-            end = pos + 4 + size
-            if end > n:
-                break
-            frames.append(memoryview(bytes(buf[pos + 4:end])))
-            pos = end
+        view = memoryview(buf)  # slicing a view copies once (bytes(view[a:b])), not twice
+        try:
+            while n - pos >= 4:
+                size = _I32.unpack_from(buf, pos)[0]
+                self._check(size)
+                end = pos + 4 + size
+                if end > n:
+                    break
+                frames.append(memoryview(bytes(view[pos + 4:end])))
+                pos = end
+        finally:
+            view.release()
         if pos:
             del buf[:pos]
         return frames

@@ -293,6 +293,14 @@ def read_nullable_string(buf: Any, pos: int) -> tuple[str | None, int]:
 
 
 def read_compact_string(buf: Any, pos: int) -> tuple[str, int]:
+    n = buf[pos] if pos < len(buf) else 0x80
+    if 0 < n < 0x80:  # fast path: one-byte length, enough data, valid UTF-8
+        end = pos + n
+        if end <= len(buf):
+            try:
+                return str(buf[pos + 1:end], "utf-8"), end
+            except UnicodeDecodeError:
+                pass
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         raise ProtocolError("non-nullable compact string is null")
@@ -301,6 +309,16 @@ def read_compact_string(buf: Any, pos: int) -> tuple[str, int]:
 
 
 def read_compact_nullable_string(buf: Any, pos: int) -> tuple[str | None, int]:
+    n = buf[pos] if pos < len(buf) else 0x80
+    if n == 0:
+        return None, pos + 1
+    if n < 0x80:
+        end = pos + n
+        if end <= len(buf):
+            try:
+                return str(buf[pos + 1:end], "utf-8"), end
+            except UnicodeDecodeError:
+                pass
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos

@@ -16,8 +16,10 @@ from strom.common.errors import ProtocolError
 from strom.common.time import SYSTEM_TIME, Time
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.headers import decode_request_header, response_header_version
-from strom.server.apis import REGISTRY, ApiSpec, load_all
+from strom.server.apis import ApiSpec, load_all
 from strom.server.broker_config import BrokerConfig
+from strom.server.coordinator.group_coordinator import GroupCoordinator
+from strom.server.coordinator.offsets_log import create_group_coordinator
 from strom.server.metadata_cache import MetadataCache
 from strom.server.replica_manager import ReplicaManager
 from strom.server.request_context import RequestContext
@@ -44,6 +46,7 @@ class BrokerServer:
         self.metadata: MetadataCache | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[KafkaServerProtocol] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -67,6 +70,8 @@ class BrokerServer:
         self.log_manager.load_logs()
         self.replica_manager = ReplicaManager(self)
         self.replica_manager.open_all()
+        self.group_coordinator = create_group_coordinator(self)
+        await self.group_coordinator.start()
         loop = asyncio.get_running_loop()
         for lst in c.listeners:
             server = await loop.create_server(self._new_protocol, host=lst.host or None, port=lst.port, backlog=512,
@@ -94,6 +99,8 @@ class BrokerServer:
         """Stop accepting, finish in-flight requests, flush and close the logs."""
         for s in self._servers:
             s.close()
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()  # answers parked JoinGroup/SyncGroup before the drain
         await asyncio.gather(*(c.drain_and_close() for c in list(self._connections)), return_exceptions=True)
         for t in self._tasks:
             t.cancel()

@@ -116,7 +116,7 @@ class ReplicaManager:
             self._waiters.setdefault(tp, set()).add(fut)
         try:
             await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for tp in tps:

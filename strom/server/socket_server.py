@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
+
+from strom.common.errors import ProtocolError
+from strom.protocol.connection import FrameDecoder
 
 __all__ = ["KafkaServerProtocol", "ConnectionContext"]
 
 log = logging.getLogger("strom.server")
 
-_SIZE = struct.Struct(">i")
 MAX_QUEUED_PER_CONNECTION = 16
 
 
@@ -48,8 +49,7 @@ class KafkaServerProtocol(asyncio.Protocol):
         self._dispatch = dispatcher
         self._max = max_request_size
         self._on_close = on_close
-        self._buf = bytearray()
-        self._need = 0  # size of the frame being read (0 = reading a size prefix)
+        self._frames = FrameDecoder(max_request_size)
         self._queue: deque[memoryview] = deque()
         self._wakeup: asyncio.Event = asyncio.Event()
         self._transport: asyncio.Transport | None = None
@@ -69,33 +69,14 @@ class KafkaServerProtocol(asyncio.Protocol):
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        pos = 0
-        n = len(buf)
-        while True:
-            if self._need == 0:
-                if n - pos < 4:
-                    break
-                size = _SIZE.unpack_from(buf, pos)[0]
-                if size < 0 or size > self._max:
-                    log.warning(
-                        "closing connection %s: request size %d is %s (socket.request.max.bytes=%d)",
-                        self.ctx.peer, size, "negative" if size < 0 else "too large", self._max,
-                    )
-                    self._abort()
-                    return
-                pos += 4
-                self._need = size if size > 0 else -1
-            need = self._need if self._need > 0 else 0
-            if n - pos < need:
-                break
-            self._queue.append(memoryview(bytes(buf[pos : pos + need])))
-            pos += need
-            self._need = 0
-        if pos:
-            del buf[:pos]
-        if self._queue:
+        try:
+            frames = self._frames.feed(data)
+        except ProtocolError as e:
+            log.warning("closing connection %s: %s (socket.request.max.bytes=%d)", self.ctx.peer, e, self._max)
+            self._abort()
+            return
+        if frames:
+            self._queue.extend(frames)
             self._wakeup.set()
             if len(self._queue) >= MAX_QUEUED_PER_CONNECTION and not self._paused and self._transport:
                 self._paused = True

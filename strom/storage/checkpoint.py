@@ -66,7 +66,9 @@ class OffsetCheckpointFile:
 
         def fail(line_no: int, why: str) -> CorruptCheckpointError:
             line = lines[line_no - 1] if 0 < line_no <= len(lines) else ""
-            return CorruptCheckpointError(f"malformed checkpoint file {self.path}, line {line_no} {line!r}: {why}")
+            return CorruptCheckpointError(
+                f"malformed checkpoint file {self.path}, line {line_no} {line!r}: {why}"
+            )
 
         if len(lines) < 2:
             raise fail(len(lines) + 1, "missing version or entry count")

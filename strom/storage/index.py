@@ -61,7 +61,9 @@ class _IndexFile:
     def _read_all(self) -> bytes:
         size = os.fstat(self._fd).st_size
         if size % self.entry_size:
-            raise CorruptIndexError(f"index file {self.path} has size {size}, not a multiple of {self.entry_size}")
+            raise CorruptIndexError(
+                f"index file {self.path} has size {size}, not a multiple of {self.entry_size}"
+            )
         return os.pread(self._fd, size, 0) if size else b""
 
     @property

@@ -457,7 +457,12 @@ class Log:
         self._bases = [s.base_offset for s in self._segments]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
-        log.info("deleted %d segment(s) of %s; log start offset %d", len(deletable), self.dir, self._log_start_offset)
+        log.info(
+            "deleted %d segment(s) of %s; log start offset %d",
+            len(deletable),
+            self.dir,
+            self._log_start_offset,
+        )
         return len(deletable)
 
     def _schedule_delete(self, segment: LogSegment) -> None:

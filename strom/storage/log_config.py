@@ -149,50 +149,136 @@ _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 LOG_CONFIG_KEYS: dict[str, ConfigKey] = {
     k.name: k
     for k in (
-        _key("cleanup.policy", "list", ("delete",), "Retention policy: 'delete' and/or 'compact'.",
-             _one_of("compact", "delete")),
-        _key("compression.type", "string", "producer", "Final compression type for the topic.", _one_of(*_COMPRESSION)),
+        _key(
+            "cleanup.policy",
+            "list",
+            ("delete",),
+            "Retention policy: 'delete' and/or 'compact'.",
+            _one_of("compact", "delete"),
+        ),
+        _key(
+            "compression.type",
+            "string",
+            "producer",
+            "Final compression type for the topic.",
+            _one_of(*_COMPRESSION),
+        ),
         _key("compression.gzip.level", "int", 9, "Compression level for gzip.", _between(-1, 9)),
         _key("compression.lz4.level", "int", 9, "Compression level for lz4.", _between(1, 17)),
         _key("compression.zstd.level", "int", 3, "Compression level for zstd.", _between(-131072, 22)),
-        _key("delete.retention.ms", "long", 86400000, "How long delete tombstones are retained (compacted topics).",
-             _at_least(0)),
-        _key("file.delete.delay.ms", "long", 60000, "Time to wait before deleting a file from the filesystem.",
-             _at_least(0)),
+        _key(
+            "delete.retention.ms",
+            "long",
+            86400000,
+            "How long delete tombstones are retained (compacted topics).",
+            _at_least(0),
+        ),
+        _key(
+            "file.delete.delay.ms",
+            "long",
+            60000,
+            "Time to wait before deleting a file from the filesystem.",
+            _at_least(0),
+        ),
         _key("flush.messages", "long", LONG_MAX, "Force an fsync after this many messages.", _at_least(1)),
         _key("flush.ms", "long", LONG_MAX, "Force an fsync after this much time.", _at_least(0)),
         _key("follower.replication.throttled.replicas", "list", (), "Throttled follower replicas (ignored)."),
         _key("index.interval.bytes", "int", 4096, "Bytes between offset index entries.", _at_least(0)),
         _key("leader.replication.throttled.replicas", "list", (), "Throttled leader replicas (ignored)."),
-        _key("local.retention.bytes", "long", -2, "Local retention size (tiered storage; ignored).", _at_least(-2)),
-        _key("local.retention.ms", "long", -2, "Local retention time (tiered storage; ignored).", _at_least(-2)),
-        _key("max.compaction.lag.ms", "long", LONG_MAX, "Maximum time a message stays uncompacted.", _at_least(1)),
+        _key(
+            "local.retention.bytes",
+            "long",
+            -2,
+            "Local retention size (tiered storage; ignored).",
+            _at_least(-2),
+        ),
+        _key(
+            "local.retention.ms", "long", -2, "Local retention time (tiered storage; ignored).", _at_least(-2)
+        ),
+        _key(
+            "max.compaction.lag.ms",
+            "long",
+            LONG_MAX,
+            "Maximum time a message stays uncompacted.",
+            _at_least(1),
+        ),
         _key("max.message.bytes", "int", 1048588, "Largest record batch size allowed.", _at_least(0)),
-        _key("message.downconversion.enable", "boolean", True, "Down-conversion for old consumers (ignored)."),
+        _key(
+            "message.downconversion.enable", "boolean", True, "Down-conversion for old consumers (ignored)."
+        ),
         _key("message.format.version", "string", "3.0-IV1", "Deprecated message format version (ignored)."),
-        _key("message.timestamp.after.max.ms", "long", LONG_MAX,
-             "Allowed amount a CreateTime timestamp may be ahead of the broker time.", _at_least(0)),
-        _key("message.timestamp.before.max.ms", "long", LONG_MAX,
-             "Allowed amount a CreateTime timestamp may be behind the broker time.", _at_least(0)),
-        _key("message.timestamp.difference.max.ms", "long", LONG_MAX,
-             "Deprecated: maximum difference between the broker time and a CreateTime timestamp.", _at_least(0)),
-        _key("message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
-             _one_of("CreateTime", "LogAppendTime")),
-        _key("min.cleanable.dirty.ratio", "double", 0.5, "Dirty ratio that triggers compaction.", _between(0, 1)),
+        _key(
+            "message.timestamp.after.max.ms",
+            "long",
+            LONG_MAX,
+            "Allowed amount a CreateTime timestamp may be ahead of the broker time.",
+            _at_least(0),
+        ),
+        _key(
+            "message.timestamp.before.max.ms",
+            "long",
+            LONG_MAX,
+            "Allowed amount a CreateTime timestamp may be behind the broker time.",
+            _at_least(0),
+        ),
+        _key(
+            "message.timestamp.difference.max.ms",
+            "long",
+            LONG_MAX,
+            "Deprecated: maximum difference between the broker time and a CreateTime timestamp.",
+            _at_least(0),
+        ),
+        _key(
+            "message.timestamp.type",
+            "string",
+            "CreateTime",
+            "CreateTime or LogAppendTime.",
+            _one_of("CreateTime", "LogAppendTime"),
+        ),
+        _key(
+            "min.cleanable.dirty.ratio",
+            "double",
+            0.5,
+            "Dirty ratio that triggers compaction.",
+            _between(0, 1),
+        ),
         _key("min.compaction.lag.ms", "long", 0, "Minimum time a message stays uncompacted.", _at_least(0)),
         _key("min.insync.replicas", "int", 1, "Minimum in-sync replicas for acks=all.", _at_least(1)),
         _key("preallocate", "boolean", False, "Preallocate segment files (ignored)."),
         _key("remote.storage.enable", "boolean", False, "Tiered storage (unsupported; must stay false)."),
         _key("remote.log.copy.disable", "boolean", False, "Tiered storage copy (ignored)."),
         _key("remote.log.delete.on.disable", "boolean", False, "Tiered storage delete (ignored)."),
-        _key("retention.bytes", "long", -1, "Maximum partition size before old segments are deleted; -1 unlimited."),
-        _key("retention.ms", "long", 604800000, "Maximum age of a segment before deletion; -1 unlimited.",
-             _at_least(-1)),
+        _key(
+            "retention.bytes",
+            "long",
+            -1,
+            "Maximum partition size before old segments are deleted; -1 unlimited.",
+        ),
+        _key(
+            "retention.ms",
+            "long",
+            604800000,
+            "Maximum age of a segment before deletion; -1 unlimited.",
+            _at_least(-1),
+        ),
         _key("segment.bytes", "int", 1073741824, "Segment file size.", _at_least(14)),
-        _key("segment.index.bytes", "int", 10485760, "Maximum size of a segment's offset index.", _at_least(4)),
-        _key("segment.jitter.ms", "long", 0, "Random jitter subtracted from segment.ms (ignored).", _at_least(0)),
+        _key(
+            "segment.index.bytes", "int", 10485760, "Maximum size of a segment's offset index.", _at_least(4)
+        ),
+        _key(
+            "segment.jitter.ms",
+            "long",
+            0,
+            "Random jitter subtracted from segment.ms (ignored).",
+            _at_least(0),
+        ),
         _key("segment.ms", "long", 604800000, "Time after which a segment is rolled.", _at_least(1)),
-        _key("unclean.leader.election.enable", "boolean", False, "Allow out-of-ISR leaders (single broker: ignored)."),
+        _key(
+            "unclean.leader.election.enable",
+            "boolean",
+            False,
+            "Allow out-of-ISR leaders (single broker: ignored).",
+        ),
     )
 }
 
@@ -334,7 +420,9 @@ class LogConfig:
 
     def _check_consistency(self) -> None:
         if self.remote_storage_enable:
-            raise ConfigError("Invalid value true for configuration remote.storage.enable: tiered storage is not supported")
+            raise ConfigError(
+                "Invalid value true for configuration remote.storage.enable: tiered storage is not supported"
+            )
 
     # --- derived values --------------------------------------------------------------------------------
 

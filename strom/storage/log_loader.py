@@ -74,7 +74,9 @@ def _clean_directory(dir: str) -> list[int]:
             log.info("deleting leftover file %s", os.path.join(dir, name))
             os.unlink(os.path.join(dir, name))
     bases = sorted(
-        b for name in names if name.endswith(LOG_SUFFIX) and (b := _base_offset_of(name, LOG_SUFFIX)) is not None
+        b
+        for name in names
+        if name.endswith(LOG_SUFFIX) and (b := _base_offset_of(name, LOG_SUFFIX)) is not None
     )
     present = set(bases)
     for name in names:
@@ -109,7 +111,7 @@ def load_log(
             truncated = segment.recover()
             recovered.append(segment)
         else:
-            truncated = 0
+            truncated = segment.truncated_on_load  # an index check failed and the segment was recovered
             if segment.rebuilt_indexes:
                 recovered.append(segment)
         segments.append(segment)
@@ -131,7 +133,9 @@ def load_log(
     next_offset = segments[-1].next_offset
     log_start = max(log_start_offset, segments[0].base_offset)
     if log_start > next_offset:
-        log.warning("log start offset %d above log end %d in %s; restarting the log", log_start, next_offset, dir)
+        log.warning(
+            "log start offset %d above log end %d in %s; restarting the log", log_start, next_offset, dir
+        )
         for segment in segments:
             segment.delete()
         segments = [LogSegment(dir, log_start, config, time)]

@@ -168,9 +168,10 @@ class LogManager:
         with self._lock:
             return self._logs.get(tp)
 
-    def all_logs(self) -> dict[TopicPartition, Log]:
+    def all_logs(self) -> list[tuple[TopicPartition, Log]]:
+        """A snapshot of ``(topic_partition, log)`` pairs, sorted by partition."""
         with self._lock:
-            return dict(self._logs)
+            return sorted(self._logs.items(), key=lambda item: item[0])
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
         """The log of ``tp``, created in the log dir holding the fewest partitions when missing.
@@ -232,7 +233,7 @@ class LogManager:
     def cleanup_logs(self) -> int:
         """Retention over every log; returns the number of segments deleted."""
         deleted = 0
-        for lg in self.all_logs().values():
+        for _tp, lg in self.all_logs():
             try:
                 deleted += lg.delete_old_segments()
             except KafkaStorageError:
@@ -243,7 +244,7 @@ class LogManager:
         """Flush logs whose ``flush.ms`` elapsed, and rolled segments not yet flushed; returns logs flushed."""
         now = self._time.milliseconds()
         flushed = 0
-        for lg in self.all_logs().values():
+        for _tp, lg in self.all_logs():
             try:
                 if now - lg.last_flush_ms >= lg.config.flush_ms:
                     lg.flush()
@@ -257,7 +258,7 @@ class LogManager:
 
     def _logs_by_dir(self) -> dict[str, dict[TopicPartition, Log]]:
         by_dir: dict[str, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
-        for tp, lg in self.all_logs().items():
+        for tp, lg in self.all_logs():
             by_dir.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
         return by_dir
 

@@ -18,6 +18,7 @@ import threading
 
 from strom.common.time import Time
 from strom.record.header import (
+    HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     compute_crc,
@@ -85,11 +86,12 @@ class LogSegment:
         self._flushing = 0
         self._closed = False
         self.rebuilt_indexes = False
+        self.truncated_on_load = 0
         if load_state:
             try:
                 self.load_state()
             except CorruptIndexError:
-                self.recover()
+                self.truncated_on_load = self.recover()
 
     # --- properties --------------------------------------------------------------------------------------
 
@@ -141,7 +143,9 @@ class LogSegment:
                 offset, position = self.offset_index.entry(n)
                 found = next(self.log.batches(position), None)
                 if found is None or found.last_offset != offset:
-                    raise CorruptIndexError(f"index entry ({offset}, {position}) does not match {self.log.path}")
+                    raise CorruptIndexError(
+                        f"index entry ({offset}, {position}) does not match {self.log.path}"
+                    )
             start = self.offset_index.last_entry()[1]
         self._recompute_tail(start)
         self.time_index.sanity_check(self._next_offset - 1 if self.log.size else self.base_offset)
@@ -156,7 +160,11 @@ class LogSegment:
         prev_last = self.base_offset - 1  # batches must start at or after the segment's base offset
         for batch in self.log.batches(start):
             h = batch.header
-            if h.magic != 2 or h.base_offset <= prev_last or not self.can_convert_to_relative(batch.last_offset):
+            if (
+                h.magic != 2
+                or h.base_offset <= prev_last
+                or not self.can_convert_to_relative(batch.last_offset)
+            ):
                 raise CorruptIndexError(f"invalid batch at {batch.position} in {self.log.path}")
             prev_last = batch.last_offset
             if h.max_timestamp > self._max_timestamp:
@@ -188,7 +196,7 @@ class LogSegment:
                 buf, buf_pos, off = self.log.read(valid, _RECOVERY_CHUNK), valid, 0
             base_offset, length = struct.unpack_from(">qi", buf, off)
             size = length + LOG_OVERHEAD
-            if length < 49 or valid + size > file_size:
+            if length < HEADER_SIZE - LOG_OVERHEAD or valid + size > file_size:
                 break
             if off + size > len(buf):
                 buf, buf_pos, off = self.log.read(valid, max(size, _RECOVERY_CHUNK)), valid, 0
@@ -242,14 +250,18 @@ class LogSegment:
             self._max_timestamp, self._offset_of_max_timestamp = max_ts, last_offset
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
             self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
     def on_become_inactive(self) -> None:
         """Called when the log rolls past this segment: record the final max timestamp in the time index."""
         if self._max_timestamp >= 0:
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
 
     # --- reads -------------------------------------------------------------------------------------------
 
@@ -287,7 +299,9 @@ class LogSegment:
             data = data[:end]
         return FetchDataInfo(start_offset, data, self.base_offset, position, found.header.base_offset)
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int | None = None
+    ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` at/after ``starting_offset``.
 
         Record timestamps are decoded for uncompressed CreateTime batches. In LogAppendTime batches every record
@@ -307,7 +321,9 @@ class LogSegment:
                 return found
             position = batch.position + batch.size
 
-    def _timestamp_in_batch(self, batch: BatchPosition, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+    def _timestamp_in_batch(
+        self, batch: BatchPosition, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
         h = batch.header
         first = max(h.base_offset, start_offset)
         if h.attributes & TIMESTAMP_TYPE_MASK:
@@ -387,7 +403,9 @@ class LogSegment:
         if not self._wait_and_mark_closed():
             return
         if self._max_timestamp >= 0:
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
         self.offset_index.close()
         self.time_index.close()
         self.log.close()
@@ -406,7 +424,9 @@ class LogSegment:
             f.delete()
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self._next_offset})"
+        return (
+            f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self._next_offset})"
+        )
 
 
 def _whole_batches_end(data: bytes, first_size: int) -> int:

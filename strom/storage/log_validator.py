@@ -103,7 +103,9 @@ def validate_and_assign_offsets(
             raise CorruptMessageError(f"batchLength {h.batch_length} smaller than a header at byte {pos}")
         size = h.batch_length + LOG_OVERHEAD
         if pos + size > total:
-            raise CorruptMessageError(f"partial batch at byte {pos}: {size} bytes declared, {total - pos} present")
+            raise CorruptMessageError(
+                f"partial batch at byte {pos}: {size} bytes declared, {total - pos} present"
+            )
         if size > config.max_message_bytes:
             raise MessageTooLargeError(
                 f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}"

@@ -52,7 +52,7 @@ def test_produce_every_codec_and_consume_in_group(broker) -> None:  # type: igno
                          "acks": "all", "enable.idempotence": False})
         errors: list[object] = []
 
-        def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+        def on_delivery(err, msg, errors: list[object] = errors) -> None:  # type: ignore[no-untyped-def]
             if err is not None:
                 errors.append(err)
 

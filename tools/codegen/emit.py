@@ -133,7 +133,16 @@ class ModuleEmitter:
         if f.is_array:
             n, a, e = self.fresh("n"), self.fresh("a"), self.fresh("e")
             rd = self.imp("read_compact_array_length" if compact else "read_array_length")
-            L.append(f"{ind}{n}, {P} = {rd}({B}, {P})")
+            if compact:
+                # inline fast path for the common one-byte length
+                L.append(f"{ind}{n} = {B}[{P}]")
+                L.append(f"{ind}if {n} < 128:")
+                L.append(f"{ind}    {P} += 1")
+                L.append(f"{ind}    {n} -= 1")
+                L.append(f"{ind}else:")
+                L.append(f"{ind}    {n}, {P} = {rd}({B}, {P})")
+            else:
+                L.append(f"{ind}{n}, {P} = {rd}({B}, {P})")
             L.append(f"{ind}if {n} < 0:")
             if nullable:
                 L.append(f"{ind}    {target} = None")
@@ -151,8 +160,12 @@ class ModuleEmitter:
                 L.append(f"{i2}    {a}.append({e})")
                 L.append(f"{i2}{target} = {a}")
             elif et in FIXED and et != "uuid":
-                rf = self.imp("read_fixed_array")
-                L.append(f"{i2}{target}, {P} = {rf}({B}, {P}, {n}, {FIXED[et]!r}, {FIXED_SIZE[et]})")
+                # the length was checked against the remaining bytes; unpack_from raises on truncation
+                L.append(f"{i2}if {n}:")
+                L.append(f"{i2}    {target} = list(_unpack_from('>%d{FIXED[et]}' % {n}, {B}, {P}))")
+                L.append(f"{i2}    {P} += {n} * {FIXED_SIZE[et]}")
+                L.append(f"{i2}else:")
+                L.append(f"{i2}    {target} = []")
             else:
                 if et == "string":
                     rd = self.imp(_STR_READERS[(compact, False)])
@@ -319,7 +332,12 @@ class ModuleEmitter:
                 L.append(f"{ind}else:")
                 i2 = ind + "    "
             if compact:
-                L.append(f"{i2}{self.imp('write_uvarint')}({OUT}, len({a}) + 1)")
+                ln = self.fresh("n")
+                L.append(f"{i2}{ln} = len({a}) + 1")
+                L.append(f"{i2}if {ln} < 128:")
+                L.append(f"{i2}    {OUT}.append({ln})")
+                L.append(f"{i2}else:")
+                L.append(f"{i2}    {self.imp('write_uvarint')}({OUT}, {ln})")
             else:
                 L.append(f"{i2}{OUT} += {self.sfmt('>i')}.pack(len({a}))")
             et = f.elem_type
@@ -588,6 +606,7 @@ class ModuleEmitter:
         out.append("import uuid  # noqa: F401  (annotations)")
         out.append("from struct import Struct as _Struct")
         out.append("from struct import pack as _pack  # noqa: F401")
+        out.append("from struct import unpack_from as _unpack_from  # noqa: F401")
         out.append("")
         base_names = ["FieldInfo", "ProtocolMessage", "ProtocolStruct", "UNSET"]
         out.append("from strom.protocol.base import (")

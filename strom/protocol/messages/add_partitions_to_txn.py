@@ -42,6 +42,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -53,7 +54,6 @@ from strom.protocol.primitives import (
     read_array_length as _read_array_length,
     read_compact_array_length as _read_compact_array_length,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
     write_compact_string as _write_compact_string,
@@ -260,7 +260,11 @@ def _enc_AddPartitionsToTxnRequest_0(o, out):
 def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -274,7 +278,11 @@ def _enc_AddPartitionsToTxnRequest_3(o, out):
     _write_compact_string(out, o.v3_and_below_transactional_id)
     out += _S0.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     a1 = o.v3_and_below_topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(e2, out)
     u = o.unknown_tagged_fields
@@ -288,7 +296,11 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_4(o, out):
     _write_compact_string(out, o.transactional_id)
     out += _S2.pack(o.producer_id, o.producer_epoch, o.verify_only)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(e2, out)
     u = o.unknown_tagged_fields
@@ -300,7 +312,11 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_4(o, out):
 
 def _enc_AddPartitionsToTxnRequest_4(o, out):
     a1 = o.transactions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_4(e2, out)
     u = o.unknown_tagged_fields
@@ -317,7 +333,11 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
-        o.partitions, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partitions = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partitions = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -344,11 +364,20 @@ def _dec_AddPartitionsToTxnRequest_0(buf, pos):
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(buf, pos):
     o = _new(_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
-        o.partitions, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partitions = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partitions = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -363,7 +392,12 @@ def _dec_AddPartitionsToTxnRequest_3(buf, pos):
     o.v3_and_below_transactional_id, pos = _read_compact_string(buf, pos)
     o.v3_and_below_producer_id, o.v3_and_below_producer_epoch = _S0.unpack_from(buf, pos)
     pos += 10
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('V3AndBelowTopics is null but not nullable in this version')
     else:
@@ -385,7 +419,12 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_4(buf, pos):
     o.transactional_id, pos = _read_compact_string(buf, pos)
     o.producer_id, o.producer_epoch, o.verify_only = _S2.unpack_from(buf, pos)
     pos += 11
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -404,7 +443,12 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_4(buf, pos):
 
 def _dec_AddPartitionsToTxnRequest_4(buf, pos):
     o = _new(AddPartitionsToTxnRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Transactions is null but not nullable in this version')
     else:
@@ -457,7 +501,11 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_3(o, out):
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_3(o, out):
     _write_compact_string(out, o.name)
     a1 = o.results_by_partition
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_3(e2, out)
     u = o.unknown_tagged_fields
@@ -470,7 +518,11 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_3(o, out):
 def _enc_AddPartitionsToTxnResponse_3(o, out):
     out += _S1.pack(o.throttle_time_ms)
     a1 = o.results_by_topic_v3_and_below
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_3(e2, out)
     u = o.unknown_tagged_fields
@@ -483,7 +535,11 @@ def _enc_AddPartitionsToTxnResponse_3(o, out):
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_4(o, out):
     _write_compact_string(out, o.transactional_id)
     a1 = o.topic_results
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_3(e2, out)
     u = o.unknown_tagged_fields
@@ -496,7 +552,11 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_4(o, out):
 def _enc_AddPartitionsToTxnResponse_4(o, out):
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     a1 = o.results_by_transaction
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_4(e2, out)
     u = o.unknown_tagged_fields
@@ -564,7 +624,12 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_3(buf, pos
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_3(buf, pos):
     o = _new(_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('ResultsByPartition is null but not nullable in this version')
     else:
@@ -587,7 +652,12 @@ def _dec_AddPartitionsToTxnResponse_3(buf, pos):
     pos += 4
     o.error_code = 0
     o.results_by_transaction = []
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('ResultsByTopicV3AndBelow is null but not nullable in this version')
     else:
@@ -607,7 +677,12 @@ def _dec_AddPartitionsToTxnResponse_3(buf, pos):
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_4(buf, pos):
     o = _new(_AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
     o.transactional_id, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('TopicResults is null but not nullable in this version')
     else:
@@ -628,7 +703,12 @@ def _dec_AddPartitionsToTxnResponse_4(buf, pos):
     o = _new(AddPartitionsToTxnResponse)
     o.throttle_time_ms, o.error_code = _S3.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('ResultsByTransaction is null but not nullable in this version')
     else:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -212,7 +213,11 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_2(o, out):
     out += _S1.pack(o.resource_type)
     _write_compact_string(out, o.resource_name)
     a1 = o.configs
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AlterConfigsRequest_AlterableConfig_2(e2, out)
     u = o.unknown_tagged_fields
@@ -224,7 +229,11 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_2(o, out):
 
 def _enc_AlterConfigsRequest_2(o, out):
     a1 = o.resources
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AlterConfigsRequest_AlterConfigsResource_2(e2, out)
     out += _S2.pack(o.validate_only)
@@ -295,7 +304,12 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_2(buf, pos):
     o.resource_type, = _S1.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Configs is null but not nullable in this version')
     else:
@@ -314,7 +328,12 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_2(buf, pos):
 
 def _dec_AlterConfigsRequest_2(buf, pos):
     o = _new(AlterConfigsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Resources is null but not nullable in this version')
     else:
@@ -363,7 +382,11 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_2(o, out):
 def _enc_AlterConfigsResponse_2(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_AlterConfigsResponse_AlterConfigsResourceResponse_2(e2, out)
     u = o.unknown_tagged_fields
@@ -422,7 +445,12 @@ def _dec_AlterConfigsResponse_2(buf, pos):
     o = _new(AlterConfigsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:

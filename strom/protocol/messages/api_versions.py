@@ -32,6 +32,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -276,36 +277,48 @@ def _enc_ApiVersionsResponse_FinalizedFeatureKey_3(o, out):
 def _enc_ApiVersionsResponse_3(o, out):
     out += _S0.pack(o.error_code)
     a1 = o.api_keys
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ApiVersionsResponse_ApiVersion_3(e2, out)
     out += _S1.pack(o.throttle_time_ms)
     tg = []
-    v3 = o.supported_features
-    if not (v3 == []):
+    v4 = o.supported_features
+    if not (v4 == []):
         tb = bytearray()
-        a4 = v3
-        _write_uvarint(tb, len(a4) + 1)
-        for e5 in a4:
-            _enc_ApiVersionsResponse_SupportedFeatureKey_3(e5, tb)
+        a5 = v4
+        n7 = len(a5) + 1
+        if n7 < 128:
+            tb.append(n7)
+        else:
+            _write_uvarint(tb, n7)
+        for e6 in a5:
+            _enc_ApiVersionsResponse_SupportedFeatureKey_3(e6, tb)
         tg.append((0, tb))
-    v6 = o.finalized_features_epoch
-    if not (v6 == -1):
+    v8 = o.finalized_features_epoch
+    if not (v8 == -1):
         tb = bytearray()
-        tb += _S4.pack(v6)
+        tb += _S4.pack(v8)
         tg.append((1, tb))
-    v7 = o.finalized_features
-    if not (v7 == []):
+    v9 = o.finalized_features
+    if not (v9 == []):
         tb = bytearray()
-        a8 = v7
-        _write_uvarint(tb, len(a8) + 1)
-        for e9 in a8:
-            _enc_ApiVersionsResponse_FinalizedFeatureKey_3(e9, tb)
+        a10 = v9
+        n12 = len(a10) + 1
+        if n12 < 128:
+            tb.append(n12)
+        else:
+            _write_uvarint(tb, n12)
+        for e11 in a10:
+            _enc_ApiVersionsResponse_FinalizedFeatureKey_3(e11, tb)
         tg.append((2, tb))
-    v10 = o.zk_migration_ready
-    if not (v10 == False):
+    v13 = o.zk_migration_ready
+    if not (v13 == False):
         tb = bytearray()
-        tb += _S5.pack(v10)
+        tb += _S5.pack(v13)
         tg.append((3, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -409,7 +422,12 @@ def _dec_ApiVersionsResponse_3(buf, pos):
     o = _new(ApiVersionsResponse)
     o.error_code, = _S0.unpack_from(buf, pos)
     pos += 2
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('ApiKeys is null but not nullable in this version')
     else:
@@ -439,7 +457,12 @@ def _dec_ApiVersionsResponse_3(buf, pos):
             if tag == 0:
                 tb = buf[:end]
                 p = pos
-                n4, p = _read_compact_array_length(tb, p)
+                n4 = tb[p]
+                if n4 < 128:
+                    p += 1
+                    n4 -= 1
+                else:
+                    n4, p = _read_compact_array_length(tb, p)
                 if n4 < 0:
                     raise _ProtocolError('SupportedFeatures is null but not nullable in this version')
                 else:
@@ -456,7 +479,12 @@ def _dec_ApiVersionsResponse_3(buf, pos):
             elif tag == 2:
                 tb = buf[:end]
                 p = pos
-                n7, p = _read_compact_array_length(tb, p)
+                n7 = tb[p]
+                if n7 < 128:
+                    p += 1
+                    n7 -= 1
+                else:
+                    n7, p = _read_compact_array_length(tb, p)
                 if n7 < 0:
                     raise _ProtocolError('FinalizedFeatures is null but not nullable in this version')
                 else:

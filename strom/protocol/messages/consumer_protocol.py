@@ -25,6 +25,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -34,7 +35,6 @@ from strom.protocol.base import (
 )
 from strom.protocol.primitives import (
     read_array_length as _read_array_length,
-    read_fixed_array as _read_fixed_array,
     read_nullable_bytes as _read_nullable_bytes,
     read_nullable_string as _read_nullable_string,
     read_string as _read_string,
@@ -166,7 +166,11 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
-        o.partitions, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partitions = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partitions = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -260,7 +264,11 @@ def _dec_ConsumerProtocolSubscription_TopicPartition_1(buf, pos):
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
-        o.partitions, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partitions = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partitions = []
     o.unknown_tagged_fields = {}
     return o, pos
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -38,7 +39,6 @@ from strom.protocol.primitives import (
     read_compact_array_length as _read_compact_array_length,
     read_compact_nullable_string as _read_compact_nullable_string,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_nullable_string as _read_nullable_string,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
@@ -202,7 +202,11 @@ def _enc_CreatePartitionsRequest_0(o, out):
 
 def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_2(o, out):
     a1 = o.broker_ids
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -219,7 +223,11 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_2(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_CreatePartitionsRequest_CreatePartitionsAssignment_2(e2, out)
     u = o.unknown_tagged_fields
@@ -231,7 +239,11 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_2(o, out):
 
 def _enc_CreatePartitionsRequest_2(o, out):
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_CreatePartitionsRequest_CreatePartitionsTopic_2(e2, out)
     out += _S1.pack(o.timeout_ms, o.validate_only)
@@ -248,7 +260,11 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('BrokerIds is null but not nullable in this version')
     else:
-        o.broker_ids, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.broker_ids = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -290,11 +306,20 @@ def _dec_CreatePartitionsRequest_0(buf, pos):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_2(buf, pos):
     o = _new(_CreatePartitionsRequest_CreatePartitionsAssignment)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('BrokerIds is null but not nullable in this version')
     else:
-        o.broker_ids, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.broker_ids = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -308,7 +333,12 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_2(buf, pos):
     o.name, pos = _read_compact_string(buf, pos)
     o.count, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.assignments = None
     else:
@@ -327,7 +357,12 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_2(buf, pos):
 
 def _dec_CreatePartitionsRequest_2(buf, pos):
     o = _new(CreatePartitionsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -374,7 +409,11 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_2(o, out):
 def _enc_CreatePartitionsResponse_2(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.results
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_2(e2, out)
     u = o.unknown_tagged_fields
@@ -429,7 +468,12 @@ def _dec_CreatePartitionsResponse_2(buf, pos):
     o = _new(CreatePartitionsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Results is null but not nullable in this version')
     else:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -54,7 +55,6 @@ from strom.protocol.primitives import (
     read_compact_array_length as _read_compact_array_length,
     read_compact_nullable_string as _read_compact_nullable_string,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_nullable_string as _read_nullable_string,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
@@ -304,7 +304,11 @@ def _enc_CreateTopicsRequest_1(o, out):
 def _enc_CreateTopicsRequest_CreatableReplicaAssignment_5(o, out):
     out += _S0.pack(o.partition_index)
     a1 = o.broker_ids
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -328,13 +332,21 @@ def _enc_CreateTopicsRequest_CreatableTopic_5(o, out):
     _write_compact_string(out, o.name)
     out += _S1.pack(o.num_partitions, o.replication_factor)
     a1 = o.assignments
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_CreateTopicsRequest_CreatableReplicaAssignment_5(e2, out)
-    a3 = o.configs
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_CreateTopicsRequest_CreatableTopicConfig_5(e4, out)
+    a4 = o.configs
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_CreateTopicsRequest_CreatableTopicConfig_5(e5, out)
     u = o.unknown_tagged_fields
     if u:
         _write_tagged_fields(out, u)
@@ -344,7 +356,11 @@ def _enc_CreateTopicsRequest_CreatableTopic_5(o, out):
 
 def _enc_CreateTopicsRequest_5(o, out):
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_CreateTopicsRequest_CreatableTopic_5(e2, out)
     out += _S2.pack(o.timeout_ms, o.validate_only)
@@ -363,7 +379,11 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('BrokerIds is null but not nullable in this version')
     else:
-        o.broker_ids, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.broker_ids = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -442,11 +462,20 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_5(buf, pos):
     o = _new(_CreateTopicsRequest_CreatableReplicaAssignment)
     o.partition_index, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('BrokerIds is null but not nullable in this version')
     else:
-        o.broker_ids, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.broker_ids = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -472,7 +501,12 @@ def _dec_CreateTopicsRequest_CreatableTopic_5(buf, pos):
     o.name, pos = _read_compact_string(buf, pos)
     o.num_partitions, o.replication_factor = _S1.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Assignments is null but not nullable in this version')
     else:
@@ -481,7 +515,12 @@ def _dec_CreateTopicsRequest_CreatableTopic_5(buf, pos):
             e3, pos = _dec_CreateTopicsRequest_CreatableReplicaAssignment_5(buf, pos)
             a2.append(e3)
         o.assignments = a2
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('Configs is null but not nullable in this version')
     else:
@@ -500,7 +539,12 @@ def _dec_CreateTopicsRequest_CreatableTopic_5(buf, pos):
 
 def _dec_CreateTopicsRequest_5(buf, pos):
     o = _new(CreateTopicsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -572,14 +616,18 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_5(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_CreateTopicsResponse_CreatableTopicConfigs_5(e2, out)
     tg = []
-    v3 = o.topic_config_error_code
-    if not (v3 == 0):
+    v4 = o.topic_config_error_code
+    if not (v4 == 0):
         tb = bytearray()
-        tb += _S3.pack(v3)
+        tb += _S3.pack(v4)
         tg.append((0, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -591,7 +639,11 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_5(o, out):
 def _enc_CreateTopicsResponse_5(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_CreateTopicsResponse_CreatableTopicResult_5(e2, out)
     u = o.unknown_tagged_fields
@@ -610,14 +662,18 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_7(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_CreateTopicsResponse_CreatableTopicConfigs_5(e2, out)
     tg = []
-    v3 = o.topic_config_error_code
-    if not (v3 == 0):
+    v4 = o.topic_config_error_code
+    if not (v4 == 0):
         tb = bytearray()
-        tb += _S3.pack(v3)
+        tb += _S3.pack(v4)
         tg.append((0, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -629,7 +685,11 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_7(o, out):
 def _enc_CreateTopicsResponse_7(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_CreateTopicsResponse_CreatableTopicResult_7(e2, out)
     u = o.unknown_tagged_fields
@@ -742,7 +802,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_5(buf, pos):
     o.topic_config_error_code = 0
     o.num_partitions, o.replication_factor = _S1.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.configs = None
     else:
@@ -779,7 +844,12 @@ def _dec_CreateTopicsResponse_5(buf, pos):
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -806,7 +876,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_7(buf, pos):
     o.topic_config_error_code = 0
     o.num_partitions, o.replication_factor = _S1.unpack_from(buf, pos)
     pos += 6
-    n2, pos = _read_compact_array_length(buf, pos)
+    n2 = buf[pos]
+    if n2 < 128:
+        pos += 1
+        n2 -= 1
+    else:
+        n2, pos = _read_compact_array_length(buf, pos)
     if n2 < 0:
         o.configs = None
     else:
@@ -843,7 +918,12 @@ def _dec_CreateTopicsResponse_7(buf, pos):
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -121,7 +122,11 @@ def _enc_DeleteGroupsRequest_0(o, out):
 
 def _enc_DeleteGroupsRequest_2(o, out):
     a1 = o.groups_names
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _write_compact_string(out, e2)
     u = o.unknown_tagged_fields
@@ -148,7 +153,12 @@ def _dec_DeleteGroupsRequest_0(buf, pos):
 
 def _dec_DeleteGroupsRequest_2(buf, pos):
     o = _new(DeleteGroupsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('GroupsNames is null but not nullable in this version')
     else:
@@ -191,7 +201,11 @@ def _enc_DeleteGroupsResponse_DeletableGroupResult_2(o, out):
 def _enc_DeleteGroupsResponse_2(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.results
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteGroupsResponse_DeletableGroupResult_2(e2, out)
     u = o.unknown_tagged_fields
@@ -244,7 +258,12 @@ def _dec_DeleteGroupsResponse_2(buf, pos):
     o = _new(DeleteGroupsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Results is null but not nullable in this version')
     else:

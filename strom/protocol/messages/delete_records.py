@@ -27,6 +27,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -220,7 +221,11 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition_2(o, out):
 def _enc_DeleteRecordsRequest_DeleteRecordsTopic_2(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteRecordsRequest_DeleteRecordsPartition_2(e2, out)
     u = o.unknown_tagged_fields
@@ -232,7 +237,11 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_2(o, out):
 
 def _enc_DeleteRecordsRequest_2(o, out):
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteRecordsRequest_DeleteRecordsTopic_2(e2, out)
     out += _S0.pack(o.timeout_ms)
@@ -299,7 +308,12 @@ def _dec_DeleteRecordsRequest_DeleteRecordsPartition_2(buf, pos):
 def _dec_DeleteRecordsRequest_DeleteRecordsTopic_2(buf, pos):
     o = _new(_DeleteRecordsRequest_DeleteRecordsTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -318,7 +332,12 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_2(buf, pos):
 
 def _dec_DeleteRecordsRequest_2(buf, pos):
     o = _new(DeleteRecordsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -369,7 +388,11 @@ def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_2(o, out):
 def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_2(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_2(e2, out)
     u = o.unknown_tagged_fields
@@ -382,7 +405,11 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_2(o, out):
 def _enc_DeleteRecordsResponse_2(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_2(e2, out)
     u = o.unknown_tagged_fields
@@ -448,7 +475,12 @@ def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_2(buf, pos):
 def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_2(buf, pos):
     o = _new(_DeleteRecordsResponse_DeleteRecordsTopicResult)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -469,7 +501,12 @@ def _dec_DeleteRecordsResponse_2(buf, pos):
     o = _new(DeleteRecordsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -163,7 +164,11 @@ def _enc_DeleteTopicsRequest_0(o, out):
 
 def _enc_DeleteTopicsRequest_4(o, out):
     a1 = o.topic_names
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _write_compact_string(out, e2)
     out += _S0.pack(o.timeout_ms)
@@ -186,7 +191,11 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_6(o, out):
 
 def _enc_DeleteTopicsRequest_6(o, out):
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteTopicsRequest_DeleteTopicState_6(e2, out)
     out += _S0.pack(o.timeout_ms)
@@ -218,7 +227,12 @@ def _dec_DeleteTopicsRequest_0(buf, pos):
 def _dec_DeleteTopicsRequest_4(buf, pos):
     o = _new(DeleteTopicsRequest)
     o.topics = []
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('TopicNames is null but not nullable in this version')
     else:
@@ -253,7 +267,12 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_6(buf, pos):
 
 def _dec_DeleteTopicsRequest_6(buf, pos):
     o = _new(DeleteTopicsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -306,7 +325,11 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_4(o, out):
 def _enc_DeleteTopicsResponse_4(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteTopicsResponse_DeletableTopicResult_4(e2, out)
     u = o.unknown_tagged_fields
@@ -330,7 +353,11 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_5(o, out):
 def _enc_DeleteTopicsResponse_5(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteTopicsResponse_DeletableTopicResult_5(e2, out)
     u = o.unknown_tagged_fields
@@ -354,7 +381,11 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_6(o, out):
 def _enc_DeleteTopicsResponse_6(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DeleteTopicsResponse_DeletableTopicResult_6(e2, out)
     u = o.unknown_tagged_fields
@@ -427,7 +458,12 @@ def _dec_DeleteTopicsResponse_4(buf, pos):
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:
@@ -463,7 +499,12 @@ def _dec_DeleteTopicsResponse_5(buf, pos):
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:
@@ -499,7 +540,12 @@ def _dec_DeleteTopicsResponse_6(buf, pos):
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -202,7 +203,11 @@ def _enc_DescribeClusterResponse_0(o, out):
     _write_compact_string(out, o.cluster_id)
     out += _S3.pack(o.controller_id)
     a1 = o.brokers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeClusterResponse_DescribeClusterBroker_0(e2, out)
     out += _S3.pack(o.cluster_authorized_operations)
@@ -220,7 +225,11 @@ def _enc_DescribeClusterResponse_1(o, out):
     _write_compact_string(out, o.cluster_id)
     out += _S3.pack(o.controller_id)
     a1 = o.brokers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeClusterResponse_DescribeClusterBroker_0(e2, out)
     out += _S3.pack(o.cluster_authorized_operations)
@@ -256,7 +265,12 @@ def _dec_DescribeClusterResponse_0(buf, pos):
     o.cluster_id, pos = _read_compact_string(buf, pos)
     o.controller_id, = _S3.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Brokers is null but not nullable in this version')
     else:
@@ -285,7 +299,12 @@ def _dec_DescribeClusterResponse_1(buf, pos):
     o.cluster_id, pos = _read_compact_string(buf, pos)
     o.controller_id, = _S3.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Brokers is null but not nullable in this version')
     else:

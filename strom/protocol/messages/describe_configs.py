@@ -39,6 +39,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -275,7 +276,11 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_4(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _write_compact_string(out, e2)
     u = o.unknown_tagged_fields
@@ -287,7 +292,11 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_4(o, out):
 
 def _enc_DescribeConfigsRequest_4(o, out):
     a1 = o.resources
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeConfigsRequest_DescribeConfigsResource_4(e2, out)
     out += _S3.pack(o.include_synonyms, o.include_documentation)
@@ -373,7 +382,12 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_4(buf, pos):
     o.resource_type, = _S1.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.configuration_keys = None
     else:
@@ -392,7 +406,12 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_4(buf, pos):
 
 def _dec_DescribeConfigsRequest_4(buf, pos):
     o = _new(DescribeConfigsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Resources is null but not nullable in this version')
     else:
@@ -518,7 +537,11 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_4(o, out):
     _write_compact_nullable_string(out, o.value)
     out += _S6.pack(o.read_only, o.config_source, o.is_sensitive)
     a1 = o.synonyms
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeConfigsResponse_DescribeConfigsSynonym_4(e2, out)
     out += _S1.pack(o.config_type)
@@ -536,7 +559,11 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_4(o, out):
     out += _S1.pack(o.resource_type)
     _write_compact_string(out, o.resource_name)
     a1 = o.configs
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_4(e2, out)
     u = o.unknown_tagged_fields
@@ -549,7 +576,11 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_4(o, out):
 def _enc_DescribeConfigsResponse_4(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.results
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeConfigsResponse_DescribeConfigsResult_4(e2, out)
     u = o.unknown_tagged_fields
@@ -771,7 +802,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_4(buf, pos):
     o.is_default = False
     o.config_source, o.is_sensitive = _S7.unpack_from(buf, pos)
     pos += 2
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Synonyms is null but not nullable in this version')
     else:
@@ -799,7 +835,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_4(buf, pos):
     o.resource_type, = _S1.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Configs is null but not nullable in this version')
     else:
@@ -820,7 +861,12 @@ def _dec_DescribeConfigsResponse_4(buf, pos):
     o = _new(DescribeConfigsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Results is null but not nullable in this version')
     else:

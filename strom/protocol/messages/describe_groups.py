@@ -31,6 +31,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -191,7 +192,11 @@ def _enc_DescribeGroupsRequest_3(o, out):
 
 def _enc_DescribeGroupsRequest_5(o, out):
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _write_compact_string(out, e2)
     out += _S1.pack(o.include_authorized_operations)
@@ -237,7 +242,12 @@ def _dec_DescribeGroupsRequest_3(buf, pos):
 
 def _dec_DescribeGroupsRequest_5(buf, pos):
     o = _new(DescribeGroupsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:
@@ -363,7 +373,11 @@ def _enc_DescribeGroupsResponse_DescribedGroup_5(o, out):
     _write_compact_string(out, o.protocol_type)
     _write_compact_string(out, o.protocol_data)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeGroupsResponse_DescribedGroupMember_5(e2, out)
     out += _S0.pack(o.authorized_operations)
@@ -377,7 +391,11 @@ def _enc_DescribeGroupsResponse_DescribedGroup_5(o, out):
 def _enc_DescribeGroupsResponse_5(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeGroupsResponse_DescribedGroup_5(e2, out)
     u = o.unknown_tagged_fields
@@ -570,7 +588,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_5(buf, pos):
     o.group_state, pos = _read_compact_string(buf, pos)
     o.protocol_type, pos = _read_compact_string(buf, pos)
     o.protocol_data, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Members is null but not nullable in this version')
     else:
@@ -593,7 +616,12 @@ def _dec_DescribeGroupsResponse_5(buf, pos):
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:

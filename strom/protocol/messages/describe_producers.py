@@ -31,6 +31,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -42,7 +43,6 @@ from strom.protocol.primitives import (
     read_compact_array_length as _read_compact_array_length,
     read_compact_nullable_string as _read_compact_nullable_string,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_tagged_fields as _read_tagged_fields,
     write_compact_nullable_string as _write_compact_nullable_string,
     write_compact_string as _write_compact_string,
@@ -203,7 +203,11 @@ class DescribeProducersResponse(_ProtocolMessage):
 def _enc_DescribeProducersRequest_TopicRequest_0(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partition_indexes
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -215,7 +219,11 @@ def _enc_DescribeProducersRequest_TopicRequest_0(o, out):
 
 def _enc_DescribeProducersRequest_0(o, out):
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeProducersRequest_TopicRequest_0(e2, out)
     u = o.unknown_tagged_fields
@@ -228,11 +236,20 @@ def _enc_DescribeProducersRequest_0(o, out):
 def _dec_DescribeProducersRequest_TopicRequest_0(buf, pos):
     o = _new(_DescribeProducersRequest_TopicRequest)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionIndexes is null but not nullable in this version')
     else:
-        o.partition_indexes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_indexes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_indexes = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -243,7 +260,12 @@ def _dec_DescribeProducersRequest_TopicRequest_0(buf, pos):
 
 def _dec_DescribeProducersRequest_0(buf, pos):
     o = _new(DescribeProducersRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -273,7 +295,11 @@ def _enc_DescribeProducersResponse_PartitionResponse_0(o, out):
     out += _S1.pack(o.partition_index, o.error_code)
     _write_compact_nullable_string(out, o.error_message)
     a1 = o.active_producers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeProducersResponse_ProducerState_0(e2, out)
     u = o.unknown_tagged_fields
@@ -286,7 +312,11 @@ def _enc_DescribeProducersResponse_PartitionResponse_0(o, out):
 def _enc_DescribeProducersResponse_TopicResponse_0(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeProducersResponse_PartitionResponse_0(e2, out)
     u = o.unknown_tagged_fields
@@ -299,7 +329,11 @@ def _enc_DescribeProducersResponse_TopicResponse_0(o, out):
 def _enc_DescribeProducersResponse_0(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_DescribeProducersResponse_TopicResponse_0(e2, out)
     u = o.unknown_tagged_fields
@@ -326,7 +360,12 @@ def _dec_DescribeProducersResponse_PartitionResponse_0(buf, pos):
     o.partition_index, o.error_code = _S1.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('ActiveProducers is null but not nullable in this version')
     else:
@@ -346,7 +385,12 @@ def _dec_DescribeProducersResponse_PartitionResponse_0(buf, pos):
 def _dec_DescribeProducersResponse_TopicResponse_0(buf, pos):
     o = _new(_DescribeProducersResponse_TopicResponse)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -367,7 +411,12 @@ def _dec_DescribeProducersResponse_0(buf, pos):
     o = _new(DescribeProducersResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

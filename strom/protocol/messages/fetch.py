@@ -72,6 +72,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -86,7 +87,6 @@ from strom.protocol.primitives import (
     read_compact_nullable_string as _read_compact_nullable_string,
     read_compact_records as _read_compact_records,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_records as _read_records,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
@@ -598,7 +598,11 @@ def _enc_FetchRequest_FetchPartition_12(o, out):
 def _enc_FetchRequest_FetchTopic_12(o, out):
     _write_compact_string(out, o.topic)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchRequest_FetchPartition_12(e2, out)
     u = o.unknown_tagged_fields
@@ -611,7 +615,11 @@ def _enc_FetchRequest_FetchTopic_12(o, out):
 def _enc_FetchRequest_ForgottenTopic_12(o, out):
     _write_compact_string(out, o.topic)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -624,19 +632,27 @@ def _enc_FetchRequest_ForgottenTopic_12(o, out):
 def _enc_FetchRequest_12(o, out):
     out += _S6.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchRequest_FetchTopic_12(e2, out)
-    a3 = o.forgotten_topics_data
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_FetchRequest_ForgottenTopic_12(e4, out)
+    a4 = o.forgotten_topics_data
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_FetchRequest_ForgottenTopic_12(e5, out)
     _write_compact_string(out, o.rack_id)
     tg = []
-    v5 = o.cluster_id
-    if not (v5 is None):
+    v7 = o.cluster_id
+    if not (v7 is None):
         tb = bytearray()
-        _write_compact_nullable_string(tb, v5)
+        _write_compact_nullable_string(tb, v7)
         tg.append((0, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -648,7 +664,11 @@ def _enc_FetchRequest_12(o, out):
 def _enc_FetchRequest_FetchTopic_13(o, out):
     out += _S9.pack(o.topic_id.bytes)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchRequest_FetchPartition_12(e2, out)
     u = o.unknown_tagged_fields
@@ -661,7 +681,11 @@ def _enc_FetchRequest_FetchTopic_13(o, out):
 def _enc_FetchRequest_ForgottenTopic_13(o, out):
     out += _S9.pack(o.topic_id.bytes)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -674,19 +698,27 @@ def _enc_FetchRequest_ForgottenTopic_13(o, out):
 def _enc_FetchRequest_13(o, out):
     out += _S6.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchRequest_FetchTopic_13(e2, out)
-    a3 = o.forgotten_topics_data
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_FetchRequest_ForgottenTopic_13(e4, out)
+    a4 = o.forgotten_topics_data
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_FetchRequest_ForgottenTopic_13(e5, out)
     _write_compact_string(out, o.rack_id)
     tg = []
-    v5 = o.cluster_id
-    if not (v5 is None):
+    v7 = o.cluster_id
+    if not (v7 is None):
         tb = bytearray()
-        _write_compact_nullable_string(tb, v5)
+        _write_compact_nullable_string(tb, v7)
         tg.append((0, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -713,24 +745,32 @@ def _enc_FetchRequest_ReplicaState_15(o, out):
 def _enc_FetchRequest_15(o, out):
     out += _S10.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchRequest_FetchTopic_13(e2, out)
-    a3 = o.forgotten_topics_data
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_FetchRequest_ForgottenTopic_13(e4, out)
+    a4 = o.forgotten_topics_data
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_FetchRequest_ForgottenTopic_13(e5, out)
     _write_compact_string(out, o.rack_id)
     tg = []
-    v5 = o.cluster_id
-    if not (v5 is None):
+    v7 = o.cluster_id
+    if not (v7 is None):
         tb = bytearray()
-        _write_compact_nullable_string(tb, v5)
+        _write_compact_nullable_string(tb, v7)
         tg.append((0, tb))
-    v6 = o.replica_state
-    if not ((v6 is not None and _isdef_FetchRequest_ReplicaState(v6))):
+    v8 = o.replica_state
+    if not ((v8 is not None and _isdef_FetchRequest_ReplicaState(v8))):
         tb = bytearray()
-        _enc_FetchRequest_ReplicaState_15(v6, tb)
+        _enc_FetchRequest_ReplicaState_15(v8, tb)
         tg.append((1, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -757,7 +797,11 @@ def _enc_FetchRequest_FetchPartition_17(o, out):
 def _enc_FetchRequest_FetchTopic_17(o, out):
     out += _S9.pack(o.topic_id.bytes)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchRequest_FetchPartition_17(e2, out)
     u = o.unknown_tagged_fields
@@ -770,24 +814,32 @@ def _enc_FetchRequest_FetchTopic_17(o, out):
 def _enc_FetchRequest_17(o, out):
     out += _S10.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchRequest_FetchTopic_17(e2, out)
-    a3 = o.forgotten_topics_data
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_FetchRequest_ForgottenTopic_13(e4, out)
+    a4 = o.forgotten_topics_data
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_FetchRequest_ForgottenTopic_13(e5, out)
     _write_compact_string(out, o.rack_id)
     tg = []
-    v5 = o.cluster_id
-    if not (v5 is None):
+    v7 = o.cluster_id
+    if not (v7 is None):
         tb = bytearray()
-        _write_compact_nullable_string(tb, v5)
+        _write_compact_nullable_string(tb, v7)
         tg.append((0, tb))
-    v6 = o.replica_state
-    if not ((v6 is not None and _isdef_FetchRequest_ReplicaState(v6))):
+    v8 = o.replica_state
+    if not ((v8 is not None and _isdef_FetchRequest_ReplicaState(v8))):
         tb = bytearray()
-        _enc_FetchRequest_ReplicaState_15(v6, tb)
+        _enc_FetchRequest_ReplicaState_15(v8, tb)
         tg.append((1, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -972,7 +1024,11 @@ def _dec_FetchRequest_ForgottenTopic_7(buf, pos):
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
-        o.partitions, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partitions = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partitions = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -1116,7 +1172,12 @@ def _dec_FetchRequest_FetchTopic_12(buf, pos):
     o = _new(_FetchRequest_FetchTopic)
     o.topic, pos = _read_compact_string(buf, pos)
     o.topic_id = _ZERO_UUID
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -1137,11 +1198,20 @@ def _dec_FetchRequest_ForgottenTopic_12(buf, pos):
     o = _new(_FetchRequest_ForgottenTopic)
     o.topic, pos = _read_compact_string(buf, pos)
     o.topic_id = _ZERO_UUID
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
-        o.partitions, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partitions = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partitions = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -1158,7 +1228,12 @@ def _dec_FetchRequest_12(buf, pos):
     o.replica_state = _FetchRequest_ReplicaState()
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(buf, pos)
     pos += 21
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1167,7 +1242,12 @@ def _dec_FetchRequest_12(buf, pos):
             e3, pos = _dec_FetchRequest_FetchTopic_12(buf, pos)
             a2.append(e3)
         o.topics = a2
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('ForgottenTopicsData is null but not nullable in this version')
     else:
@@ -1206,7 +1286,12 @@ def _dec_FetchRequest_FetchTopic_13(buf, pos):
     u1, = _S9.unpack_from(buf, pos)
     pos += 16
     o.topic_id = _uuid_from_bytes(u1)
-    n2, pos = _read_compact_array_length(buf, pos)
+    n2 = buf[pos]
+    if n2 < 128:
+        pos += 1
+        n2 -= 1
+    else:
+        n2, pos = _read_compact_array_length(buf, pos)
     if n2 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -1229,11 +1314,20 @@ def _dec_FetchRequest_ForgottenTopic_13(buf, pos):
     u1, = _S9.unpack_from(buf, pos)
     pos += 16
     o.topic_id = _uuid_from_bytes(u1)
-    n2, pos = _read_compact_array_length(buf, pos)
+    n2 = buf[pos]
+    if n2 < 128:
+        pos += 1
+        n2 -= 1
+    else:
+        n2, pos = _read_compact_array_length(buf, pos)
     if n2 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
-        o.partitions, pos = _read_fixed_array(buf, pos, n2, 'i', 4)
+        if n2:
+            o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+            pos += n2 * 4
+        else:
+            o.partitions = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -1250,7 +1344,12 @@ def _dec_FetchRequest_13(buf, pos):
     o.replica_state = _FetchRequest_ReplicaState()
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(buf, pos)
     pos += 21
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1259,7 +1358,12 @@ def _dec_FetchRequest_13(buf, pos):
             e3, pos = _dec_FetchRequest_FetchTopic_13(buf, pos)
             a2.append(e3)
         o.topics = a2
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('ForgottenTopicsData is null but not nullable in this version')
     else:
@@ -1311,7 +1415,12 @@ def _dec_FetchRequest_15(buf, pos):
     o.replica_state = _FetchRequest_ReplicaState()
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(buf, pos)
     pos += 21
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1320,7 +1429,12 @@ def _dec_FetchRequest_15(buf, pos):
             e3, pos = _dec_FetchRequest_FetchTopic_13(buf, pos)
             a2.append(e3)
         o.topics = a2
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('ForgottenTopicsData is null but not nullable in this version')
     else:
@@ -1391,7 +1505,12 @@ def _dec_FetchRequest_FetchTopic_17(buf, pos):
     u1, = _S9.unpack_from(buf, pos)
     pos += 16
     o.topic_id = _uuid_from_bytes(u1)
-    n2, pos = _read_compact_array_length(buf, pos)
+    n2 = buf[pos]
+    if n2 < 128:
+        pos += 1
+        n2 -= 1
+    else:
+        n2, pos = _read_compact_array_length(buf, pos)
     if n2 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -1415,7 +1534,12 @@ def _dec_FetchRequest_17(buf, pos):
     o.replica_state = _FetchRequest_ReplicaState()
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(buf, pos)
     pos += 21
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1424,7 +1548,12 @@ def _dec_FetchRequest_17(buf, pos):
             e3, pos = _dec_FetchRequest_FetchTopic_17(buf, pos)
             a2.append(e3)
         o.topics = a2
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('ForgottenTopicsData is null but not nullable in this version')
     else:
@@ -1646,26 +1775,30 @@ def _enc_FetchResponse_PartitionData_12(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_FetchResponse_AbortedTransaction_12(e2, out)
     out += _S1.pack(o.preferred_read_replica)
     _write_compact_records(out, o.records)
     tg = []
-    v3 = o.diverging_epoch
-    if not ((v3 is not None and _isdef_FetchResponse_EpochEndOffset(v3))):
+    v4 = o.diverging_epoch
+    if not ((v4 is not None and _isdef_FetchResponse_EpochEndOffset(v4))):
         tb = bytearray()
-        _enc_FetchResponse_EpochEndOffset_12(v3, tb)
+        _enc_FetchResponse_EpochEndOffset_12(v4, tb)
         tg.append((0, tb))
-    v4 = o.current_leader
-    if not ((v4 is not None and _isdef_FetchResponse_LeaderIdAndEpoch(v4))):
+    v5 = o.current_leader
+    if not ((v5 is not None and _isdef_FetchResponse_LeaderIdAndEpoch(v5))):
         tb = bytearray()
-        _enc_FetchResponse_LeaderIdAndEpoch_12(v4, tb)
+        _enc_FetchResponse_LeaderIdAndEpoch_12(v5, tb)
         tg.append((1, tb))
-    v5 = o.snapshot_id
-    if not ((v5 is not None and _isdef_FetchResponse_SnapshotId(v5))):
+    v6 = o.snapshot_id
+    if not ((v6 is not None and _isdef_FetchResponse_SnapshotId(v6))):
         tb = bytearray()
-        _enc_FetchResponse_SnapshotId_12(v5, tb)
+        _enc_FetchResponse_SnapshotId_12(v6, tb)
         tg.append((2, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -1677,7 +1810,11 @@ def _enc_FetchResponse_PartitionData_12(o, out):
 def _enc_FetchResponse_FetchableTopicResponse_12(o, out):
     _write_compact_string(out, o.topic)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchResponse_PartitionData_12(e2, out)
     u = o.unknown_tagged_fields
@@ -1690,7 +1827,11 @@ def _enc_FetchResponse_FetchableTopicResponse_12(o, out):
 def _enc_FetchResponse_12(o, out):
     out += _S21.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchResponse_FetchableTopicResponse_12(e2, out)
     u = o.unknown_tagged_fields
@@ -1703,7 +1844,11 @@ def _enc_FetchResponse_12(o, out):
 def _enc_FetchResponse_FetchableTopicResponse_13(o, out):
     out += _S9.pack(o.topic_id.bytes)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchResponse_PartitionData_12(e2, out)
     u = o.unknown_tagged_fields
@@ -1716,7 +1861,11 @@ def _enc_FetchResponse_FetchableTopicResponse_13(o, out):
 def _enc_FetchResponse_13(o, out):
     out += _S21.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchResponse_FetchableTopicResponse_13(e2, out)
     u = o.unknown_tagged_fields
@@ -1741,17 +1890,25 @@ def _enc_FetchResponse_NodeEndpoint_16(o, out):
 def _enc_FetchResponse_16(o, out):
     out += _S21.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FetchResponse_FetchableTopicResponse_13(e2, out)
     tg = []
-    v3 = o.node_endpoints
-    if not (v3 == []):
+    v4 = o.node_endpoints
+    if not (v4 == []):
         tb = bytearray()
-        a4 = v3
-        _write_uvarint(tb, len(a4) + 1)
-        for e5 in a4:
-            _enc_FetchResponse_NodeEndpoint_16(e5, tb)
+        a5 = v4
+        n7 = len(a5) + 1
+        if n7 < 128:
+            tb.append(n7)
+        else:
+            _write_uvarint(tb, n7)
+        for e6 in a5:
+            _enc_FetchResponse_NodeEndpoint_16(e6, tb)
         tg.append((0, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -2090,7 +2247,12 @@ def _dec_FetchResponse_PartitionData_12(buf, pos):
     o.diverging_epoch = _FetchResponse_EpochEndOffset()
     o.current_leader = _FetchResponse_LeaderIdAndEpoch()
     o.snapshot_id = _FetchResponse_SnapshotId()
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.aborted_transactions = None
     else:
@@ -2137,7 +2299,12 @@ def _dec_FetchResponse_FetchableTopicResponse_12(buf, pos):
     o = _new(_FetchResponse_FetchableTopicResponse)
     o.topic, pos = _read_compact_string(buf, pos)
     o.topic_id = _ZERO_UUID
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -2158,7 +2325,12 @@ def _dec_FetchResponse_12(buf, pos):
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _S21.unpack_from(buf, pos)
     pos += 10
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:
@@ -2182,7 +2354,12 @@ def _dec_FetchResponse_FetchableTopicResponse_13(buf, pos):
     u1, = _S9.unpack_from(buf, pos)
     pos += 16
     o.topic_id = _uuid_from_bytes(u1)
-    n2, pos = _read_compact_array_length(buf, pos)
+    n2 = buf[pos]
+    if n2 < 128:
+        pos += 1
+        n2 -= 1
+    else:
+        n2, pos = _read_compact_array_length(buf, pos)
     if n2 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -2203,7 +2380,12 @@ def _dec_FetchResponse_13(buf, pos):
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _S21.unpack_from(buf, pos)
     pos += 10
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:
@@ -2241,7 +2423,12 @@ def _dec_FetchResponse_16(buf, pos):
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _S21.unpack_from(buf, pos)
     pos += 10
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:
@@ -2266,7 +2453,12 @@ def _dec_FetchResponse_16(buf, pos):
             if tag == 0:
                 tb = buf[:end]
                 p = pos
-                n4, p = _read_compact_array_length(tb, p)
+                n4 = tb[p]
+                if n4 < 128:
+                    p += 1
+                    n4 -= 1
+                else:
+                    n4, p = _read_compact_array_length(tb, p)
                 if n4 < 0:
                     raise _ProtocolError('NodeEndpoints is null but not nullable in this version')
                 else:

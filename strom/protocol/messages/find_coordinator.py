@@ -30,6 +30,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -173,7 +174,11 @@ def _enc_FindCoordinatorRequest_3(o, out):
 def _enc_FindCoordinatorRequest_4(o, out):
     out += _S0.pack(o.key_type)
     a1 = o.coordinator_keys
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _write_compact_string(out, e2)
     u = o.unknown_tagged_fields
@@ -221,7 +226,12 @@ def _dec_FindCoordinatorRequest_4(buf, pos):
     o.key = ''
     o.key_type, = _S0.unpack_from(buf, pos)
     pos += 1
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('CoordinatorKeys is null but not nullable in this version')
     else:
@@ -281,7 +291,11 @@ def _enc_FindCoordinatorResponse_Coordinator_4(o, out):
 def _enc_FindCoordinatorResponse_4(o, out):
     out += _S2.pack(o.throttle_time_ms)
     a1 = o.coordinators
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_FindCoordinatorResponse_Coordinator_4(e2, out)
     u = o.unknown_tagged_fields
@@ -367,7 +381,12 @@ def _dec_FindCoordinatorResponse_4(buf, pos):
     o.node_id = 0
     o.host = ''
     o.port = 0
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Coordinators is null but not nullable in this version')
     else:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -320,7 +321,11 @@ def _enc_GroupMetadataValue_4(o, out):
     _write_compact_nullable_string(out, o.leader)
     out += _S2.pack(o.current_state_timestamp)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_GroupMetadataValue_MemberMetadata_4(e2, out)
     u = o.unknown_tagged_fields
@@ -486,7 +491,12 @@ def _dec_GroupMetadataValue_4(buf, pos):
     o.leader, pos = _read_compact_nullable_string(buf, pos)
     o.current_state_timestamp, = _S2.unpack_from(buf, pos)
     pos += 8
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('members is null but not nullable in this version')
     else:

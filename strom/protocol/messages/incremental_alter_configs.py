@@ -28,6 +28,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -217,7 +218,11 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_1(o, out):
     out += _S1.pack(o.resource_type)
     _write_compact_string(out, o.resource_name)
     a1 = o.configs
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_IncrementalAlterConfigsRequest_AlterableConfig_1(e2, out)
     u = o.unknown_tagged_fields
@@ -229,7 +234,11 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_1(o, out):
 
 def _enc_IncrementalAlterConfigsRequest_1(o, out):
     a1 = o.resources
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_1(e2, out)
     out += _S2.pack(o.validate_only)
@@ -304,7 +313,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_1(buf, pos):
     o.resource_type, = _S1.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Configs is null but not nullable in this version')
     else:
@@ -323,7 +337,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_1(buf, pos):
 
 def _dec_IncrementalAlterConfigsRequest_1(buf, pos):
     o = _new(IncrementalAlterConfigsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Resources is null but not nullable in this version')
     else:
@@ -372,7 +391,11 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_1(o, out):
 def _enc_IncrementalAlterConfigsResponse_1(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_1(e2, out)
     u = o.unknown_tagged_fields
@@ -431,7 +454,12 @@ def _dec_IncrementalAlterConfigsResponse_1(buf, pos):
     o = _new(IncrementalAlterConfigsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:

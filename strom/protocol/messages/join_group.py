@@ -36,6 +36,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -247,7 +248,11 @@ def _enc_JoinGroupRequest_6(o, out):
     _write_compact_nullable_string(out, o.group_instance_id)
     _write_compact_string(out, o.protocol_type)
     a1 = o.protocols
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_JoinGroupRequest_JoinGroupRequestProtocol_6(e2, out)
     u = o.unknown_tagged_fields
@@ -264,7 +269,11 @@ def _enc_JoinGroupRequest_8(o, out):
     _write_compact_nullable_string(out, o.group_instance_id)
     _write_compact_string(out, o.protocol_type)
     a1 = o.protocols
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_JoinGroupRequest_JoinGroupRequestProtocol_6(e2, out)
     _write_compact_nullable_string(out, o.reason)
@@ -370,7 +379,12 @@ def _dec_JoinGroupRequest_6(buf, pos):
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.protocol_type, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Protocols is null but not nullable in this version')
     else:
@@ -396,7 +410,12 @@ def _dec_JoinGroupRequest_8(buf, pos):
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.protocol_type, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Protocols is null but not nullable in this version')
     else:
@@ -475,7 +494,11 @@ def _enc_JoinGroupResponse_6(o, out):
     _write_compact_string(out, o.leader)
     _write_compact_string(out, o.member_id)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_JoinGroupResponse_JoinGroupResponseMember_6(e2, out)
     u = o.unknown_tagged_fields
@@ -492,7 +515,11 @@ def _enc_JoinGroupResponse_7(o, out):
     _write_compact_string(out, o.leader)
     _write_compact_string(out, o.member_id)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_JoinGroupResponse_JoinGroupResponseMember_6(e2, out)
     u = o.unknown_tagged_fields
@@ -510,7 +537,11 @@ def _enc_JoinGroupResponse_9(o, out):
     out += _S4.pack(o.skip_assignment)
     _write_compact_string(out, o.member_id)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_JoinGroupResponse_JoinGroupResponseMember_6(e2, out)
     u = o.unknown_tagged_fields
@@ -627,7 +658,12 @@ def _dec_JoinGroupResponse_6(buf, pos):
     o.leader, pos = _read_compact_string(buf, pos)
     o.skip_assignment = False
     o.member_id, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Members is null but not nullable in this version')
     else:
@@ -653,7 +689,12 @@ def _dec_JoinGroupResponse_7(buf, pos):
     o.leader, pos = _read_compact_string(buf, pos)
     o.skip_assignment = False
     o.member_id, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Members is null but not nullable in this version')
     else:
@@ -680,7 +721,12 @@ def _dec_JoinGroupResponse_9(buf, pos):
     o.skip_assignment, = _S4.unpack_from(buf, pos)
     pos += 1
     o.member_id, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Members is null but not nullable in this version')
     else:

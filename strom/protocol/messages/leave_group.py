@@ -26,6 +26,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -186,7 +187,11 @@ def _enc_LeaveGroupRequest_MemberIdentity_4(o, out):
 def _enc_LeaveGroupRequest_4(o, out):
     _write_compact_string(out, o.group_id)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_LeaveGroupRequest_MemberIdentity_4(e2, out)
     u = o.unknown_tagged_fields
@@ -210,7 +215,11 @@ def _enc_LeaveGroupRequest_MemberIdentity_5(o, out):
 def _enc_LeaveGroupRequest_5(o, out):
     _write_compact_string(out, o.group_id)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_LeaveGroupRequest_MemberIdentity_5(e2, out)
     u = o.unknown_tagged_fields
@@ -272,7 +281,12 @@ def _dec_LeaveGroupRequest_4(buf, pos):
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id = ''
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Members is null but not nullable in this version')
     else:
@@ -306,7 +320,12 @@ def _dec_LeaveGroupRequest_5(buf, pos):
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id = ''
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Members is null but not nullable in this version')
     else:
@@ -359,7 +378,11 @@ def _enc_LeaveGroupResponse_MemberResponse_4(o, out):
 def _enc_LeaveGroupResponse_4(o, out):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     a1 = o.members
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_LeaveGroupResponse_MemberResponse_4(e2, out)
     u = o.unknown_tagged_fields
@@ -433,7 +456,12 @@ def _dec_LeaveGroupResponse_4(buf, pos):
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _S2.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Members is null but not nullable in this version')
     else:

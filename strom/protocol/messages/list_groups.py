@@ -23,6 +23,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -139,7 +140,11 @@ def _enc_ListGroupsRequest_3(o, out):
 
 def _enc_ListGroupsRequest_4(o, out):
     a1 = o.states_filter
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _write_compact_string(out, e2)
     u = o.unknown_tagged_fields
@@ -151,13 +156,21 @@ def _enc_ListGroupsRequest_4(o, out):
 
 def _enc_ListGroupsRequest_5(o, out):
     a1 = o.states_filter
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _write_compact_string(out, e2)
-    a3 = o.types_filter
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _write_compact_string(out, e4)
+    a4 = o.types_filter
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _write_compact_string(out, e5)
     u = o.unknown_tagged_fields
     if u:
         _write_tagged_fields(out, u)
@@ -187,7 +200,12 @@ def _dec_ListGroupsRequest_3(buf, pos):
 
 def _dec_ListGroupsRequest_4(buf, pos):
     o = _new(ListGroupsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('StatesFilter is null but not nullable in this version')
     else:
@@ -207,7 +225,12 @@ def _dec_ListGroupsRequest_4(buf, pos):
 
 def _dec_ListGroupsRequest_5(buf, pos):
     o = _new(ListGroupsRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('StatesFilter is null but not nullable in this version')
     else:
@@ -216,7 +239,12 @@ def _dec_ListGroupsRequest_5(buf, pos):
             e3, pos = _read_compact_string(buf, pos)
             a2.append(e3)
         o.states_filter = a2
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('TypesFilter is null but not nullable in this version')
     else:
@@ -267,7 +295,11 @@ def _enc_ListGroupsResponse_ListedGroup_3(o, out):
 def _enc_ListGroupsResponse_3(o, out):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListGroupsResponse_ListedGroup_3(e2, out)
     u = o.unknown_tagged_fields
@@ -291,7 +323,11 @@ def _enc_ListGroupsResponse_ListedGroup_4(o, out):
 def _enc_ListGroupsResponse_4(o, out):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListGroupsResponse_ListedGroup_4(e2, out)
     u = o.unknown_tagged_fields
@@ -316,7 +352,11 @@ def _enc_ListGroupsResponse_ListedGroup_5(o, out):
 def _enc_ListGroupsResponse_5(o, out):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListGroupsResponse_ListedGroup_5(e2, out)
     u = o.unknown_tagged_fields
@@ -389,7 +429,12 @@ def _dec_ListGroupsResponse_3(buf, pos):
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _S2.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:
@@ -424,7 +469,12 @@ def _dec_ListGroupsResponse_4(buf, pos):
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _S2.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:
@@ -459,7 +509,12 @@ def _dec_ListGroupsResponse_5(buf, pos):
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _S2.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -45,7 +46,6 @@ from strom.protocol.primitives import (
     read_array_length as _read_array_length,
     read_compact_array_length as _read_compact_array_length,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
     write_compact_string as _write_compact_string,
@@ -299,7 +299,11 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_6(o, out):
 def _enc_ListOffsetsRequest_ListOffsetsTopic_6(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListOffsetsRequest_ListOffsetsPartition_6(e2, out)
     u = o.unknown_tagged_fields
@@ -312,7 +316,11 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_6(o, out):
 def _enc_ListOffsetsRequest_6(o, out):
     out += _S3.pack(o.replica_id, o.isolation_level)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListOffsetsRequest_ListOffsetsTopic_6(e2, out)
     u = o.unknown_tagged_fields
@@ -325,7 +333,11 @@ def _enc_ListOffsetsRequest_6(o, out):
 def _enc_ListOffsetsRequest_10(o, out):
     out += _S3.pack(o.replica_id, o.isolation_level)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListOffsetsRequest_ListOffsetsTopic_6(e2, out)
     out += _S0.pack(o.timeout_ms)
@@ -506,7 +518,12 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_6(buf, pos):
 def _dec_ListOffsetsRequest_ListOffsetsTopic_6(buf, pos):
     o = _new(_ListOffsetsRequest_ListOffsetsTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -527,7 +544,12 @@ def _dec_ListOffsetsRequest_6(buf, pos):
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _S3.unpack_from(buf, pos)
     pos += 5
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -549,7 +571,12 @@ def _dec_ListOffsetsRequest_10(buf, pos):
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _S3.unpack_from(buf, pos)
     pos += 5
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -650,7 +677,11 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_6(o, out):
 def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_6(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_6(e2, out)
     u = o.unknown_tagged_fields
@@ -663,7 +694,11 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_6(o, out):
 def _enc_ListOffsetsResponse_6(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ListOffsetsResponse_ListOffsetsTopicResponse_6(e2, out)
     u = o.unknown_tagged_fields
@@ -681,7 +716,11 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('OldStyleOffsets is null but not nullable in this version')
     else:
-        o.old_style_offsets, pos = _read_fixed_array(buf, pos, n1, 'q', 8)
+        if n1:
+            o.old_style_offsets = list(_unpack_from('>%dq' % n1, buf, pos))
+            pos += n1 * 8
+        else:
+            o.old_style_offsets = []
     o.timestamp = -1
     o.offset = -1
     o.leader_epoch = -1
@@ -844,7 +883,12 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_6(buf, pos):
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_6(buf, pos):
     o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -865,7 +909,12 @@ def _dec_ListOffsetsResponse_6(buf, pos):
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -56,7 +57,6 @@ from strom.protocol.primitives import (
     read_compact_array_length as _read_compact_array_length,
     read_compact_nullable_string as _read_compact_nullable_string,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_nullable_string as _read_nullable_string,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
@@ -306,7 +306,11 @@ def _enc_MetadataRequest_9(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_MetadataRequest_MetadataRequestTopic_9(e2, out)
     out += _S2.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
@@ -332,7 +336,11 @@ def _enc_MetadataRequest_10(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_MetadataRequest_MetadataRequestTopic_10(e2, out)
     out += _S2.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
@@ -348,7 +356,11 @@ def _enc_MetadataRequest_11(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_MetadataRequest_MetadataRequestTopic_10(e2, out)
     out += _S4.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
@@ -453,7 +465,12 @@ def _dec_MetadataRequest_MetadataRequestTopic_9(buf, pos):
 
 def _dec_MetadataRequest_9(buf, pos):
     o = _new(MetadataRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.topics = None
     else:
@@ -488,7 +505,12 @@ def _dec_MetadataRequest_MetadataRequestTopic_10(buf, pos):
 
 def _dec_MetadataRequest_10(buf, pos):
     o = _new(MetadataRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.topics = None
     else:
@@ -509,7 +531,12 @@ def _dec_MetadataRequest_10(buf, pos):
 
 def _dec_MetadataRequest_11(buf, pos):
     o = _new(MetadataRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.topics = None
     else:
@@ -746,17 +773,29 @@ def _enc_MetadataResponse_MetadataResponseBroker_9(o, out):
 def _enc_MetadataResponse_MetadataResponsePartition_9(o, out):
     out += _S7.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a1 = o.replica_nodes
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
-    a3 = o.isr_nodes
-    _write_uvarint(out, len(a3) + 1)
-    if a3:
-        out += _pack('>%di' % len(a3), *a3)
-    a5 = o.offline_replicas
-    _write_uvarint(out, len(a5) + 1)
-    if a5:
-        out += _pack('>%di' % len(a5), *a5)
+    a4 = o.isr_nodes
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    if a4:
+        out += _pack('>%di' % len(a4), *a4)
+    a7 = o.offline_replicas
+    n9 = len(a7) + 1
+    if n9 < 128:
+        out.append(n9)
+    else:
+        _write_uvarint(out, n9)
+    if a7:
+        out += _pack('>%di' % len(a7), *a7)
     u = o.unknown_tagged_fields
     if u:
         _write_tagged_fields(out, u)
@@ -769,7 +808,11 @@ def _enc_MetadataResponse_MetadataResponseTopic_9(o, out):
     _write_compact_string(out, o.name)
     out += _S1.pack(o.is_internal)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_MetadataResponse_MetadataResponsePartition_9(e2, out)
     out += _S0.pack(o.topic_authorized_operations)
@@ -783,15 +826,23 @@ def _enc_MetadataResponse_MetadataResponseTopic_9(o, out):
 def _enc_MetadataResponse_9(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.brokers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_MetadataResponse_MetadataResponseBroker_9(e2, out)
     _write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
-    a3 = o.topics
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_MetadataResponse_MetadataResponseTopic_9(e4, out)
+    a4 = o.topics
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_MetadataResponse_MetadataResponseTopic_9(e5, out)
     out += _S0.pack(o.cluster_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -805,7 +856,11 @@ def _enc_MetadataResponse_MetadataResponseTopic_10(o, out):
     _write_compact_string(out, o.name)
     out += _S8.pack(o.topic_id.bytes, o.is_internal)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_MetadataResponse_MetadataResponsePartition_9(e2, out)
     out += _S0.pack(o.topic_authorized_operations)
@@ -819,15 +874,23 @@ def _enc_MetadataResponse_MetadataResponseTopic_10(o, out):
 def _enc_MetadataResponse_10(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.brokers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_MetadataResponse_MetadataResponseBroker_9(e2, out)
     _write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
-    a3 = o.topics
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_MetadataResponse_MetadataResponseTopic_10(e4, out)
+    a4 = o.topics
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_MetadataResponse_MetadataResponseTopic_10(e5, out)
     out += _S0.pack(o.cluster_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -839,15 +902,23 @@ def _enc_MetadataResponse_10(o, out):
 def _enc_MetadataResponse_11(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.brokers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_MetadataResponse_MetadataResponseBroker_9(e2, out)
     _write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
-    a3 = o.topics
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_MetadataResponse_MetadataResponseTopic_10(e4, out)
+    a4 = o.topics
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_MetadataResponse_MetadataResponseTopic_10(e5, out)
     u = o.unknown_tagged_fields
     if u:
         _write_tagged_fields(out, u)
@@ -860,7 +931,11 @@ def _enc_MetadataResponse_MetadataResponseTopic_12(o, out):
     _write_compact_nullable_string(out, o.name)
     out += _S8.pack(o.topic_id.bytes, o.is_internal)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_MetadataResponse_MetadataResponsePartition_9(e2, out)
     out += _S0.pack(o.topic_authorized_operations)
@@ -874,15 +949,23 @@ def _enc_MetadataResponse_MetadataResponseTopic_12(o, out):
 def _enc_MetadataResponse_12(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.brokers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_MetadataResponse_MetadataResponseBroker_9(e2, out)
     _write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
-    a3 = o.topics
-    _write_uvarint(out, len(a3) + 1)
-    for e4 in a3:
-        _enc_MetadataResponse_MetadataResponseTopic_12(e4, out)
+    a4 = o.topics
+    n6 = len(a4) + 1
+    if n6 < 128:
+        out.append(n6)
+    else:
+        _write_uvarint(out, n6)
+    for e5 in a4:
+        _enc_MetadataResponse_MetadataResponseTopic_12(e5, out)
     u = o.unknown_tagged_fields
     if u:
         _write_tagged_fields(out, u)
@@ -911,12 +994,20 @@ def _dec_MetadataResponse_MetadataResponsePartition_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('ReplicaNodes is null but not nullable in this version')
     else:
-        o.replica_nodes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.replica_nodes = []
     n4, pos = _read_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('IsrNodes is null but not nullable in this version')
     else:
-        o.isr_nodes, pos = _read_fixed_array(buf, pos, n4, 'i', 4)
+        if n4:
+            o.isr_nodes = list(_unpack_from('>%di' % n4, buf, pos))
+            pos += n4 * 4
+        else:
+            o.isr_nodes = []
     o.offline_replicas = []
     o.unknown_tagged_fields = {}
     return o, pos
@@ -1102,17 +1193,29 @@ def _dec_MetadataResponse_MetadataResponsePartition_5(buf, pos):
     if n1 < 0:
         raise _ProtocolError('ReplicaNodes is null but not nullable in this version')
     else:
-        o.replica_nodes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.replica_nodes = []
     n4, pos = _read_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('IsrNodes is null but not nullable in this version')
     else:
-        o.isr_nodes, pos = _read_fixed_array(buf, pos, n4, 'i', 4)
+        if n4:
+            o.isr_nodes = list(_unpack_from('>%di' % n4, buf, pos))
+            pos += n4 * 4
+        else:
+            o.isr_nodes = []
     n7, pos = _read_array_length(buf, pos)
     if n7 < 0:
         raise _ProtocolError('OfflineReplicas is null but not nullable in this version')
     else:
-        o.offline_replicas, pos = _read_fixed_array(buf, pos, n7, 'i', 4)
+        if n7:
+            o.offline_replicas = list(_unpack_from('>%di' % n7, buf, pos))
+            pos += n7 * 4
+        else:
+            o.offline_replicas = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -1177,17 +1280,29 @@ def _dec_MetadataResponse_MetadataResponsePartition_7(buf, pos):
     if n1 < 0:
         raise _ProtocolError('ReplicaNodes is null but not nullable in this version')
     else:
-        o.replica_nodes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.replica_nodes = []
     n4, pos = _read_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('IsrNodes is null but not nullable in this version')
     else:
-        o.isr_nodes, pos = _read_fixed_array(buf, pos, n4, 'i', 4)
+        if n4:
+            o.isr_nodes = list(_unpack_from('>%di' % n4, buf, pos))
+            pos += n4 * 4
+        else:
+            o.isr_nodes = []
     n7, pos = _read_array_length(buf, pos)
     if n7 < 0:
         raise _ProtocolError('OfflineReplicas is null but not nullable in this version')
     else:
-        o.offline_replicas, pos = _read_fixed_array(buf, pos, n7, 'i', 4)
+        if n7:
+            o.offline_replicas = list(_unpack_from('>%di' % n7, buf, pos))
+            pos += n7 * 4
+        else:
+            o.offline_replicas = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -1318,21 +1433,48 @@ def _dec_MetadataResponse_MetadataResponsePartition_9(buf, pos):
     o = _new(_MetadataResponse_MetadataResponsePartition)
     o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _S7.unpack_from(buf, pos)
     pos += 14
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('ReplicaNodes is null but not nullable in this version')
     else:
-        o.replica_nodes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
-    n4, pos = _read_compact_array_length(buf, pos)
+        if n1:
+            o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.replica_nodes = []
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('IsrNodes is null but not nullable in this version')
     else:
-        o.isr_nodes, pos = _read_fixed_array(buf, pos, n4, 'i', 4)
-    n7, pos = _read_compact_array_length(buf, pos)
+        if n4:
+            o.isr_nodes = list(_unpack_from('>%di' % n4, buf, pos))
+            pos += n4 * 4
+        else:
+            o.isr_nodes = []
+    n7 = buf[pos]
+    if n7 < 128:
+        pos += 1
+        n7 -= 1
+    else:
+        n7, pos = _read_compact_array_length(buf, pos)
     if n7 < 0:
         raise _ProtocolError('OfflineReplicas is null but not nullable in this version')
     else:
-        o.offline_replicas, pos = _read_fixed_array(buf, pos, n7, 'i', 4)
+        if n7:
+            o.offline_replicas = list(_unpack_from('>%di' % n7, buf, pos))
+            pos += n7 * 4
+        else:
+            o.offline_replicas = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -1349,7 +1491,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_9(buf, pos):
     o.topic_id = _ZERO_UUID
     o.is_internal, = _S1.unpack_from(buf, pos)
     pos += 1
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -1372,7 +1519,12 @@ def _dec_MetadataResponse_9(buf, pos):
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Brokers is null but not nullable in this version')
     else:
@@ -1384,7 +1536,12 @@ def _dec_MetadataResponse_9(buf, pos):
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
     o.controller_id, = _S0.unpack_from(buf, pos)
     pos += 4
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1411,7 +1568,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_10(buf, pos):
     u1, o.is_internal = _S8.unpack_from(buf, pos)
     pos += 17
     o.topic_id = _uuid_from_bytes(u1)
-    n2, pos = _read_compact_array_length(buf, pos)
+    n2 = buf[pos]
+    if n2 < 128:
+        pos += 1
+        n2 -= 1
+    else:
+        n2, pos = _read_compact_array_length(buf, pos)
     if n2 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -1434,7 +1596,12 @@ def _dec_MetadataResponse_10(buf, pos):
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Brokers is null but not nullable in this version')
     else:
@@ -1446,7 +1613,12 @@ def _dec_MetadataResponse_10(buf, pos):
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
     o.controller_id, = _S0.unpack_from(buf, pos)
     pos += 4
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1469,7 +1641,12 @@ def _dec_MetadataResponse_11(buf, pos):
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Brokers is null but not nullable in this version')
     else:
@@ -1481,7 +1658,12 @@ def _dec_MetadataResponse_11(buf, pos):
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
     o.controller_id, = _S0.unpack_from(buf, pos)
     pos += 4
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1507,7 +1689,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_12(buf, pos):
     u1, o.is_internal = _S8.unpack_from(buf, pos)
     pos += 17
     o.topic_id = _uuid_from_bytes(u1)
-    n2, pos = _read_compact_array_length(buf, pos)
+    n2 = buf[pos]
+    if n2 < 128:
+        pos += 1
+        n2 -= 1
+    else:
+        n2, pos = _read_compact_array_length(buf, pos)
     if n2 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -1530,7 +1717,12 @@ def _dec_MetadataResponse_12(buf, pos):
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Brokers is null but not nullable in this version')
     else:
@@ -1542,7 +1734,12 @@ def _dec_MetadataResponse_12(buf, pos):
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
     o.controller_id, = _S0.unpack_from(buf, pos)
     pos += 4
-    n4, pos = _read_compact_array_length(buf, pos)
+    n4 = buf[pos]
+    if n4 < 128:
+        pos += 1
+        n4 -= 1
+    else:
+        n4, pos = _read_compact_array_length(buf, pos)
     if n4 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

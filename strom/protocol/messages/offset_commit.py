@@ -33,6 +33,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -325,7 +326,11 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_8(o, out):
 def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_8(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetCommitRequest_OffsetCommitRequestPartition_8(e2, out)
     u = o.unknown_tagged_fields
@@ -341,7 +346,11 @@ def _enc_OffsetCommitRequest_8(o, out):
     _write_compact_string(out, o.member_id)
     _write_compact_nullable_string(out, o.group_instance_id)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetCommitRequest_OffsetCommitRequestTopic_8(e2, out)
     u = o.unknown_tagged_fields
@@ -575,7 +584,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_8(buf, pos):
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_8(buf, pos):
     o = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -600,7 +614,12 @@ def _dec_OffsetCommitRequest_8(buf, pos):
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.retention_time_ms = -1
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -656,7 +675,11 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_8(o, out):
 def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_8(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetCommitResponse_OffsetCommitResponsePartition_8(e2, out)
     u = o.unknown_tagged_fields
@@ -669,7 +692,11 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_8(o, out):
 def _enc_OffsetCommitResponse_8(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetCommitResponse_OffsetCommitResponseTopic_8(e2, out)
     u = o.unknown_tagged_fields
@@ -751,7 +778,12 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_8(buf, pos):
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_8(buf, pos):
     o = _new(_OffsetCommitResponse_OffsetCommitResponseTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -772,7 +804,12 @@ def _dec_OffsetCommitResponse_8(buf, pos):
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

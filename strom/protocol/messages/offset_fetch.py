@@ -47,6 +47,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -59,7 +60,6 @@ from strom.protocol.primitives import (
     read_compact_array_length as _read_compact_array_length,
     read_compact_nullable_string as _read_compact_nullable_string,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_nullable_string as _read_nullable_string,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
@@ -353,7 +353,11 @@ def _enc_OffsetFetchRequest_2(o, out):
 def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_6(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partition_indexes
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -369,7 +373,11 @@ def _enc_OffsetFetchRequest_6(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_OffsetFetchRequest_OffsetFetchRequestTopic_6(e2, out)
     u = o.unknown_tagged_fields
@@ -385,7 +393,11 @@ def _enc_OffsetFetchRequest_7(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_OffsetFetchRequest_OffsetFetchRequestTopic_6(e2, out)
     out += _S1.pack(o.require_stable)
@@ -398,7 +410,11 @@ def _enc_OffsetFetchRequest_7(o, out):
 
 def _enc_OffsetFetchRequest_8(o, out):
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetFetchRequest_6(e2, out)
     out += _S1.pack(o.require_stable)
@@ -417,7 +433,11 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_9(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_OffsetFetchRequest_OffsetFetchRequestTopic_6(e2, out)
     u = o.unknown_tagged_fields
@@ -429,7 +449,11 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_9(o, out):
 
 def _enc_OffsetFetchRequest_9(o, out):
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetFetchRequest_OffsetFetchRequestGroup_9(e2, out)
     out += _S1.pack(o.require_stable)
@@ -447,7 +471,11 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('PartitionIndexes is null but not nullable in this version')
     else:
-        o.partition_indexes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_indexes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_indexes = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -491,11 +519,20 @@ def _dec_OffsetFetchRequest_2(buf, pos):
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_6(buf, pos):
     o = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionIndexes is null but not nullable in this version')
     else:
-        o.partition_indexes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_indexes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_indexes = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -507,7 +544,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_6(buf, pos):
 def _dec_OffsetFetchRequest_6(buf, pos):
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.topics = None
     else:
@@ -529,7 +571,12 @@ def _dec_OffsetFetchRequest_6(buf, pos):
 def _dec_OffsetFetchRequest_7(buf, pos):
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.topics = None
     else:
@@ -552,11 +599,20 @@ def _dec_OffsetFetchRequest_7(buf, pos):
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf, pos):
     o = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionIndexes is null but not nullable in this version')
     else:
-        o.partition_indexes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_indexes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_indexes = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -570,7 +626,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_8(buf, pos):
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id = None
     o.member_epoch = -1
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.topics = None
     else:
@@ -591,7 +652,12 @@ def _dec_OffsetFetchRequest_8(buf, pos):
     o = _new(OffsetFetchRequest)
     o.group_id = ''
     o.topics = []
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:
@@ -616,7 +682,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_9(buf, pos):
     o.member_id, pos = _read_compact_nullable_string(buf, pos)
     o.member_epoch, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.topics = None
     else:
@@ -637,7 +708,12 @@ def _dec_OffsetFetchRequest_9(buf, pos):
     o = _new(OffsetFetchRequest)
     o.group_id = ''
     o.topics = []
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:
@@ -731,7 +807,11 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_6(o, out):
 def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_6(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetFetchResponse_OffsetFetchResponsePartition_6(e2, out)
     u = o.unknown_tagged_fields
@@ -744,7 +824,11 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_6(o, out):
 def _enc_OffsetFetchResponse_6(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetFetchResponse_OffsetFetchResponseTopic_6(e2, out)
     out += _S3.pack(o.error_code)
@@ -758,7 +842,11 @@ def _enc_OffsetFetchResponse_6(o, out):
 def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_8(o, out):
     _write_compact_string(out, o.group_id)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetFetchResponse_OffsetFetchResponseTopic_6(e2, out)
     out += _S3.pack(o.error_code)
@@ -772,7 +860,11 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_8(o, out):
 def _enc_OffsetFetchResponse_8(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.groups
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetFetchResponse_OffsetFetchResponseGroup_8(e2, out)
     u = o.unknown_tagged_fields
@@ -932,7 +1024,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_6(buf, pos):
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_6(buf, pos):
     o = _new(_OffsetFetchResponse_OffsetFetchResponseTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -953,7 +1050,12 @@ def _dec_OffsetFetchResponse_6(buf, pos):
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -991,7 +1093,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_8(buf, pos):
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_8(buf, pos):
     o = _new(_OffsetFetchResponse_OffsetFetchResponseTopics)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -1011,7 +1118,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_8(buf, pos):
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_8(buf, pos):
     o = _new(_OffsetFetchResponse_OffsetFetchResponseGroup)
     o.group_id, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -1036,7 +1148,12 @@ def _dec_OffsetFetchResponse_8(buf, pos):
     pos += 4
     o.topics = []
     o.error_code = 0
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Groups is null but not nullable in this version')
     else:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -256,7 +257,11 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_4(o, out):
 def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_4(o, out):
     _write_compact_string(out, o.topic)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_4(e2, out)
     u = o.unknown_tagged_fields
@@ -269,7 +274,11 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_4(o, out):
 def _enc_OffsetForLeaderEpochRequest_4(o, out):
     out += _S0.pack(o.replica_id)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_4(e2, out)
     u = o.unknown_tagged_fields
@@ -394,7 +403,12 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_4(buf, pos):
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_4(buf, pos):
     o = _new(_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     o.topic, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -415,7 +429,12 @@ def _dec_OffsetForLeaderEpochRequest_4(buf, pos):
     o = _new(OffsetForLeaderEpochRequest)
     o.replica_id, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -490,7 +509,11 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_4(o, out):
 def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_4(o, out):
     _write_compact_string(out, o.topic)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetForLeaderEpochResponse_EpochEndOffset_4(e2, out)
     u = o.unknown_tagged_fields
@@ -503,7 +526,11 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_4(o, out):
 def _enc_OffsetForLeaderEpochResponse_4(o, out):
     out += _S0.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_4(e2, out)
     u = o.unknown_tagged_fields
@@ -628,7 +655,12 @@ def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_4(buf, pos):
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_4(buf, pos):
     o = _new(_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     o.topic, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -649,7 +681,12 @@ def _dec_OffsetForLeaderEpochResponse_4(buf, pos):
     o = _new(OffsetForLeaderEpochResponse)
     o.throttle_time_ms, = _S0.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

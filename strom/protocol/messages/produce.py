@@ -43,6 +43,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -343,7 +344,11 @@ def _enc_ProduceRequest_PartitionProduceData_9(o, out):
 def _enc_ProduceRequest_TopicProduceData_9(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partition_data
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceRequest_PartitionProduceData_9(e2, out)
     u = o.unknown_tagged_fields
@@ -357,7 +362,11 @@ def _enc_ProduceRequest_9(o, out):
     _write_compact_nullable_string(out, o.transactional_id)
     out += _S0.pack(o.acks, o.timeout_ms)
     a1 = o.topic_data
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceRequest_TopicProduceData_9(e2, out)
     u = o.unknown_tagged_fields
@@ -444,7 +453,12 @@ def _dec_ProduceRequest_PartitionProduceData_9(buf, pos):
 def _dec_ProduceRequest_TopicProduceData_9(buf, pos):
     o = _new(_ProduceRequest_TopicProduceData)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionData is null but not nullable in this version')
     else:
@@ -466,7 +480,12 @@ def _dec_ProduceRequest_9(buf, pos):
     o.transactional_id, pos = _read_compact_nullable_string(buf, pos)
     o.acks, o.timeout_ms = _S0.unpack_from(buf, pos)
     pos += 6
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('TopicData is null but not nullable in this version')
     else:
@@ -593,7 +612,11 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_9(o, out):
 def _enc_ProduceResponse_PartitionProduceResponse_9(o, out):
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     a1 = o.record_errors
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceResponse_BatchIndexAndErrorMessage_9(e2, out)
     _write_compact_nullable_string(out, o.error_message)
@@ -607,7 +630,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_9(o, out):
 def _enc_ProduceResponse_TopicProduceResponse_9(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partition_responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceResponse_PartitionProduceResponse_9(e2, out)
     u = o.unknown_tagged_fields
@@ -619,7 +646,11 @@ def _enc_ProduceResponse_TopicProduceResponse_9(o, out):
 
 def _enc_ProduceResponse_9(o, out):
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceResponse_TopicProduceResponse_9(e2, out)
     out += _S1.pack(o.throttle_time_ms)
@@ -648,15 +679,19 @@ def _enc_ProduceResponse_LeaderIdAndEpoch_10(o, out):
 def _enc_ProduceResponse_PartitionProduceResponse_10(o, out):
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     a1 = o.record_errors
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceResponse_BatchIndexAndErrorMessage_9(e2, out)
     _write_compact_nullable_string(out, o.error_message)
     tg = []
-    v3 = o.current_leader
-    if not ((v3 is not None and _isdef_ProduceResponse_LeaderIdAndEpoch(v3))):
+    v4 = o.current_leader
+    if not ((v4 is not None and _isdef_ProduceResponse_LeaderIdAndEpoch(v4))):
         tb = bytearray()
-        _enc_ProduceResponse_LeaderIdAndEpoch_10(v3, tb)
+        _enc_ProduceResponse_LeaderIdAndEpoch_10(v4, tb)
         tg.append((0, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -668,7 +703,11 @@ def _enc_ProduceResponse_PartitionProduceResponse_10(o, out):
 def _enc_ProduceResponse_TopicProduceResponse_10(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partition_responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceResponse_PartitionProduceResponse_10(e2, out)
     u = o.unknown_tagged_fields
@@ -692,18 +731,26 @@ def _enc_ProduceResponse_NodeEndpoint_10(o, out):
 
 def _enc_ProduceResponse_10(o, out):
     a1 = o.responses
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_ProduceResponse_TopicProduceResponse_10(e2, out)
     out += _S1.pack(o.throttle_time_ms)
     tg = []
-    v3 = o.node_endpoints
-    if not (v3 == []):
+    v4 = o.node_endpoints
+    if not (v4 == []):
         tb = bytearray()
-        a4 = v3
-        _write_uvarint(tb, len(a4) + 1)
-        for e5 in a4:
-            _enc_ProduceResponse_NodeEndpoint_10(e5, tb)
+        a5 = v4
+        n7 = len(a5) + 1
+        if n7 < 128:
+            tb.append(n7)
+        else:
+            _write_uvarint(tb, n7)
+        for e6 in a5:
+            _enc_ProduceResponse_NodeEndpoint_10(e6, tb)
         tg.append((0, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -946,7 +993,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_9(buf, pos):
     o = _new(_ProduceResponse_PartitionProduceResponse)
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S4.unpack_from(buf, pos)
     pos += 30
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('RecordErrors is null but not nullable in this version')
     else:
@@ -968,7 +1020,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_9(buf, pos):
 def _dec_ProduceResponse_TopicProduceResponse_9(buf, pos):
     o = _new(_ProduceResponse_TopicProduceResponse)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionResponses is null but not nullable in this version')
     else:
@@ -987,7 +1044,12 @@ def _dec_ProduceResponse_TopicProduceResponse_9(buf, pos):
 
 def _dec_ProduceResponse_9(buf, pos):
     o = _new(ProduceResponse)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:
@@ -1023,7 +1085,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_10(buf, pos):
     o = _new(_ProduceResponse_PartitionProduceResponse)
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S4.unpack_from(buf, pos)
     pos += 30
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('RecordErrors is null but not nullable in this version')
     else:
@@ -1060,7 +1127,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_10(buf, pos):
 def _dec_ProduceResponse_TopicProduceResponse_10(buf, pos):
     o = _new(_ProduceResponse_TopicProduceResponse)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionResponses is null but not nullable in this version')
     else:
@@ -1095,7 +1167,12 @@ def _dec_ProduceResponse_NodeEndpoint_10(buf, pos):
 
 def _dec_ProduceResponse_10(buf, pos):
     o = _new(ProduceResponse)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Responses is null but not nullable in this version')
     else:
@@ -1122,7 +1199,12 @@ def _dec_ProduceResponse_10(buf, pos):
             if tag == 0:
                 tb = buf[:end]
                 p = pos
-                n4, p = _read_compact_array_length(tb, p)
+                n4 = tb[p]
+                if n4 < 128:
+                    p += 1
+                    n4 -= 1
+                else:
+                    n4, p = _read_compact_array_length(tb, p)
                 if n4 < 0:
                     raise _ProtocolError('NodeEndpoints is null but not nullable in this version')
                 else:

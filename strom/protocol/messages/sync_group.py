@@ -28,6 +28,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -190,7 +191,11 @@ def _enc_SyncGroupRequest_4(o, out):
     _write_compact_string(out, o.member_id)
     _write_compact_nullable_string(out, o.group_instance_id)
     a1 = o.assignments
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_SyncGroupRequest_SyncGroupRequestAssignment_4(e2, out)
     u = o.unknown_tagged_fields
@@ -208,7 +213,11 @@ def _enc_SyncGroupRequest_5(o, out):
     _write_compact_nullable_string(out, o.protocol_type)
     _write_compact_nullable_string(out, o.protocol_name)
     a1 = o.assignments
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_SyncGroupRequest_SyncGroupRequestAssignment_4(e2, out)
     u = o.unknown_tagged_fields
@@ -291,7 +300,12 @@ def _dec_SyncGroupRequest_4(buf, pos):
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.protocol_type = None
     o.protocol_name = None
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Assignments is null but not nullable in this version')
     else:
@@ -317,7 +331,12 @@ def _dec_SyncGroupRequest_5(buf, pos):
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.protocol_type, pos = _read_compact_nullable_string(buf, pos)
     o.protocol_name, pos = _read_compact_nullable_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Assignments is null but not nullable in this version')
     else:

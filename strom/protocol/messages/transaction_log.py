@@ -27,6 +27,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -38,7 +39,6 @@ from strom.protocol.primitives import (
     read_array_length as _read_array_length,
     read_compact_array_length as _read_compact_array_length,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
     read_uvarint as _read_uvarint,
@@ -175,7 +175,11 @@ def _enc_TransactionLogValue_0(o, out):
 def _enc_TransactionLogValue_PartitionsSchema_1(o, out):
     _write_compact_string(out, o.topic)
     a1 = o.partition_ids
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -191,25 +195,29 @@ def _enc_TransactionLogValue_1(o, out):
     if a1 is None:
         out.append(0)
     else:
-        _write_uvarint(out, len(a1) + 1)
+        n3 = len(a1) + 1
+        if n3 < 128:
+            out.append(n3)
+        else:
+            _write_uvarint(out, n3)
         for e2 in a1:
             _enc_TransactionLogValue_PartitionsSchema_1(e2, out)
     out += _S2.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
     tg = []
-    v3 = o.previous_producer_id
-    if not (v3 == -1):
-        tb = bytearray()
-        tb += _S3.pack(v3)
-        tg.append((0, tb))
-    v4 = o.next_producer_id
+    v4 = o.previous_producer_id
     if not (v4 == -1):
         tb = bytearray()
         tb += _S3.pack(v4)
-        tg.append((1, tb))
-    v5 = o.client_transaction_version
-    if not (v5 == 0):
+        tg.append((0, tb))
+    v5 = o.next_producer_id
+    if not (v5 == -1):
         tb = bytearray()
-        tb += _S4.pack(v5)
+        tb += _S3.pack(v5)
+        tg.append((1, tb))
+    v6 = o.client_transaction_version
+    if not (v6 == 0):
+        tb = bytearray()
+        tb += _S4.pack(v6)
         tg.append((2, tb))
     u = o.unknown_tagged_fields
     if u or tg:
@@ -225,7 +233,11 @@ def _dec_TransactionLogValue_PartitionsSchema_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('PartitionIds is null but not nullable in this version')
     else:
-        o.partition_ids, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_ids = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_ids = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -257,11 +269,20 @@ def _dec_TransactionLogValue_0(buf, pos):
 def _dec_TransactionLogValue_PartitionsSchema_1(buf, pos):
     o = _new(_TransactionLogValue_PartitionsSchema)
     o.topic, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionIds is null but not nullable in this version')
     else:
-        o.partition_ids, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_ids = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_ids = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -278,7 +299,12 @@ def _dec_TransactionLogValue_1(buf, pos):
     o.next_producer_id = -1
     o.producer_epoch, o.transaction_timeout_ms, o.transaction_status = _S5.unpack_from(buf, pos)
     pos += 7
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         o.transaction_partitions = None
     else:

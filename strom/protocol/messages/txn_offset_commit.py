@@ -34,6 +34,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -275,7 +276,11 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_3(o, out):
 def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_3(e2, out)
     u = o.unknown_tagged_fields
@@ -292,7 +297,11 @@ def _enc_TxnOffsetCommitRequest_3(o, out):
     _write_compact_string(out, o.member_id)
     _write_compact_nullable_string(out, o.group_instance_id)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(e2, out)
     u = o.unknown_tagged_fields
@@ -413,7 +422,12 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_3(buf, pos):
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(buf, pos):
     o = _new(_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -438,7 +452,12 @@ def _dec_TxnOffsetCommitRequest_3(buf, pos):
     pos += 14
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -487,7 +506,11 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_3(o, out):
 def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_3(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_3(e2, out)
     u = o.unknown_tagged_fields
@@ -500,7 +523,11 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_3(o, out):
 def _enc_TxnOffsetCommitResponse_3(o, out):
     out += _S1.pack(o.throttle_time_ms)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_3(e2, out)
     u = o.unknown_tagged_fields
@@ -566,7 +593,12 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_3(buf, pos):
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_3(buf, pos):
     o = _new(_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -587,7 +619,12 @@ def _dec_TxnOffsetCommitResponse_3(buf, pos):
     o = _new(TxnOffsetCommitResponse)
     o.throttle_time_ms, = _S1.unpack_from(buf, pos)
     pos += 4
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import uuid  # noqa: F401  (annotations)
 from struct import Struct as _Struct
 from struct import pack as _pack  # noqa: F401
+from struct import unpack_from as _unpack_from  # noqa: F401
 
 from strom.protocol.base import (
     FieldInfo as _FieldInfo,
@@ -40,7 +41,6 @@ from strom.protocol.primitives import (
     read_array_length as _read_array_length,
     read_compact_array_length as _read_compact_array_length,
     read_compact_string as _read_compact_string,
-    read_fixed_array as _read_fixed_array,
     read_string as _read_string,
     read_tagged_fields as _read_tagged_fields,
     write_compact_string as _write_compact_string,
@@ -240,7 +240,11 @@ def _enc_WriteTxnMarkersRequest_0(o, out):
 def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partition_indexes
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     if a1:
         out += _pack('>%di' % len(a1), *a1)
     u = o.unknown_tagged_fields
@@ -253,7 +257,11 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(o, out):
 def _enc_WriteTxnMarkersRequest_WritableTxnMarker_1(o, out):
     out += _S1.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(e2, out)
     out += _S0.pack(o.coordinator_epoch)
@@ -266,7 +274,11 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_1(o, out):
 
 def _enc_WriteTxnMarkersRequest_1(o, out):
     a1 = o.markers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_WriteTxnMarkersRequest_WritableTxnMarker_1(e2, out)
     u = o.unknown_tagged_fields
@@ -283,7 +295,11 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_0(buf, pos):
     if n1 < 0:
         raise _ProtocolError('PartitionIndexes is null but not nullable in this version')
     else:
-        o.partition_indexes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_indexes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_indexes = []
     o.unknown_tagged_fields = {}
     return o, pos
 
@@ -325,11 +341,20 @@ def _dec_WriteTxnMarkersRequest_0(buf, pos):
 def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(buf, pos):
     o = _new(_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('PartitionIndexes is null but not nullable in this version')
     else:
-        o.partition_indexes, pos = _read_fixed_array(buf, pos, n1, 'i', 4)
+        if n1:
+            o.partition_indexes = list(_unpack_from('>%di' % n1, buf, pos))
+            pos += n1 * 4
+        else:
+            o.partition_indexes = []
     if buf[pos] == 0:
         o.unknown_tagged_fields = {}
         pos += 1
@@ -342,7 +367,12 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_1(buf, pos):
     o = _new(_WriteTxnMarkersRequest_WritableTxnMarker)
     o.producer_id, o.producer_epoch, o.transaction_result = _S1.unpack_from(buf, pos)
     pos += 11
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -363,7 +393,12 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_1(buf, pos):
 
 def _dec_WriteTxnMarkersRequest_1(buf, pos):
     o = _new(WriteTxnMarkersRequest)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Markers is null but not nullable in this version')
     else:
@@ -419,7 +454,11 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_1(o, out):
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_1(o, out):
     _write_compact_string(out, o.name)
     a1 = o.partitions
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_1(e2, out)
     u = o.unknown_tagged_fields
@@ -432,7 +471,11 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_1(o, out):
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_1(o, out):
     out += _S2.pack(o.producer_id)
     a1 = o.topics
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_1(e2, out)
     u = o.unknown_tagged_fields
@@ -444,7 +487,11 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_1(o, out):
 
 def _enc_WriteTxnMarkersResponse_1(o, out):
     a1 = o.markers
-    _write_uvarint(out, len(a1) + 1)
+    n3 = len(a1) + 1
+    if n3 < 128:
+        out.append(n3)
+    else:
+        _write_uvarint(out, n3)
     for e2 in a1:
         _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_1(e2, out)
     u = o.unknown_tagged_fields
@@ -525,7 +572,12 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_1(buf, pos):
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_1(buf, pos):
     o = _new(_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     o.name, pos = _read_compact_string(buf, pos)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Partitions is null but not nullable in this version')
     else:
@@ -546,7 +598,12 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_1(buf, pos):
     o = _new(_WriteTxnMarkersResponse_WritableTxnMarkerResult)
     o.producer_id, = _S2.unpack_from(buf, pos)
     pos += 8
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Topics is null but not nullable in this version')
     else:
@@ -565,7 +622,12 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_1(buf, pos):
 
 def _dec_WriteTxnMarkersResponse_1(buf, pos):
     o = _new(WriteTxnMarkersResponse)
-    n1, pos = _read_compact_array_length(buf, pos)
+    n1 = buf[pos]
+    if n1 < 128:
+        pos += 1
+        n1 -= 1
+    else:
+        n1, pos = _read_compact_array_length(buf, pos)
     if n1 < 0:
         raise _ProtocolError('Markers is null but not nullable in this version')
     else:

@@ -44,6 +44,16 @@ _MODULES = (
     "configs",
     "delete_records",
     "describe_cluster",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
 )
 
 

@@ -49,14 +49,14 @@ def _read_all(ctx: RequestContext, request: FetchRequest) -> tuple[list[FetchRes
             if info is None or not 0 <= pidx < info.num_partitions:
                 err = UNKNOWN_TOPIC_ID if version >= 13 and info is None else UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(FetchResponse.PartitionData(partition_index=pidx, error_code=err, high_watermark=-1,
-                                                         records=None))
+                                                         records=b""))
                 had_error = True
                 continue
             tp = TopicPartition(info.name, pidx)
             lg = rm.get_log(tp)
             if lg is None:
                 parts.append(FetchResponse.PartitionData(partition_index=pidx, error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                                                         high_watermark=-1, records=None))
+                                                         high_watermark=-1, records=b""))
                 had_error = True
                 continue
             hw = lg.high_watermark
@@ -72,7 +72,7 @@ def _read_all(ctx: RequestContext, request: FetchRequest) -> tuple[list[FetchRes
                     records = data.records
                 except BrokerResponseError as e:
                     code = e.errno
-                    records = None
+                    records = b""
                     had_error = True
                 if code == 0 and not records:
                     watched.append(tp)

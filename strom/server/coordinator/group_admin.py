@@ -92,12 +92,15 @@ class GroupAdminMixin:
         if err is not None:
             return dict.fromkeys(offsets, err)
         limit = self.offset_config.max_metadata_size
+        now = self.time.milliseconds()
         result: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, CommittedOffset] = {}
         for tp, off in offsets.items():
             if off.metadata is not None and len(off.metadata.encode()) > limit:
                 result[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
+                if off.commit_timestamp < 0:
+                    off.commit_timestamp = now
                 valid[tp] = off
         code = self.manager.store_offsets(group, valid)
         for tp in valid:

@@ -101,7 +101,7 @@ class CommittedOffset:
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
-    commit_timestamp: int = 0
+    commit_timestamp: int = -1  # -1: the time the coordinator stores it
     expire_timestamp: int | None = None
 
 

@@ -241,3 +241,20 @@ def test_fields_absent_in_version_are_ignored_and_defaulted() -> None:
     assert req.encode(1) == h("ffffffff")
     back = MetadataRequest.decode(req.encode(1), 1)
     assert back.allow_auto_topic_creation is True and back.include_topic_authorized_operations is False
+
+
+def test_consumer_protocol_subscription_versioned() -> None:
+    from strom.protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+    sub = ConsumerProtocolSubscription(topics=["foo"], user_data=None)
+    data = sub.encode_versioned(0)
+    assert data == h("0000 00000001 0003 666f6f ffffffff")
+    assert ConsumerProtocolSubscription.decode_versioned(data) == (0, sub)
+    # a newer version than we know is read with our highest (fields are only ever appended)
+    newer = ConsumerProtocolAssignment(assigned_partitions=[
+        ConsumerProtocolAssignment.TopicPartition(topic="t", partitions=[0, 1])]).encode_versioned(3)
+    newer = b"\x00\x09" + newer[2:] + b"\x00\x00"
+    version, got = ConsumerProtocolAssignment.decode_versioned(newer)
+    assert version == 9 and got.assigned_partitions[0].partitions == [0, 1]
+    with pytest.raises(ProtocolError):
+        ConsumerProtocolSubscription.decode_versioned(b"\x00")

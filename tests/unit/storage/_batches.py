@@ -57,7 +57,8 @@ def build_batch(
         timestamps = [base_timestamp] * len(values)
     first_ts = timestamps[0] if timestamps else base_timestamp
     records = b"".join(
-        build_record(i, ts - first_ts, None, v) for i, (v, ts) in enumerate(zip(values, timestamps, strict=True))
+        build_record(i, ts - first_ts, None, v)
+        for i, (v, ts) in enumerate(zip(values, timestamps, strict=True))
     )
     if compression == 1:
         c = zlib.compressobj(wbits=31)

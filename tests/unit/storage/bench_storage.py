@@ -29,8 +29,10 @@ def main(total_mib: int = 256) -> None:
         t1 = time.perf_counter()
         lg.update_high_watermark(lg.log_end_offset)
         total = n * len(batch)
-        print(f"append: {n} batches of {len(batch)} B, {total / (t1 - t0) / 1e6:.0f} MB/s, "
-              f"{n / (t1 - t0):.0f} batches/s, {n * 16 / (t1 - t0):.0f} records/s, {lg.num_segments} segments")
+        print(
+            f"append: {n} batches of {len(batch)} B, {total / (t1 - t0) / 1e6:.0f} MB/s, "
+            f"{n / (t1 - t0):.0f} batches/s, {n * 16 / (t1 - t0):.0f} records/s, {lg.num_segments} segments"
+        )
         for max_bytes in (1024 * 1024, 64 * 1024):
             offset, read_bytes, reads = 0, 0, 0
             t0 = time.perf_counter()
@@ -46,8 +48,10 @@ def main(total_mib: int = 256) -> None:
                 read_bytes += len(data)
                 reads += 1
             t1 = time.perf_counter()
-            print(f"read (max_bytes={max_bytes // 1024} KiB): {read_bytes / (t1 - t0) / 1e6:.0f} MB/s, "
-                  f"{reads / (t1 - t0):.0f} reads/s")
+            print(
+                f"read (max_bytes={max_bytes // 1024} KiB): {read_bytes / (t1 - t0) / 1e6:.0f} MB/s, "
+                f"{reads / (t1 - t0):.0f} reads/s"
+            )
         t0 = time.perf_counter()
         lg.flush()
         print(f"final fsync of {total / 1e6:.0f} MB: {time.perf_counter() - t0:.2f} s")

@@ -28,8 +28,18 @@ def test_round_trip_and_format(tmp_path):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "0\n", "1\n0\n", "x\n0\n", "0\nx\n", "0\n2\nt 0 1\n", "0\n1\nt 0\n", "0\n1\nt x 1\n", "0\n1\nt 0 1 2\n",
-     "0\n0\nt 0 1\n"],
+    [
+        "",
+        "0\n",
+        "1\n0\n",
+        "x\n0\n",
+        "0\nx\n",
+        "0\n2\nt 0 1\n",
+        "0\n1\nt 0\n",
+        "0\n1\nt x 1\n",
+        "0\n1\nt 0 1 2\n",
+        "0\n0\nt 0 1\n",
+    ],
 )
 def test_corrupt_files_raise(tmp_path, text):
     path = tmp_path / "cp"

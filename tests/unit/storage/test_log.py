@@ -239,7 +239,11 @@ def test_multi_batch_payload_and_compressed(make_log):
     payload = build_batch([b"a", b"b"]) + build_batch([b"c"] * 3, compression=1) + build_batch([b"d"])
     info = lg.append_as_leader(payload)
     assert (info.first_offset, info.last_offset, info.num_records, info.num_batches) == (0, 5, 6, 3)
-    assert [(b, last) for b, last, _ in split_batches(lg.read(0, 1 << 20).records)] == [(0, 1), (2, 4), (5, 5)]
+    assert [(b, last) for b, last, _ in split_batches(lg.read(0, 1 << 20).records)] == [
+        (0, 1),
+        (2, 4),
+        (5, 5),
+    ]
 
 
 def test_empty_payload_is_a_noop(make_log):

@@ -38,8 +38,14 @@ def test_every_key_has_a_field_with_its_default():
 
 def test_from_props_parses_and_tracks_overrides():
     c = LogConfig.from_props(
-        {"segment.bytes": "1000", "cleanup.policy": "compact,delete", "preallocate": "TRUE", "retention.ms": "-1",
-         "min.cleanable.dirty.ratio": "0.25", "message.timestamp.type": "LogAppendTime"}
+        {
+            "segment.bytes": "1000",
+            "cleanup.policy": "compact,delete",
+            "preallocate": "TRUE",
+            "retention.ms": "-1",
+            "min.cleanable.dirty.ratio": "0.25",
+            "message.timestamp.type": "LogAppendTime",
+        }
     )
     assert c.segment_bytes == 1000 and c.cleanup_policy == ("compact", "delete") and c.preallocate is True
     assert c.retention_ms == -1 and c.min_cleanable_dirty_ratio == 0.25 and c.log_append_time
@@ -98,7 +104,9 @@ def test_from_broker_props_and_precedence():
     assert c2.segment_ms == 5 and c2.retention_ms == -1
     topic = LogConfig.from_props({"segment.bytes": "700"}, c)
     assert topic.segment_bytes == 700 and topic.max_message_bytes == 2000
-    assert topic.source("segment.bytes") == SOURCE_TOPIC and topic.source("max.message.bytes") == SOURCE_BROKER
+    assert (
+        topic.source("segment.bytes") == SOURCE_TOPIC and topic.source("max.message.bytes") == SOURCE_BROKER
+    )
     with pytest.raises(ConfigError, match="log.segment.bytes"):
         LogConfig.from_broker_props({"log.segment.bytes": "1"})
 
@@ -119,5 +127,7 @@ def test_describe():
 def test_timestamp_difference_fallback():
     c = LogConfig.from_props({"message.timestamp.difference.max.ms": "100"})
     assert c.timestamp_before_max_ms() == 100 and c.timestamp_after_max_ms() == 100
-    c2 = LogConfig.from_props({"message.timestamp.difference.max.ms": "100", "message.timestamp.after.max.ms": "5"})
+    c2 = LogConfig.from_props(
+        {"message.timestamp.difference.max.ms": "100", "message.timestamp.after.max.ms": "5"}
+    )
     assert c2.timestamp_after_max_ms() == 5 and c2.timestamp_before_max_ms() == 100

@@ -25,7 +25,9 @@ DEFAULT = LogConfig.from_broker_props({"log.segment.bytes": "300", "log.segment.
 
 
 def manager(dirs, mock_time, **kw) -> LogManager:
-    return LogManager([str(d) for d in dirs], DEFAULT, mock_time, flush_check_ms=1000, retention_check_ms=5000, **kw)
+    return LogManager(
+        [str(d) for d in dirs], DEFAULT, mock_time, flush_check_ms=1000, retention_check_ms=5000, **kw
+    )
 
 
 def test_create_append_shutdown_reload(tmp_path, mock_time):
@@ -53,10 +55,10 @@ def test_create_append_shutdown_reload(tmp_path, mock_time):
 
     lm2 = manager(dirs, mock_time)
     assert lm2.load_logs() == 4
-    assert set(lm2.all_logs()) == set(tps)
+    assert [tp for tp, _ in lm2.all_logs()] == tps
     for d in dirs:
         assert not os.path.exists(d / CLEAN_SHUTDOWN_FILE)  # consumed at load
-    assert all(lg.recovered_segments_on_load == 0 for lg in lm2.all_logs().values())
+    assert all(lg.recovered_segments_on_load == 0 for _, lg in lm2.all_logs())
     assert lm2.get_log(tps[1]).log_start_offset == 3
     assert lm2.get_log(tps[2]).log_end_offset == 5
     lm2.shutdown()
@@ -114,7 +116,9 @@ def test_topic_configs_and_update(tmp_path, mock_time):
     lg0 = lm.get_or_create_log(TopicPartition("t", 0), special)
     lg1 = lm.get_or_create_log(TopicPartition("t", 1))
     other = lm.get_or_create_log(TopicPartition("u", 0))
-    assert lg0.config.retention_ms == lg1.config.retention_ms == 100 and other.config.retention_ms == 604800000
+    assert (
+        lg0.config.retention_ms == lg1.config.retention_ms == 100 and other.config.retention_ms == 604800000
+    )
     lm.update_topic_config("t", LogConfig.from_props({"retention.ms": "200"}, DEFAULT))
     assert lg0.config.retention_ms == 200 and lg1.config.retention_ms == 200
     with pytest.raises(ValueError):

@@ -30,8 +30,12 @@ batch_specs = st.lists(
     interval=st.sampled_from([0, 100, 4096]),
     data=st.data(),
 )
-def test_reads_return_the_batches_containing_the_offset(tmp_path_factory, mock_time, specs, segment_bytes, interval, data):
-    config = LogConfig.from_props({"segment.bytes": str(segment_bytes), "index.interval.bytes": str(interval)})
+def test_reads_return_the_batches_containing_the_offset(
+    tmp_path_factory, mock_time, specs, segment_bytes, interval, data
+):
+    config = LogConfig.from_props(
+        {"segment.bytes": str(segment_bytes), "index.interval.bytes": str(interval)}
+    )
     lg = Log(str(tmp_path_factory.mktemp("p") / "t-0"), config, mock_time)
     expected: list[tuple[int, int, bytes]] = []  # (base, last, bytes after the offset field)
     for n, size in specs:
@@ -54,7 +58,9 @@ def test_reads_return_the_batches_containing_the_offset(tmp_path_factory, mock_t
             # everything read is from one segment, and we stop only at a segment end or at max_bytes
             if first + len(result) < len(expected):
                 nxt = expected[first + len(result)]
-                in_same_segment = lg.read(nxt[0], 1).segment_base_offset == lg.read(offset, 1).segment_base_offset
+                in_same_segment = (
+                    lg.read(nxt[0], 1).segment_base_offset == lg.read(offset, 1).segment_base_offset
+                )
                 if in_same_segment:
                     assert sum(len(r[2]) for r in result) + len(nxt[2]) + 16 > max_bytes
 

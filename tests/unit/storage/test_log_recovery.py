@@ -19,7 +19,9 @@ CONFIG = LogConfig.from_props({"segment.bytes": "600", "index.interval.bytes": "
 
 def fill(lg: Log, n: int = 30) -> list[bytes]:
     for i in range(n):
-        lg.append_as_leader(build_batch([b"value-%d" % i] * (1 + i % 3), base_timestamp=1_700_000_000_000 + i))
+        lg.append_as_leader(
+            build_batch([b"value-%d" % i] * (1 + i % 3), base_timestamp=1_700_000_000_000 + i)
+        )
     lg.update_high_watermark(lg.log_end_offset)
     return read_all(lg)
 
@@ -186,8 +188,13 @@ def test_leftovers_and_orphans_removed(tmp_path, mock_time):
     lg = Log(str(path), CONFIG, mock_time)
     before = fill(lg, 3)
     lg.close()
-    for name in ("00000000000000000099.log.deleted", "00000000000000000050.index", "00000000000000000050.timeindex",
-                 "00000000000000000000.log.swap", "00000000000000000007.log.cleaned"):
+    for name in (
+        "00000000000000000099.log.deleted",
+        "00000000000000000050.index",
+        "00000000000000000050.timeindex",
+        "00000000000000000000.log.swap",
+        "00000000000000000007.log.cleaned",
+    ):
         (path / name).write_bytes(b"junk")
     (path / "leader-epoch-checkpoint").write_text("0\n0\n")
     lg2 = reopen(path, mock_time, clean=True)
@@ -220,3 +227,16 @@ def test_empty_dir_creates_segment_at_log_start(tmp_path, mock_time):
     assert (lg.log_start_offset, lg.log_end_offset) == (42, 42)
     assert lg.append_as_leader(sized_batch(100)).first_offset == 42
     lg.close()
+
+
+def test_torn_tail_detected_even_when_marked_clean(tmp_path, mock_time):
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    before = fill(lg)
+    last_path = lg.active_segment.log.path
+    lg.close()
+    with open(last_path, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00")  # a torn 10-byte header
+    lg2 = reopen(path, mock_time, clean=True)
+    assert lg2.truncated_bytes_on_load == 10 and read_all(lg2) == before
+    lg2.close()

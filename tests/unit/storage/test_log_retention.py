@@ -34,7 +34,10 @@ def test_retention_by_time(make_log, mock_time):
     assert lg.delete_old_segments() == 0
     mock_time.sleep(10_001)
     assert lg.delete_old_segments() == 1
-    assert lg.log_start_offset == 3 and log_files(lg) == ["00000000000000000003.log", "00000000000000000006.log"]
+    assert lg.log_start_offset == 3 and log_files(lg) == [
+        "00000000000000000003.log",
+        "00000000000000000006.log",
+    ]
     with pytest.raises(OffsetOutOfRangeError):
         lg.read(2, 1000)
     mock_time.sleep(10_000)

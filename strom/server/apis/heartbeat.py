@@ -1,0 +1,29 @@
+"""Heartbeat (key 12): keep a member alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+
+Kafka counterpart: ``KafkaApis.handleHeartbeatRequest`` → ``GroupCoordinator.handleHeartbeat``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.common.error_codes import ErrorCode as E
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from strom.server.apis import api
+from strom.server.coordinator.request_support import group_coordinator
+
+if TYPE_CHECKING:
+    from strom.server.request_context import RequestContext
+
+
+@api(ApiKey.HEARTBEAT, 0)
+async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    coord = group_coordinator(ctx)
+    if coord is None:
+        error = E.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = coord.handle_heartbeat(request.group_id, request.member_id,
+                                       request.group_instance_id if ctx.api_version >= 3 else None,
+                                       request.generation_id)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)

@@ -1,0 +1,64 @@
+"""OffsetCommit (key 8): store consumer positions in ``__consumer_offsets``.
+
+Kafka counterpart: ``KafkaApis.handleOffsetCommitRequest`` → ``GroupCoordinator.handleCommitOffsets``.
+v0 has no generation/member (a simple commit, like generation -1); v1 may carry a per-partition commit timestamp;
+v2-v4 a retention time (kept as the offset's expire timestamp); v6+ the leader epoch; v7+ ``group.instance.id``.
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and are not stored.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.common.error_codes import ErrorCode as E
+from strom.common.structs import TopicPartition
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from strom.server.apis import api
+from strom.server.coordinator.group_metadata import CommittedOffset
+from strom.server.coordinator.request_support import group_coordinator
+
+if TYPE_CHECKING:
+    from strom.server.request_context import RequestContext
+
+
+@api(ApiKey.OFFSET_COMMIT, 0)
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    version = ctx.api_version
+    md = ctx.broker.metadata
+    assert md is not None
+    now = ctx.broker.time.milliseconds()
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    errors: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartition, CommittedOffset] = {}
+    for t in request.topics:
+        info = md.topic(t.name)
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if info is None or not 0 <= p.partition_index < info.num_partitions:
+                errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+            offsets[tp] = CommittedOffset(
+                offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                metadata=p.committed_metadata or "", commit_timestamp=ts,
+                expire_timestamp=ts + retention if retention != -1 else None,
+            )
+    coord = group_coordinator(ctx)
+    if offsets:
+        if coord is None:
+            errors.update(dict.fromkeys(offsets, E.COORDINATOR_NOT_AVAILABLE))
+        else:
+            errors.update(coord.handle_commit_offsets(
+                request.group_id, request.member_id if version >= 1 else "",
+                request.group_instance_id if version >= 7 else None,
+                request.generation_id_or_member_epoch if version >= 1 else -1, offsets,
+            ))
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
+            OffsetCommitResponse.OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=errors[TopicPartition(t.name, p.partition_index)])
+            for p in t.partitions
+        ])
+        for t in request.topics
+    ])
