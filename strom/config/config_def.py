@@ -484,7 +484,8 @@ class ConfigDef:
             if key.name in given and not (given[key.name] is None and not key.has_default):
                 values[key.name] = key.parse(given[key.name])
             elif key.has_default:
-                values[key.name] = key.default
+                default = key.default
+                values[key.name] = list(default) if isinstance(default, list) else default
             else:
                 raise ConfigError(f'Missing required configuration "{key.name}" which has no default value.')
         return values

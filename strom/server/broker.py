@@ -42,7 +42,7 @@ class BrokerServer:
         self.node_id = config.node_id
         self.apis: dict[int, ApiSpec] = load_all()
         self.log_dirs = [Path(d).absolute() for d in config.log_dirs]
-        self.default_log_config = LogConfig.from_props(config.default_log_props())
+        self.default_log_config = LogConfig.from_broker_props(config.originals)
         self.metadata: MetadataCache | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -129,7 +129,7 @@ class BrokerServer:
             await asyncio.sleep(max(0.05, min(flush_every, retention_every, 1000) / 1000.0))
             now = self.time.hi_res_milliseconds()
             try:
-                lm.flush_dirty_logs()
+                await asyncio.get_running_loop().run_in_executor(None, lm.flush_dirty_logs)
                 if now >= next_retention:
                     next_retention = now + retention_every
                     lm.cleanup_logs()

@@ -1,7 +1,7 @@
 """Broker configuration: Kafka's ``server.properties`` keys, defaults and validation.
 
-Kafka counterpart: ``KafkaConfig``. Log-level keys (``log.segment.bytes`` …) are validated here and turned
-into the default :class:`strom.storage.log_config.LogConfig` by :meth:`BrokerConfig.default_log_props`.
+Kafka counterpart: ``KafkaConfig``. Log-level keys (``log.segment.bytes`` …) are validated here; the broker turns
+them into the default topic config with ``LogConfig.from_broker_props``.
 """
 
 from __future__ import annotations
@@ -129,20 +129,6 @@ _IGNORED = {
     "share.coordinator.state.topic.min.isr", "log.preallocate",
 }
 
-_LOG_KEYS = {
-    "log.segment.bytes": "segment.bytes",
-    "log.retention.bytes": "retention.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "message.max.bytes": "max.message.bytes",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "min.insync.replicas": "min.insync.replicas",
-    "compression.type": "compression.type",
-}
-
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
 
 
@@ -236,28 +222,6 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
-
-    def retention_ms(self) -> int:
-        v = self.values
-        if v["log.retention.ms"] is not None:
-            return int(v["log.retention.ms"])
-        if v["log.retention.minutes"] is not None:
-            return int(v["log.retention.minutes"]) * 60_000
-        hours = int(v["log.retention.hours"])
-        return -1 if hours < 0 else hours * 3_600_000
-
-    def roll_ms(self) -> int:
-        v = self.values
-        return int(v["log.roll.ms"]) if v["log.roll.ms"] is not None else int(v["log.roll.hours"]) * 3_600_000
-
-    def default_log_props(self) -> dict[str, str]:
-        """The topic-level defaults (``segment.bytes`` …) that this broker's ``log.*`` keys imply."""
-        out = {topic_key: str(self.values[key]) for key, topic_key in _LOG_KEYS.items()}
-        out["segment.ms"] = str(self.roll_ms())
-        out["retention.ms"] = str(self.retention_ms())
-        if self.values["log.flush.interval.ms"] is not None:
-            out["flush.ms"] = str(self.values["log.flush.interval.ms"])
-        return out
 
     def describe(self) -> list[tuple[str, str | None, bool]]:
         """(name, value, is_default) for DescribeConfigs on the broker resource."""

@@ -57,7 +57,7 @@ def test_concurrent_append_drain_complete() -> None:
     nodes = [Node(i, f"h{i}", 9092) for i in range(3)]
     cluster = StaticCluster({TopicPartition("s", p): nodes[p % 3] for p in range(PARTITIONS)})
     pool = BufferPool(BUFFER_MEMORY, BATCH_SIZE, time=SYSTEM_TIME)
-    acc = RecordAccumulator(BATCH_SIZE, 0, 0, 100, 120_000, pool, SYSTEM_TIME)
+    acc = RecordAccumulator(BATCH_SIZE, 0, 2, 100, 120_000, pool, SYSTEM_TIME)  # linger 2 ms
     stop = threading.Event()
     producers_done = threading.Event()
     outcomes: list[list[tuple[Outcome, Any]]] = [[] for _ in range(THREADS)]
@@ -71,7 +71,8 @@ def test_concurrent_append_drain_complete() -> None:
         mine = outcomes[tid]
         try:
             while not stop.is_set():
-                tp = TopicPartition("s", rng.randrange(PARTITIONS))
+                hot = rng.random() < 0.5  # half the records go to 10 hot partitions: multi-record batches
+                tp = TopicPartition("s", rng.randrange(10) if hot else rng.randrange(PARTITIONS))
                 size = 2000 if rng.random() < 0.005 else rng.randrange(10, 200)  # some non-pooled batches
                 value = REC.pack(tid, seq) + b"x" * size
                 outcome = Outcome(tp, tid, seq)

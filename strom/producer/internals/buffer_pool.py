@@ -33,6 +33,7 @@ __all__ = ["BufferPool", "BufferPoolMetrics", "CLOSED_MESSAGE"]
 log = logging.getLogger(__name__)
 
 CLOSED_MESSAGE = "Producer closed while allocating memory"
+_MAX_WAIT_MS = 24 * 3600 * 1000  # one wait at most (a huge max.block.ms would overflow Condition.wait)
 
 
 class BufferPoolMetrics(Protocol):
@@ -126,7 +127,7 @@ class BufferPool:
         the memory was reserved as non-pooled."""
         accumulated = 0
         buffer: bytearray | None = None
-        waiter = _Waiter(self._lock)  # type: ignore[arg-type]
+        waiter = _Waiter(self._lock)
         self._waiters.append(waiter)
         try:
             remaining_ns = max_time_to_block_ms * 1_000_000
@@ -134,7 +135,8 @@ class BufferPool:
                 start_ns = self._time.nanoseconds()
                 waiter.signalled = False
                 try:
-                    self._time.wait_on(waiter.cond, max(0, math.ceil(remaining_ns / 1_000_000)))
+                    wait_ms = min(_MAX_WAIT_MS, max(0, math.ceil(remaining_ns / 1_000_000)))
+                    self._time.wait_on(waiter.cond, wait_ms)
                 finally:
                     elapsed_ns = max(0, self._time.nanoseconds() - start_ns)
                     self._record_wait_time(elapsed_ns)

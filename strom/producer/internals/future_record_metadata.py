@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time as _time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,8 +57,6 @@ class ProduceRequestResult:
 
     def done(self) -> None:
         """Mark complete and wake every thread waiting on it."""
-        if self.base_offset is None:  # pragma: no cover - defensive, mirrors Kafka's IllegalStateException
-            raise RuntimeError("The method `set` must be invoked before this method.")
         self._event.set()
 
     def await_(self, timeout: float | None = None) -> bool:
@@ -133,9 +132,11 @@ class FutureRecordMetadata:
         return self._value()
 
     def _wait(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else _time.monotonic() + timeout
         f: FutureRecordMetadata | None = self
         while f is not None:
-            if not f.result_holder.await_(timeout):
+            remaining = None if deadline is None else max(0.0, deadline - _time.monotonic())
+            if not f.result_holder.await_(remaining):
                 return False
             f = f._next  # set before the old batch's latch is released, so visible here
         return True

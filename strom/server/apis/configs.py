@@ -17,7 +17,7 @@ from strom.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from strom.server.apis import api
-from strom.storage.log_config import LogConfig
+from strom.storage.log_config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, LogConfig
 
 if TYPE_CHECKING:
     from strom.server.broker import BrokerServer
@@ -33,24 +33,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 def _topic_rows(broker: BrokerServer, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
     cfg = LogConfig.from_props(overrides, broker.default_log_config)
-    broker_set = set(broker.config.originals)
-    rows = []
-    from_broker = {v: k for k, v in _broker_synonyms().items()}
-    for name, value, _is_default in cfg.describe():
-        if name in overrides:
-            source = DYNAMIC_TOPIC_CONFIG
-        elif from_broker.get(name) in broker_set:
-            source = STATIC_BROKER_CONFIG
-        else:
-            source = DEFAULT_CONFIG
-        rows.append((name, value, source))
-    return rows
-
-
-def _broker_synonyms() -> dict[str, str]:
-    from strom.server import broker_config
-
-    return dict(broker_config._LOG_KEYS)  # broker key -> topic key
+    codes = {SOURCE_TOPIC: DYNAMIC_TOPIC_CONFIG, SOURCE_BROKER: STATIC_BROKER_CONFIG, SOURCE_DEFAULT: DEFAULT_CONFIG}
+    return [(name, value, codes[cfg.source(name)]) for name, value, _d in cfg.describe()]
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, 1)

@@ -111,7 +111,8 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
 
 def describe_topic_configs(cfg: LogConfig, overrides: dict[str, str]) -> list[CreateTopicsResponse.CreatableTopicConfigs]:
     out = []
-    for name, value, _is_default in cfg.describe():
+    for name, value, is_default in cfg.describe():
+        source = 1 if name in overrides else (5 if is_default else 4)
         out.append(CreateTopicsResponse.CreatableTopicConfigs(
-            name=name, value=value, read_only=False, config_source=1 if name in overrides else 5, is_sensitive=False))
+            name=name, value=value, read_only=False, config_source=source, is_sensitive=False))
     return out
