@@ -157,6 +157,9 @@ def _build_def() -> ConfigDef:
              "Partitioner class (None = built-in sticky DefaultPartitioner).")
     d.define(INTERCEPTOR_CLASSES_CONFIG, ConfigType.LIST, [], None, Importance.LOW,
              "Ordered list of ProducerInterceptor classes (or instances).")
+    for name in ("key.serializer.encoding", "value.serializer.encoding", "serializer.encoding"):
+        d.define(name, ConfigType.STRING, None, None, Importance.LOW,
+                 "Charset of StringSerializer (Kafka's StringSerializer option; default UTF-8).")
     d.define(ENABLE_IDEMPOTENCE_CONFIG, ConfigType.BOOLEAN, True, None, Importance.LOW,
              "Exactly one copy of each message is written (requires acks=all, retries>0, max.in.flight<=5).")
     d.define(TRANSACTION_TIMEOUT_CONFIG, ConfigType.INT, 60_000, None, Importance.LOW,
@@ -191,6 +194,8 @@ class ProducerConfig:
     ``ProducerConfig(configs=None, *, key_serializer=None, value_serializer=None, **kwargs)``: ``configs`` and
     ``kwargs`` may use dotted or snake_case keys; ``key_serializer`` / ``value_serializer`` (Kafka's
     constructor arguments, ``appendSerializerToConfig``) fill ``key.serializer`` / ``value.serializer``.
+    ``custom_configs`` holds settings for custom plug-ins (serializers, partitioner, interceptors): they are not
+    validated and only reach the plug-ins' ``configure`` (Kafka passes unknown keys through the same way).
     ``values`` is a read-only mapping dotted key → parsed value after Kafka's post-processing (``acks`` as an
     int, ``client.id`` filled in, idempotence and delivery timeout possibly adjusted); ``originals`` holds the
     keys the user set.
@@ -202,8 +207,10 @@ class ProducerConfig:
         *,
         key_serializer: Any = None,
         value_serializer: Any = None,
+        custom_configs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        self._custom: Mapping[str, Any] = MappingProxyType(dict(custom_configs or {}))
         merged = dict(PRODUCER_CONFIG_DEF.normalize(dict(configs or {})))
         for name, value in PRODUCER_CONFIG_DEF.normalize(kwargs).items():
             if name in merged and merged[name] != value:
@@ -349,6 +356,41 @@ class ProducerConfig:
     def linger_ms(self) -> int:
         """``linger.ms`` capped to an int as Kafka's ``lingerMs(config)`` does."""
         return min(self._values[LINGER_MS_CONFIG], INT_MAX)
+
+    # ------------------------------------------------------------------------------ plug-in construction
+
+    def plugin_configs(self) -> dict[str, Any]:
+        """What plug-ins receive in ``configure``: the user's settings plus the effective ``client.id``
+        (Kafka passes ``originals()`` + client.id)."""
+        out = dict(self._custom)
+        out.update(self._originals)
+        out[CLIENT_ID_CONFIG] = self._values[CLIENT_ID_CONFIG]
+        out.setdefault("partitioner.ignore.keys", self._values["partitioner.ignore.keys"])
+        return out
+
+    def make_key_serializer(self) -> Any:
+        """The configured key serializer (classes instantiated and ``configure(configs, True)``-ed)."""
+        from strom.common.serialization import make_serializer
+
+        return make_serializer(self._values[KEY_SERIALIZER_CLASS_CONFIG], True, self.plugin_configs())
+
+    def make_value_serializer(self) -> Any:
+        """The configured value serializer (``configure(configs, False)``)."""
+        from strom.common.serialization import make_serializer
+
+        return make_serializer(self._values[VALUE_SERIALIZER_CLASS_CONFIG], False, self.plugin_configs())
+
+    def make_partitioner(self) -> Any:
+        """The configured partitioner (``None`` → the built-in sticky DefaultPartitioner)."""
+        from strom.producer.partitioner import make_partitioner
+
+        return make_partitioner(self._values[PARTITIONER_CLASS_CONFIG], self.plugin_configs())
+
+    def make_interceptors(self) -> Any:
+        """The ``interceptor.classes`` chain, in order (possibly empty — never ``None``, SPEC §15 #20)."""
+        from strom.producer.interceptors import make_interceptors
+
+        return make_interceptors(self._values[INTERCEPTOR_CLASSES_CONFIG], self.plugin_configs())
 
     def unused_keys(self) -> set[str]:
         """Always empty: unknown keys are rejected at construction (Kafka only logs them)."""

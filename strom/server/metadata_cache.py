@@ -58,6 +58,7 @@ class MetadataCache:
         self._by_name: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self.cluster_id = ""
+        self.producer_id_block_end = 0
         self._load()
 
     # -- persistence -------------------------------------------------------------------------------------------
@@ -68,6 +69,7 @@ class MetadataCache:
             return
         doc = json.loads(self._path.read_text(encoding="utf-8"))
         self.cluster_id = doc.get("cluster_id") or _new_cluster_id()
+        self.producer_id_block_end = int(doc.get("producer_id_block_end", 0))
         for t in doc.get("topics", []):
             info = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), int(t["num_partitions"]), dict(t.get("configs", {})))
             self._by_name[info.name] = info
@@ -77,6 +79,7 @@ class MetadataCache:
         doc = {
             "version": 1,
             "cluster_id": self.cluster_id,
+            "producer_id_block_end": self.producer_id_block_end,
             "topics": [
                 {"name": t.name, "topic_id": str(t.topic_id), "num_partitions": t.num_partitions, "configs": t.configs}
                 for t in sorted(self._by_name.values(), key=lambda t: t.name)
@@ -126,6 +129,13 @@ class MetadataCache:
     def set_partitions(self, name: str, num_partitions: int) -> None:
         self._by_name[name].num_partitions = num_partitions
         self._save()
+
+    def allocate_producer_id_block(self, size: int) -> int:
+        """Reserve ``size`` producer ids durably; returns the first (Kafka's ProducerIdManager blocks)."""
+        start = self.producer_id_block_end
+        self.producer_id_block_end = start + size
+        self._save()
+        return start
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self._by_name[name].configs = dict(configs)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from strom.common.error_codes import KafkaStorageError, OffsetOutOfRangeError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
+from strom.record.header import HEADER_SIZE, BatchHeader, parse_header
 from strom.storage.fetch_data_info import FetchDataInfo
 from strom.storage.fs import fsync_dir
 from strom.storage.log_append_info import LogAppendInfo
@@ -35,6 +36,7 @@ from strom.storage.log_config import LogConfig
 from strom.storage.log_loader import delete_segment_files, load_log
 from strom.storage.log_segment import DELETED_SUFFIX, LogSegment
 from strom.storage.log_validator import AppendOrigin, validate_and_assign_offsets
+from strom.storage.producer_state import ProducerStateManager
 
 __all__ = [
     "Log",
@@ -100,6 +102,8 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._dir_dirty = False
         self._closed = False
+        self.producer_state = ProducerStateManager(dir)
+        self._rebuild_producer_state()
 
     # --- read-only state ---------------------------------------------------------------------------------
 
@@ -189,6 +193,13 @@ class Log:
             )
             if result.num_batches == 0:
                 return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
+            headers = _headers(result.records)
+            if origin == AppendOrigin.CLIENT:
+                duplicate = self.producer_state.check(headers)
+                if duplicate is not None:
+                    # A retried batch already in the log: answer with where it went, write nothing.
+                    return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                                         duplicate.last_offset, -1, self._log_start_offset, 0, 0, 0)
             segment = self._maybe_roll(len(result.records), result.last_offset, now)
             size_before = segment.size
             try:
@@ -199,6 +210,7 @@ class Log:
                 self._undo_partial_append(segment, size_before)
                 raise KafkaStorageError(f"append to {segment.log.path} failed: {e}") from e
             self._next_offset = result.last_offset + 1
+            self.producer_state.update(headers)
             info = LogAppendInfo(
                 first_offset=result.first_offset,
                 last_offset=result.last_offset,
@@ -249,11 +261,21 @@ class Log:
         active.on_become_inactive()
         delete_segment_files(self.dir, base)  # stale files at this offset cannot hold live data
         segment = LogSegment(self.dir, base, self.config, self._time)
+        self.producer_state.take_snapshot(base)
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_dirty = True
         log.debug("rolled %s at offset %d", self.dir, base)
         return segment
+
+    def _rebuild_producer_state(self) -> None:
+        """Snapshot + replay of the batch headers after it (Kafka's ``loadProducerState``)."""
+        start = self.producer_state.load_snapshot(self._next_offset)
+        self.producer_state.truncate_to(self._next_offset)
+        for segment in self._segments:
+            if segment.next_offset <= start:
+                continue
+            self.producer_state.update(b.header for b in segment.log.batches() if b.last_offset >= start)
 
     # --- read --------------------------------------------------------------------------------------------
 
@@ -515,6 +537,7 @@ class Log:
             active = self._segments[-1]
             active.truncate_to(offset)
             self._next_offset = active.next_offset
+            self.producer_state.truncate_to(self._next_offset)
             self._after_truncation()
             return True
 
@@ -545,6 +568,7 @@ class Log:
             if self._closed:
                 return
             self.flush()
+            self.producer_state.take_snapshot(self._next_offset)
             for segment in self._segments:
                 segment.close()
             self._purge_deleted_segments(0, force=True)
@@ -571,3 +595,13 @@ class Log:
             f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self._next_offset}, segments={len(self._segments)})"
         )
+
+
+def _headers(records: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    out = []
+    pos, n = 0, len(records)
+    while pos + HEADER_SIZE <= n:
+        h = parse_header(records, pos)
+        out.append(h)
+        pos += h.batch_length + 12
+    return out

@@ -44,6 +44,7 @@ _MODULES = (
     "configs",
     "delete_records",
     "describe_cluster",
+    "init_producer_id",
     "find_coordinator",
     "join_group",
     "sync_group",

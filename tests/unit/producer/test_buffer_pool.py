@@ -218,6 +218,7 @@ def test_failed_allocation_gives_memory_back(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_metrics_sink_receives_wait_time() -> None:
+    """SPEC §7.2 recordWaitTime: the bufferpool-wait-time metric receives each wait (no §18 item)."""
     class Sink:
         def __init__(self) -> None:
             self.records: list[tuple[str, str, float]] = []
@@ -257,3 +258,15 @@ def test_concurrent_invariant() -> None:
         assert not t.is_alive()
     assert not errors
     assert pool.available_memory() == 16 * K and pool.queued() == 0
+
+
+def test_huge_max_block_does_not_overflow() -> None:
+    """max.block.ms may be Long.MAX_VALUE: the wait is chunked instead of overflowing Condition.wait."""
+    pool = BufferPool(K, K, time=SYSTEM_TIME)
+    held = pool.allocate(K, 0)
+    waiter = Allocator(pool, K, 2**63 - 1)
+    waiter.start()
+    wait_until(lambda: pool.queued() == 1)
+    pool.deallocate(held)
+    waiter.join(10)
+    assert waiter.error is None and waiter.buffer is held

@@ -39,6 +39,7 @@ def make_def() -> ConfigDef:
 
 
 def test_defaults_and_required() -> None:
+    """SPEC §3 / §18 item 1 (mechanism): defaults fill unset keys; a key without default is required."""
     d = make_def()
     with pytest.raises(ConfigError, match='Missing required configuration "required.key" which has no default value.'):
         d.parse({})
@@ -52,6 +53,7 @@ def test_defaults_and_required() -> None:
 
 
 def test_string_conversion_to_declared_types() -> None:
+    """DESIGN §1 config: strings such as "5", "true", "a,b" convert to the declared type (no §18 item)."""
     d = make_def()
     v = d.parse({"required.key": "v", "linger.ms": "5", "batch.size": " 100 ", "enable.idempotence": "FALSE",
                  "ratio": "0.25", "hosts": "a:1, b:2", "name": "  n  ", "secret": "pw"})
@@ -66,6 +68,7 @@ def test_string_conversion_to_declared_types() -> None:
 
 
 def test_snake_case_aliases_and_duplicates() -> None:
+    """DESIGN §1 config: snake_case aliases (linger_ms ↔ linger.ms); conflicting duplicates rejected."""
     d = make_def()
     assert d.parse({"required_key": "v", "linger_ms": 7})["linger.ms"] == 7
     assert d.parse({"required.key": "v", "linger_ms": 7, "linger.ms": 7})["linger.ms"] == 7
@@ -74,6 +77,7 @@ def test_snake_case_aliases_and_duplicates() -> None:
 
 
 def test_unknown_key_rejected_with_suggestion() -> None:
+    """DESIGN §1 config: unknown keys are rejected naming the key (Kafka only logs them)."""
     d = make_def()
     with pytest.raises(ConfigError, match=r"Unknown configuration 'linger.mss' \(did you mean 'linger.ms'\?\)"):
         d.parse({"required.key": "v", "linger.mss": 1})
@@ -101,16 +105,19 @@ def test_unknown_key_rejected_with_suggestion() -> None:
     ("cls", "no.such.Module", "Invalid value no.such.Module for configuration cls: Class no.such.Module cannot be"),
 ])
 def test_bad_values_name_the_key(key: str, value: object, message: str) -> None:
+    """DESIGN §1 config: wrong types / out-of-range values raise ConfigError in Kafka's wording."""
     with pytest.raises(ConfigError) as info:
         make_def().parse({"required.key": "v", key: value})
     assert str(info.value).startswith(message)
 
 
 def test_case_insensitive_valid_string_accepts_other_case() -> None:
+    """ConfigDef.CaseInsensitiveValidString semantics (no §18 item)."""
     assert make_def().parse({"required.key": "v", "proto": "ssl"})["proto"] == "ssl"
 
 
 def test_class_type_resolves_dotted_paths_and_java_names() -> None:
+    """SPEC §5.4 / §2.1 step 5: CLASS configs accept dotted paths, Java class names and instances."""
     from strom.common.serialization import IntegerSerializer, StringSerializer
 
     d = make_def()
@@ -124,6 +131,7 @@ def test_class_type_resolves_dotted_paths_and_java_names() -> None:
 
 
 def test_define_twice_and_bad_default_rejected() -> None:
+    """ConfigDef declaration errors (no §18 item)."""
     d = ConfigDef()
     d.define("a", ConfigType.INT, 1)
     with pytest.raises(ValueError):
@@ -133,12 +141,14 @@ def test_define_twice_and_bad_default_rejected() -> None:
 
 
 def test_documentation_table() -> None:
+    """ConfigDef documentation output (no §18 item)."""
     table = make_def().to_markdown()
     assert "| `linger.ms` | long | 0 | [0,...] | medium | linger |" in table
     assert "(required)" in table
 
 
 def test_parse_bootstrap_servers() -> None:
+    """SPEC §2.1 step 9: bootstrap.servers parsed and validated (Kafka's messages)."""
     assert parse_bootstrap_servers(["h1:9092", " [::1]:9093 ", ""]) == [("h1", 9092), ("::1", 9093)]
     with pytest.raises(ConfigError, match="Invalid url in bootstrap.servers: h1"):
         parse_bootstrap_servers(["h1"])

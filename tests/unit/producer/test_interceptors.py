@@ -93,6 +93,7 @@ def test_interceptor_callback_exactly_one_non_null() -> None:
 
 
 def test_close_swallows_and_make_interceptors() -> None:
+    """SPEC §2.1 step 6 / §2.5: interceptor.classes built in order; close errors are logged, not raised."""
     made = make_interceptors([Appender, f"{__name__}.Appender", Appender("z")], {"client.id": "c"})
     assert len(made) == 3 and made.interceptors[0].configs == {"client.id": "c"}
     made.close()

@@ -78,12 +78,14 @@ def test_sticky_choice_rules() -> None:
 
 
 def test_ignore_keys_option() -> None:
+    """§18 item 34 variant: partitioner.ignore.keys=true spreads keyed records like key-less ones."""
     p = make_partitioner(None, {"partitioner.ignore.keys": True})
     c = topic_cluster(10)
     assert {p.partition("t", None, k, None, None, c) for k in (b"a", b"b", b"c", b"d")}.__len__() == 1
 
 
 def test_uniform_sticky_ignores_keys() -> None:
+    """§18 item 34 variant: UniformStickyPartitioner is sticky for keyed records too."""
     p = UniformStickyPartitioner(random.Random(2))
     c = topic_cluster(8)
     chosen = {p.partition("t", None, bytes([i]), None, None, c) for i in range(20)}
@@ -168,6 +170,7 @@ def test_sticky_switch_through_the_accumulator() -> None:
 
 
 def test_cluster_view_static() -> None:
+    """The ClusterView used by partitioners/accumulator (SPEC §6.8-6.9 inputs; no §18 item)."""
     n = Node(5, "h", 1)
     c = StaticCluster.with_partitions([n], {"a": 2})
     assert c.partitions_for_node(5) == [TopicPartition("a", 0), TopicPartition("a", 1)]

@@ -119,6 +119,7 @@ def test_done_exactly_once(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_concurrent_done_completes_once() -> None:
+    """§18 item 9: racing completions complete a batch once; each callback runs exactly once."""
     batch = new_batch()
     rec = Recorder()
     for i in range(20):
@@ -150,6 +151,7 @@ def test_abort() -> None:
 
 
 def test_callback_exception_is_logged_and_others_run(caplog: pytest.LogCaptureFixture) -> None:
+    """§18 item 85 (batch side): a failing user callback is logged and the other callbacks still run."""
     batch = new_batch()
     rec = Recorder()
 
@@ -165,6 +167,7 @@ def test_callback_exception_is_logged_and_others_run(caplog: pytest.LogCaptureFi
 
 
 def test_future_interface() -> None:
+    """§18 item 8: the future blocks until the record is acknowledged and yields RecordMetadata."""
     batch = new_batch()
     f = batch.try_append(0, None, b"v", (), None, 0)
     assert isinstance(f, FutureRecordMetadata)
@@ -263,6 +266,7 @@ def test_split_keeps_futures_callbacks_and_sequences() -> None:
 
 
 def test_split_twice_and_fail() -> None:
+    """SPEC §11.2 split: a split part can be split again; failures reach the original futures."""
     big = new_batch(write_limit=10_000)
     futures = [big.try_append(0, None, b"v" * 100, (), None, 0) for i in range(8)]
     big.close()
@@ -278,6 +282,7 @@ def test_split_twice_and_fail() -> None:
 
 
 def test_compression_ratio_estimator() -> None:
+    """SPEC §12 compression: the per-topic ratio estimate moves up fast and down slowly (Kafka's steps)."""
     est = CompressionRatioEstimator()
     assert est.estimation("t", CompressionType.GZIP) == 1.0
     assert est.update_estimation("t", CompressionType.GZIP, 0.5) == pytest.approx(0.995)

@@ -85,6 +85,7 @@ def test_unknown_compression_rejected() -> None:
 
 
 def test_snake_case_keywords_and_mapping_access() -> None:
+    """DESIGN §1 config: snake_case keywords; values is a read-only mapping; originals kept."""
     c = cfg(linger_ms="5", batch_size=1000, max_in_flight_requests_per_connection=1)
     assert c["linger.ms"] == 5 and c["linger_ms"] == 5 and c.values["batch.size"] == 1000
     assert "linger_ms" in c and "nope" not in c
@@ -95,6 +96,7 @@ def test_snake_case_keywords_and_mapping_access() -> None:
 
 
 def test_unknown_and_bad_values_name_the_key() -> None:
+    """DESIGN §1 config: unknown keys and bad values are rejected naming the key."""
     with pytest.raises(ConfigError, match="Unknown configuration 'linger'"):
         cfg(linger=5)
     with pytest.raises(ConfigError, match="Invalid value -5 for configuration linger.ms: Value must be at least 0"):
@@ -104,6 +106,7 @@ def test_unknown_and_bad_values_name_the_key() -> None:
 
 
 def test_serializer_arguments_and_aliases() -> None:
+    """SPEC §2.1 step 5 / §2.7: serializers given as arguments, aliases, classes, callables."""
     c = ProducerConfig({"bootstrap.servers": "h:1"}, key_serializer="int", value_serializer=ByteArraySerializer)
     assert c["key.serializer"] is IntegerSerializer and c["value.serializer"] is ByteArraySerializer
     fn = str.encode
@@ -112,6 +115,7 @@ def test_serializer_arguments_and_aliases() -> None:
 
 
 def test_explicit_idempotence_conflicts_raise() -> None:
+    """SPEC §12 idempotence (Kafka 3.x): explicit enable.idempotence with conflicting acks/retries/in-flight fails."""
     with pytest.raises(ConfigError, match="Must set acks to all in order to use the idempotent producer"):
         cfg(enable_idempotence=True, acks=1)
     with pytest.raises(ConfigError, match="Must set retries to non-zero when using the idempotent producer."):
@@ -123,11 +127,13 @@ def test_explicit_idempotence_conflicts_raise() -> None:
 @pytest.mark.parametrize("override", [{"acks": 1}, {"acks": "0"}, {"retries": 0},
                                       {"max.in.flight.requests.per.connection": 6}])
 def test_default_idempotence_silently_disabled(override: dict[str, Any]) -> None:
+    """SPEC §12 idempotence (Kafka ≥ 3.0.1): default idempotence is disabled silently on conflicts."""
     c = ProducerConfig({**BASE, **override})
     assert c["enable.idempotence"] is False and not c.idempotence_enabled
 
 
 def test_transactional_id_requires_idempotence() -> None:
+    """SPEC §12 transactions: transactional.id needs idempotence; client.id defaults to producer-<txid>."""
     with pytest.raises(ConfigError, match="Cannot set a transactional.id without also enabling idempotence."):
         cfg(transactional_id="tx", enable_idempotence=False)
     with pytest.raises(ConfigError, match="Cannot set a transactional.id without also enabling idempotence."):
@@ -147,6 +153,7 @@ def test_client_id_sequence() -> None:
 
 
 def test_delivery_timeout_validation() -> None:
+    """SPEC §3 delivery.timeout.ms (configureDeliveryTimeout): ≥ linger.ms + request.timeout.ms."""
     with pytest.raises(ConfigError,
                        match="delivery.timeout.ms should be equal to or larger than linger.ms \\+ request.timeout.ms"):
         cfg(delivery_timeout_ms=30_000, linger_ms=1)
@@ -156,11 +163,13 @@ def test_delivery_timeout_validation() -> None:
 
 
 def test_reconnect_backoff_max_follows_base_when_only_base_set() -> None:
+    """SPEC §3 reconnect.backoff(.max).ms post-processing (Kafka's CommonClientConfigs)."""
     assert cfg(reconnect_backoff_ms=300)["reconnect.backoff.max.ms"] == 300
     assert cfg(reconnect_backoff_ms=300, reconnect_backoff_max_ms=2000)["reconnect.backoff.max.ms"] == 2000
 
 
 def test_security_protocol_only_plaintext() -> None:
+    """DESIGN §1: only PLAINTEXT is implemented; the other Kafka protocols get a clear error."""
     assert cfg(security_protocol="plaintext")["security.protocol"] == "plaintext"
     for proto in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         with pytest.raises(ConfigError, match=f"strom supports only PLAINTEXT; {proto} is not implemented"):
@@ -170,13 +179,44 @@ def test_security_protocol_only_plaintext() -> None:
 
 
 def test_java_property_file_keys_accepted() -> None:
+    """SPEC §3: Java SSL/SASL keys load (no effect); passwords hidden in repr."""
     c = cfg(**{"ssl.truststore.location": "/x", "sasl.mechanism": "PLAIN", "sasl.jaas.config": "secret"})
     assert c["ssl.truststore.location"] == "/x"
     assert "secret" not in repr(c)
 
 
 def test_every_key_has_doc_and_is_documented() -> None:
+    """SPEC §3: every ProducerConfig key is declared and documented."""
     assert len(PRODUCER_CONFIG_DEF) > 80
     table = PRODUCER_CONFIG_DEF.to_markdown()
     for key in ("linger.ms", "partitioner.class", "interceptor.classes", "compression.zstd.level"):
         assert f"`{key}`" in table
+
+
+def test_plugins_built_from_config() -> None:
+    """SPEC §2.1 steps 3/5/6: partitioner, serializers and interceptors are built from the config and get the
+    client.id in their configs; no interceptors → an empty chain (SPEC §15 #20)."""
+    from strom.producer.interceptors import ProducerInterceptors
+    from strom.producer.partitioner import DefaultPartitioner, RoundRobinPartitioner
+
+    c = cfg(client_id="app")
+    assert isinstance(c.make_key_serializer(), StringSerializer)
+    assert isinstance(c.make_partitioner(), DefaultPartitioner)
+    chain = c.make_interceptors()
+    assert isinstance(chain, ProducerInterceptors) and len(chain) == 0
+    assert c.plugin_configs()["client.id"] == "app"
+    c = cfg(partitioner_class="org.apache.kafka.clients.producer.RoundRobinPartitioner", value_serializer="int")
+    assert isinstance(c.make_partitioner(), RoundRobinPartitioner)
+    assert c.make_value_serializer().serialize("t", 1) == b"\x00\x00\x00\x01"
+    ignoring = cfg(partitioner_ignore_keys=True).make_partitioner()
+    assert ignoring.ignore_keys is True
+
+
+def test_custom_plugin_configs_reach_configure() -> None:
+    """SPEC §2.1 step 5: serializers get their settings in configure(); custom plug-in keys pass through
+    custom_configs without being validated."""
+    c = cfg(key_serializer_encoding="utf-16-be", custom_configs={"my.partitioner.weight": 3})
+    assert c.make_key_serializer().serialize("t", "a") == b"\x00a"
+    assert c.make_value_serializer().serialize("t", "a") == b"a"
+    assert c.plugin_configs()["my.partitioner.weight"] == 3
+    assert "my.partitioner.weight" not in c.values

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_defaults_and_header_forms() -> None:
+    """SPEC §1.3 / §2.3: ProducerRecord fields and header input forms."""
     r = ProducerRecord("t", b"v")
     assert (r.topic, r.value, r.key, r.partition, r.timestamp, len(r.headers)) == ("t", b"v", None, None, None, 0)
     r = ProducerRecord("t", b"v", key=b"k", partition=0, timestamp=0, headers=[("a", b"1"), ("a", "2")])
@@ -27,6 +28,7 @@ def test_defaults_and_header_forms() -> None:
     ({"topic": "t", "timestamp": -5}, "Invalid timestamp: -5. Timestamp should always be non-negative or null."),
 ])
 def test_validation(kwargs: dict, message: str) -> None:
+    """SPEC §2.3 ProducerRecord validation (Kafka's IllegalArgumentException messages)."""
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         ProducerRecord(**kwargs)
 
@@ -49,6 +51,7 @@ def test_headers_read_only() -> None:
 
 
 def test_record_metadata() -> None:
+    """§18 item 8: RecordMetadata exposes partition and offset (-1 placeholders when unknown)."""
     m = RecordMetadata("t", 3, 42, 1000, 1, 5)
     assert m.topic_partition == TopicPartition("t", 3) and m.has_offset() and m.has_timestamp()
     assert str(m) == "t-3@42"

@@ -399,6 +399,7 @@ def test_drain_rotates_across_calls() -> None:
 
 
 def test_drain_index_is_per_node() -> None:
+    """§18 item 49 (3.x form): each node keeps its own drain index."""
     cluster = StaticCluster({TP0: NODE0, TP1: NODE0, TP2: NODE1, TP3: NODE1})
     acc, _, clock = make_accumulator(batch_size=1024)
     size = sized_batches(acc, [TP0, TP1, TP2, TP3])
@@ -439,6 +440,24 @@ def test_muted_partition_skipped_until_unmuted() -> None:
     acc.unmute_partition(TP0)
     assert acc.ready(ONE_NODE, clock.milliseconds()).ready_nodes == {NODE0}
     assert [b.topic_partition for b in acc.drain(ONE_NODE, [NODE0], 1 << 20, clock.milliseconds())[0]] == [TP0]
+
+
+def test_without_muting_retries_can_reorder() -> None:
+    """§18 item 52: with max.in.flight > 1 (no muting) a second batch of a partition can be drained while the
+    first is in flight; if the first is retried it is written after the second — order is not guaranteed."""
+    acc, _, clock = make_accumulator(retry_backoff_ms=10)
+    append(acc, TP0, b"a")
+    first = acc.drain(ONE_NODE, [NODE0], 1 << 20, clock.milliseconds())[0][0]
+    append(acc, TP0, b"b")
+    second = acc.drain(ONE_NODE, [NODE0], 1 << 20, clock.milliseconds())[0][0]  # not muted: drained too
+    second.complete(0, -1)  # written first
+    acc.deallocate(second)
+    acc.reenqueue(first, clock.milliseconds())  # the first request failed and is retried
+    clock.sleep(10)
+    retried = acc.drain(ONE_NODE, [NODE0], 1 << 20, clock.milliseconds())[0][0]
+    assert retried is first
+    first.complete(1, -1)
+    assert RecordBatch(first.records()).records()[0].value == b"a"  # "a" lands at offset 1, after "b"
 
 
 def test_compression_applied_and_batch_closed_on_drain() -> None:
@@ -497,6 +516,7 @@ def test_abort_incomplete_batches_fails_everything() -> None:
 
 
 def test_abort_undrained_batches_spares_in_flight() -> None:
+    """SPEC §6.11 abortUndrainedBatches: queued batches fail, in-flight ones are left to their response."""
     acc, pool, clock = make_accumulator()
     append(acc, TP0)
     sent = acc.drain(ONE_NODE, [NODE0], 1 << 20, clock.milliseconds())[0][0]
@@ -510,6 +530,7 @@ def test_abort_undrained_batches_spares_in_flight() -> None:
 
 
 def test_deallocate_unknown_batch_is_illegal() -> None:
+    """SPEC §6.11 IncompleteBatches: a batch is deallocated once (no double free)."""
     acc, _, clock = make_accumulator()
     append(acc, TP0)
     b = acc.drain(ONE_NODE, [NODE0], 1 << 20, clock.milliseconds())[0][0]
@@ -618,6 +639,7 @@ def test_drain_assigns_producer_state_once() -> None:
 
 
 def test_reenqueue_without_sequence_is_illegal_when_idempotent() -> None:
+    """SPEC §12 idempotence: a re-enqueued batch must carry a sequence."""
     tm = FakeTransactionManager()
     acc, _, clock = make_accumulator(transaction_manager=tm)
     append(acc, TP0)
@@ -627,6 +649,7 @@ def test_reenqueue_without_sequence_is_illegal_when_idempotent() -> None:
 
 
 def test_snapshot_accessors() -> None:
+    """Diagnostics accessors; drain of a node without partitions (§18 item 48 edge case)."""
     acc, pool, _ = make_accumulator()
     append(acc, TP0)
     snap = acc.batches()

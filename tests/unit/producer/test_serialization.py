@@ -49,12 +49,14 @@ pytestmark = pytest.mark.unit
     (JsonSerializer(), {"a": [1, "é"]}, '{"a":[1,"é"]}'.encode()),
 ])
 def test_java_compatible_bytes(serializer: Serializer, data: Any, expected: bytes) -> None:
+    """SPEC §2.7 [ext]: serializers write Java's bytes (IntegerSerializer 4-byte big-endian, UTF-8 strings...)."""
     assert serializer.serialize("t", data) == expected
 
 
 @pytest.mark.parametrize("serializer", [IntegerSerializer(), LongSerializer(), StringSerializer(),
                                         ByteArraySerializer(), JsonSerializer(), UUIDSerializer(), VoidSerializer()])
 def test_none_is_null(serializer: Serializer) -> None:
+    """SPEC §2.7 [ext]: null → null."""
     assert serializer.serialize("t", None) is None
 
 
@@ -70,11 +72,13 @@ def test_wrong_type_is_type_error(serializer: Serializer, data: Any) -> None:
 
 
 def test_out_of_range_is_serialization_error() -> None:
+    """SPEC §2.7: a value that does not fit the Java type is a SerializationError."""
     with pytest.raises(SerializationError, match="does not fit in a Java int"):
         IntegerSerializer().serialize("t", 2**31)
 
 
 def test_round_trips() -> None:
+    """SPEC §2.7: deserializers invert serializers (consumer side)."""
     pairs = [(IntegerSerializer(), IntegerDeserializer(), -7), (LongSerializer(), LongDeserializer(), 2**40),
              (StringSerializer(), StringDeserializer(), "ünï"), (DoubleSerializer(), DoubleDeserializer(), 0.1),
              (JsonSerializer(), JsonDeserializer(), [1, {"x": None}]),
@@ -86,6 +90,7 @@ def test_round_trips() -> None:
 
 
 def test_string_encoding_configurable() -> None:
+    """SPEC §2.1 step 5: configure(configs, is_key) — key/value encodings as Kafka's StringSerializer."""
     s = make_serializer(StringSerializer, True, {"key.serializer.encoding": "utf-16-be"})
     assert s.serialize("t", "a") == b"\x00a"
     v = make_serializer(StringSerializer, False, {"key.serializer.encoding": "utf-16-be"})
@@ -95,6 +100,7 @@ def test_string_encoding_configurable() -> None:
 
 
 def test_make_serializer_forms() -> None:
+    """SPEC §2.1 step 5 / §2.7: serializer from class, path, Java name, instance or callable."""
     assert isinstance(make_serializer("int", True), IntegerSerializer)
     assert isinstance(make_serializer("org.apache.kafka.common.serialization.LongSerializer", True), LongSerializer)
     assert isinstance(make_serializer("strom.common.serialization.JsonSerializer", False), JsonSerializer)

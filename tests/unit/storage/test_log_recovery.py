@@ -202,6 +202,7 @@ def test_leftovers_and_orphans_removed(tmp_path, mock_time):
         "00000000000000000000.index",
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
+        "00000000000000000006.snapshot",  # producer state written by the clean close
         "leader-epoch-checkpoint",
     ]
     assert read_all(lg2) == before

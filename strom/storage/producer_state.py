@@ -1,0 +1,198 @@
+"""Idempotent-producer state of one partition: sequence checks, duplicate detection, snapshots.
+
+Kafka counterpart: ``ProducerStateManager`` + ``ProducerAppendInfo`` + ``ProducerStateEntry``. For every producer
+id the partition remembers the current epoch and the metadata of its last five batches (Kafka's
+``NUM_BATCHES_TO_RETAIN``), which is what lets a retried batch be recognised and answered with its original
+offset instead of being written twice.
+
+Snapshot file ``<offset:020d>.snapshot`` (JSON, written by write-temp-then-rename) holds the state as of that
+offset; on load the newest snapshot not beyond the log end is read and the batches after it are replayed from
+their headers (no record decoding). Without a snapshot the whole log is replayed. Thread-safety: called under
+the owning ``Log``'s lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from strom.common.error_codes import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from strom.record.header import BatchHeader
+from strom.storage.fs import atomic_write
+
+__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "SNAPSHOT_SUFFIX"]
+
+log = logging.getLogger("strom.storage")
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+NO_EPOCH = -1
+INT_MAX = 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    epoch: int = NO_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (last_seq == INT_MAX and next_seq == 0)
+
+
+def _last_seq(h: BatchHeader) -> int:
+    return (h.base_sequence + h.last_offset_delta) & INT_MAX
+
+
+class ProducerStateManager:
+    """Per-partition producer ids → epoch and recent batches."""
+
+    def __init__(self, log_dir: str, producer_id_expiration_ms: int = 86_400_000) -> None:
+        self.log_dir = log_dir
+        self.expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    # -- append path --------------------------------------------------------------------------------------
+    def check(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+        """Validate the batches of one append against the current state, without changing it.
+
+        Returns the original batch's metadata when the (single) batch is a duplicate of one already written;
+        raises OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH when it cannot be appended.
+        """
+        pending: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) within this append
+        for h in headers:
+            if h.producer_id < 0 or h.base_sequence < 0:
+                continue
+            entry = self.producers.get(h.producer_id)
+            epoch, last = pending.get(h.producer_id, (entry.epoch, entry.last_seq) if entry else (NO_EPOCH, -1))
+            if entry is not None and h.producer_id not in pending:
+                dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, _last_seq(h))
+                if dup is not None:
+                    return dup
+            if h.producer_epoch < epoch:
+                raise InvalidProducerEpochError(
+                    f"Epoch of producer {h.producer_id} at offset {h.base_offset} is {h.producer_epoch}, which is "
+                    f"smaller than the last seen epoch {epoch}")
+            if h.producer_epoch != epoch:
+                if h.base_sequence != 0 and epoch != NO_EPOCH:
+                    raise OutOfOrderSequenceNumberError(
+                        f"Invalid sequence number for new epoch of producer {h.producer_id} at offset "
+                        f"{h.base_offset}: {h.producer_epoch} (request epoch), {h.base_sequence} (seq. number), "
+                        f"{epoch} (current producer epoch)")
+            elif last == -1 and entry is not None and entry.batches and h.base_sequence != 0:
+                raise OutOfOrderSequenceNumberError(
+                    f"Out of order sequence number for producer {h.producer_id} at offset {h.base_offset}: "
+                    f"{h.base_sequence} (incoming seq. number), {last} (current end sequence number)")
+            elif last != -1 and not _in_sequence(last, h.base_sequence):
+                raise OutOfOrderSequenceNumberError(
+                    f"Out of order sequence number for producer {h.producer_id} at offset {h.base_offset}: "
+                    f"{h.base_sequence} (incoming seq. number), {last} (current end sequence number)")
+            pending[h.producer_id] = (h.producer_epoch, _last_seq(h))
+        return None
+
+    def update(self, headers: Iterable[BatchHeader]) -> None:
+        """Record appended batches (headers carry their assigned offsets)."""
+        for h in headers:
+            if h.producer_id < 0:
+                continue
+            entry = self.producers.get(h.producer_id)
+            if entry is None:
+                entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+            if h.producer_epoch != entry.epoch:
+                entry.epoch = h.producer_epoch
+                entry.batches.clear()
+            if h.base_sequence >= 0:
+                entry.batches.append(BatchMetadata(h.base_sequence, _last_seq(h), h.base_offset,
+                                                   h.base_offset + h.last_offset_delta, h.max_timestamp))
+            entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+
+    def remove_expired(self, now_ms: int) -> int:
+        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget batches at or beyond ``offset`` (log truncation)."""
+        for pid in list(self.producers):
+            e = self.producers[pid]
+            kept = [b for b in e.batches if b.last_offset < offset]
+            if not kept:
+                del self.producers[pid]
+            else:
+                e.batches = deque(kept, maxlen=NUM_BATCHES_TO_RETAIN)
+
+    # -- snapshots ----------------------------------------------------------------------------------------
+    def _snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in os.listdir(self.log_dir):
+            if name.endswith(SNAPSHOT_SUFFIX):
+                try:
+                    out.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
+                except ValueError:
+                    continue
+        return sorted(out)
+
+    def _path(self, offset: int) -> str:
+        return os.path.join(self.log_dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+
+    def take_snapshot(self, end_offset: int) -> None:
+        doc = {"version": 1, "end_offset": end_offset, "producers": [
+            {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp,
+             "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches]}
+            for e in self.producers.values()
+        ]}
+        atomic_write(self._path(end_offset), json.dumps(doc).encode())
+        for off in self._snapshot_offsets():
+            if off != end_offset:
+                try:
+                    os.unlink(self._path(off))
+                except FileNotFoundError:
+                    pass
+
+    def load_snapshot(self, max_offset: int) -> int:
+        """Load the newest readable snapshot at or below ``max_offset``; returns its offset (0 when none)."""
+        for off in reversed(self._snapshot_offsets()):
+            if off > max_offset:
+                continue
+            try:
+                with open(self._path(off), "rb") as f:
+                    doc = json.loads(f.read())
+                self.producers = {}
+                for p in doc["producers"]:
+                    e = ProducerStateEntry(int(p["pid"]), int(p["epoch"]), last_timestamp=int(p["last_ts"]))
+                    for b in p["batches"]:
+                        e.batches.append(BatchMetadata(*(int(x) for x in b)))
+                    self.producers[e.producer_id] = e
+                return off
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                log.warning("ignoring unreadable producer snapshot %s: %s", self._path(off), e)
+        self.producers = {}
+        return 0
