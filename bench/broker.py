@@ -21,6 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import confluent_kafka as ck  # noqa: E402
+import psutil  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from strom.testing.broker_process import BrokerProcess  # noqa: E402
@@ -51,10 +52,11 @@ def produce(bootstrap: str, topic: str, size: int, n: int, extra: dict | None = 
 def consume(bootstrap: str, topic: str, n: int) -> tuple[float, int, int]:
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}",
                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                     "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
-    c.subscribe([topic])
+                     "queued.max.messages.kbytes": 1_048_576, "fetch.queue.backoff.ms": 0})
+    c.list_topics(topic, timeout=10)  # connect and learn the cluster before the clock starts
     got = nbytes = 0
-    t0 = None
+    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(4)])
+    t0 = None  # steady state: the clock starts at the first record (one fetch response at most is prefetched)
     deadline = time.monotonic() + 300
     while got < n and time.monotonic() < deadline:
         for m in c.consume(100_000, 1.0):
@@ -64,9 +66,37 @@ def consume(bootstrap: str, topic: str, n: int) -> tuple[float, int, int]:
                 t0 = time.perf_counter()
             got += 1
             nbytes += len(m.value())
-    dt = time.perf_counter() - (t0 or time.perf_counter())
+    dt = time.perf_counter() - (t0 or 0.0)
     c.close()
     return dt, got, nbytes
+
+
+def lean_fetch(bootstrap: str, topic: str, partitions: int, n: int) -> tuple[float, int, int]:
+    """The broker's fetch path alone: Fetch requests from one connection, batches counted, records not decoded."""
+    from strom.protocol.messages.fetch import FetchRequest
+    from strom.record.header import parse_header
+    from strom.testing.raw_client import RawClient
+
+    offsets = [0] * partitions
+    got = nbytes = 0
+    with RawClient(bootstrap) as c:
+        t0 = time.perf_counter()
+        while got < n:
+            req = FetchRequest(max_wait_ms=500, min_bytes=1, max_bytes=52_428_800, topics=[FetchRequest.FetchTopic(
+                topic=topic, partitions=[FetchRequest.FetchPartition(partition=p, fetch_offset=offsets[p],
+                                                                     partition_max_bytes=4_194_304)
+                                         for p in range(partitions)])])
+            for part in c.request(1, 11, req).responses[0].partitions:
+                data, pos = part.records, 0
+                while pos + 61 <= len(data):
+                    h = parse_header(data, pos)
+                    if pos + h.size > len(data):
+                        break
+                    got += h.records_count
+                    offsets[part.partition_index] = h.last_offset + 1
+                    pos += h.size
+                nbytes += pos
+        return time.perf_counter() - t0, got, nbytes
 
 
 def _sink(port_q: mp.Queue, total: int) -> None:  # type: ignore[type-arg]
@@ -136,8 +166,20 @@ def main() -> None:
             dt, _ = produce(mock_bs, topic, size, n)
             results[f"mock-produce-{size}"] = row("(b) confluent-kafka -> librdkafka mock", n, size, dt)
         print("consume the 1 KiB topic back")
+        bp = psutil.Process(b.proc.pid)
+        me = psutil.Process()
+        c0, m0 = bp.cpu_times(), me.cpu_times()
         dt, got, nbytes = consume(b.bootstrap, "b1k", args.records_1k + 1)
+        c1, m1 = bp.cpu_times(), me.cpu_times()
         results["strom-fetch-1024"] = row("(c) strom -> confluent-kafka consumer", got, 1024, dt)
+        print(f"      cpu: broker {(c1.user - c0.user + c1.system - c0.system) / dt:.2f}, "
+              f"consumer {(m1.user - m0.user + m1.system - m0.system) / dt:.2f} cores")
+        c0 = bp.cpu_times()
+        dt, got, nbytes = lean_fetch(b.bootstrap, "b1k", 4, args.records_1k + 1)
+        c1 = bp.cpu_times()
+        results["strom-lean-fetch"] = (got / dt, nbytes / dt / 1e6)
+        print(f"  {'(c2) strom fetch path, lean client':<44} {got / dt:>12,.0f} rec/s {nbytes / dt / 1e6:>9.1f} MB/s")
+        print(f"      cpu: broker {(c1.user - c0.user + c1.system - c0.system) / dt:.2f} cores")
         del holder
     lb = loopback()
     print(f"  {'(d) raw loopback TCP':<44} {'':>12}       {lb:>9.1f} MB/s")
@@ -145,7 +187,8 @@ def main() -> None:
     for size in (1024, 100):
         r = results[f"strom-produce-{size}"][0] / results[f"mock-produce-{size}"][0]
         print(f"  produce {size:>4} B: strom / mock cluster = {r:.2f}x")
-    print(f"  fetch 1 KiB: strom / loopback = {results['strom-fetch-1024'][1] / lb:.2f}x")
+    print(f"  fetch 1 KiB: strom / loopback = {results['strom-fetch-1024'][1] / lb:.2f}x (confluent-kafka consumer), "
+          f"{results['strom-lean-fetch'][1] / lb:.2f}x (lean fetch client)")
 
 
 if __name__ == "__main__":

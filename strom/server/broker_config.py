@@ -99,6 +99,8 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "group.initial.rebalance.delay.ms": (_int(0), 3000),
     "group.min.session.timeout.ms": (_int(0), 6000),
     "group.max.session.timeout.ms": (_int(0), 1800000),
+    "group.max.size": (_int(1), 2147483647),
+    "offset.metadata.max.bytes": (_int(0), 4096),
     "offsets.topic.num.partitions": (_int(1), 50),
     "offsets.topic.replication.factor": (_int(1), 3),
     "offsets.topic.segment.bytes": (_int(1), 104857600),

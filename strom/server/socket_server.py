@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -35,7 +36,7 @@ class ConnectionContext:
 
 
 # A dispatcher takes (context, frame bytes) and returns the framed response bytes, or None for no response.
-Dispatcher = Callable[[ConnectionContext, memoryview], Awaitable[bytes | None]]
+Dispatcher = Callable[[ConnectionContext, memoryview], Awaitable[bytes | bytearray | None]]
 
 
 class ConnectionClosed(Exception):
@@ -64,6 +65,12 @@ class KafkaServerProtocol(asyncio.Protocol):
     # -- asyncio callbacks -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:  # responses are written whole; never let Nagle hold back the tail of one
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._worker = asyncio.get_running_loop().create_task(self._run())

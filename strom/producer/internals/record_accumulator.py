@@ -34,7 +34,8 @@ from strom.common.structs import Node, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.producer.internals.buffer_pool import BufferPool
 from strom.producer.internals.cluster_view import ClusterView
-from strom.producer.internals.future_record_metadata import FutureRecordMetadata, ProduceRequestResult
+from strom.producer.internals.future_record_metadata import FutureRecordMetadata
+from strom.producer.internals.incomplete_batches import IncompleteBatches
 from strom.producer.internals.producer_batch import (
     COMPRESSION_RATIO_ESTIMATOR,
     NO_SEQUENCE,
@@ -100,41 +101,6 @@ class TransactionManagerHooks(Protocol):
     def sequence_number(self, tp: TopicPartition) -> int: ...
     def increment_sequence_number(self, tp: TopicPartition, increment: int) -> None: ...
     def add_in_flight_batch(self, batch: ProducerBatch) -> None: ...
-
-
-class IncompleteBatches:
-    """Batches created but not yet completed and deallocated (Kafka's ``IncompleteBatches``). Thread-safe."""
-
-    __slots__ = ("_batches", "_lock")
-
-    def __init__(self) -> None:
-        self._batches: dict[ProducerBatch, None] = {}  # insertion-ordered set
-        self._lock = threading.Lock()
-
-    def add(self, batch: ProducerBatch) -> None:
-        with self._lock:
-            self._batches[batch] = None
-
-    def remove(self, batch: ProducerBatch) -> None:
-        with self._lock:
-            if self._batches.pop(batch, 0) == 0:
-                raise IllegalStateError("Remove from the incomplete set failed. This should be impossible.")
-
-    def copy_all(self) -> list[ProducerBatch]:
-        with self._lock:
-            return list(self._batches)
-
-    def request_results(self) -> list[ProduceRequestResult]:
-        with self._lock:
-            return [b.produce_future for b in self._batches]
-
-    def is_empty(self) -> bool:
-        with self._lock:
-            return not self._batches
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._batches)
 
 
 class _PartitionDeque:

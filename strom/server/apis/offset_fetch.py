@@ -2,7 +2,8 @@
 
 Kafka counterpart: ``KafkaApis.handleOffsetFetchRequest`` → ``GroupCoordinator.handleFetchOffsets``. A null topic
 list (v2+) means every partition the group has an offset for. A partition without a committed offset answers
-offset -1. v0/v1 have no top-level error, so a group error goes on every partition. ``RequireStable`` (v7+)
+offset -1. v0/v1 have no top-level error, so a group error goes on every partition; v2+ answer a group error
+with no topics. ``RequireStable`` (v7+)
 needs no waiting: commits are visible only once written.
 """
 
@@ -60,7 +61,7 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
                         committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "",
                         error_code=E.NONE)
                     for p, o in parts])
-                for name, parts in _by_topic(g.topics, offsets)]))
+                for name, parts in (_by_topic(g.topics, offsets) if not error else [])]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     topics = request.topics
     error, offsets = _fetch(ctx, request.group_id, topics, require_stable)
@@ -74,4 +75,4 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
                 committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "",
                 error_code=part_error)
             for p, o in parts])
-        for name, parts in _by_topic(topics, offsets)])
+        for name, parts in (_by_topic(topics, offsets) if not error or version < 2 else [])])

@@ -60,6 +60,7 @@ class GroupAdminMixin:
         manager: GroupMetadataManager
         offset_config: OffsetConfig
         time: Time
+        active: bool
 
         def _validate(self, group_id: str | None, non_empty: bool) -> int | None: ...
 
@@ -148,7 +149,7 @@ class GroupAdminMixin:
 
     # -- ListGroups / DescribeGroups --------------------------------------------------------------------------
     def handle_list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> tuple[int, list[GroupOverview]]:
-        if not getattr(self, "active", True):
+        if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE, []
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}

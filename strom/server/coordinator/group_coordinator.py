@@ -2,9 +2,10 @@
 
 Kafka counterpart: ``GroupCoordinator`` (the pre-KIP-848 "classic" protocol): JoinGroup with
 ``MEMBER_ID_REQUIRED`` (v4+), the initial rebalance delay for new groups, protocol selection by vote, static
-membership (KIP-345) with replacement and ``FENCED_INSTANCE_ID``; SyncGroup distributing the leader's assignment;
-Heartbeat; session, rebalance, pending-member and pending-sync timeouts; LeaveGroup (KIP-345 batches).
-Offset commit/fetch and the admin APIs are in :mod:`strom.server.coordinator.group_admin`.
+membership (KIP-345) with replacement and ``FENCED_INSTANCE_ID``; session, rebalance, pending-member and
+pending-sync timeouts. SyncGroup, Heartbeat and LeaveGroup are in :mod:`~strom.server.coordinator.group_membership`,
+offset commit/fetch and the admin APIs in :mod:`~strom.server.coordinator.group_admin` (mixins of the one class,
+as Kafka has one ``GroupCoordinator``).
 
 Every entry point takes a response callback (as Kafka's do) and may call it at once or later from a timer; the
 ``async`` wrappers (``join_group`` …) turn that into an awaitable for the request handlers. Timers run against
@@ -15,19 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
-from typing import TypeVar
 
 from strom.common.error_codes import ErrorCode as E
 from strom.common.time import Time
-from strom.server.coordinator import group_admin
+from strom.server.coordinator.group_admin import GroupAdminMixin
+from strom.server.coordinator.group_membership import (
+    UNKNOWN_MEMBER_ID,
+    GroupMembershipMixin,
+    LeaveMember,
+    resolver,
+)
 from strom.server.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
     JoinCallback,
     JoinResult,
     MemberMetadata,
-    SyncCallback,
     SyncResult,
 )
 from strom.server.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsLog
@@ -39,12 +43,9 @@ __all__ = ["GroupCoordinator", "LeaveMember"]
 log = logging.getLogger("strom.coordinator")
 
 S = GroupState
-T = TypeVar("T")
-UNKNOWN_MEMBER_ID = ""
-LeaveMember = tuple[str, str | None]  # (member id, group instance id)
 
 
-class GroupCoordinator(group_admin.GroupAdminMixin):
+class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
     def __init__(self, group_config: GroupConfig, offset_config: OffsetConfig, time: Time,
                  offsets_log: OffsetsLog) -> None:
         self.group_config = group_config
@@ -63,6 +64,7 @@ class GroupCoordinator(group_admin.GroupAdminMixin):
             for group in self.manager.load(range(self.offset_config.offsets_topic_num_partitions)):
                 for member in group.members.values():
                     self._schedule_heartbeat(group, member)
+            self.manager.maybe_compact_all()
         self._schedule_retention_check()
         self.active = True
 
@@ -110,7 +112,7 @@ class GroupCoordinator(group_admin.GroupAdminMixin):
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         self.handle_join_group(group_id, member_id, group_instance_id, require_known_member_id,
                                support_skip_assignment, client_id, client_host, rebalance_timeout_ms,
-                               session_timeout_ms, protocol_type, protocols, _resolver(fut))
+                               session_timeout_ms, protocol_type, protocols, resolver(fut))
         return await fut
 
     def handle_join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -421,155 +423,8 @@ class GroupCoordinator(group_admin.GroupAdminMixin):
         def check() -> None:
             try:
                 self.manager.cleanup_expired_offsets()
+                self.manager.maybe_compact_all()
             finally:
                 self._schedule_retention_check()
 
         self.timers.schedule(("retention",), self.offset_config.offsets_retention_check_interval_ms, check)
-
-    # -- SyncGroup --------------------------------------------------------------------------------------------
-    async def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
-                         protocol_name: str | None, group_instance_id: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
-        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        self.handle_sync_group(group_id, generation_id, member_id, protocol_type, protocol_name, group_instance_id,
-                               assignments, _resolver(fut))
-        return await fut
-
-    def handle_sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
-                          protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes],
-                          callback: SyncCallback) -> None:
-        err = self._validate(group_id, non_empty=True)
-        group = self.manager.get_group(group_id) if err is None else None
-        if err is None and group is None:
-            err = E.UNKNOWN_MEMBER_ID
-        if err is not None or group is None:
-            callback(SyncResult(err or E.UNKNOWN_MEMBER_ID))
-            return
-        if group.is_state(S.DEAD):
-            err = E.COORDINATOR_NOT_AVAILABLE
-        elif group.is_static_member_fenced(group_instance_id, member_id):
-            err = E.FENCED_INSTANCE_ID
-        elif not group.has(member_id):
-            err = E.UNKNOWN_MEMBER_ID
-        elif generation_id != group.generation_id:
-            err = E.ILLEGAL_GENERATION
-        elif (protocol_type is not None and protocol_type != group.protocol_type) or \
-                (protocol_name is not None and protocol_name != group.protocol_name):
-            err = E.INCONSISTENT_GROUP_PROTOCOL
-        elif group.is_state(S.EMPTY):
-            err = E.UNKNOWN_MEMBER_ID
-        elif group.is_state(S.PREPARING_REBALANCE):
-            err = E.REBALANCE_IN_PROGRESS
-        if err is not None:
-            callback(SyncResult(err))
-            return
-        member = group.get(member_id)
-        self._remove_pending_sync_member(group, member_id)
-        if group.is_state(S.STABLE):
-            callback(SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name))
-            self._schedule_heartbeat(group, member)
-            return
-        # CompletingRebalance: park until the leader's assignment is stored.
-        if member.awaiting_sync is not None:
-            group.maybe_invoke_sync_callback(member, SyncResult(E.REBALANCE_IN_PROGRESS))
-        member.awaiting_sync = callback
-        if group.is_leader(member_id):
-            log.info("assignment received from leader %s for group %s generation %d (%d member(s), %d static)",
-                     member_id, group_id, group.generation_id, group.size, len(group.static_members))
-            full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
-            missing = [mid for mid in group.members if mid not in assignments]
-            if missing:
-                log.warning("leader of group %s sent no assignment for %s: they get an empty one", group_id, missing)
-            code = self.manager.store_group(group, full)
-            if not (group.is_state(S.COMPLETING_REBALANCE) and generation_id == group.generation_id):
-                return
-            if code:
-                self._reset_and_propagate_assignment_error(group, code)
-                self._maybe_prepare_rebalance(group, f"error {code} storing the assignment of group {group_id}")
-            else:
-                for mid, m in group.members.items():
-                    m.assignment = full[mid]
-                self._propagate_assignment(group, E.NONE)
-                group.transition_to(S.STABLE)
-
-    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        if not group.pending_sync_members:
-            self.timers.cancel(("sync", group.group_id))
-
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: GroupMetadata, error: int) -> None:
-        ptype, pname = (group.protocol_type, group.protocol_name) if error == E.NONE else (None, None)
-        for member in list(group.members.values()):
-            if group.maybe_invoke_sync_callback(member, SyncResult(error, member.assignment, ptype, pname)):
-                self._schedule_heartbeat(group, member)
-
-    # -- Heartbeat / LeaveGroup -------------------------------------------------------------------------------
-    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                         generation_id: int) -> int:
-        err = self._validate(group_id, non_empty=True)
-        if err is not None:
-            return err
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return E.UNKNOWN_MEMBER_ID
-        if group.is_state(S.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return E.FENCED_INSTANCE_ID
-        if not group.has(member_id):
-            return E.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
-        if group.is_state(S.EMPTY):
-            return E.UNKNOWN_MEMBER_ID
-        self._schedule_heartbeat(group, group.get(member_id))
-        return E.REBALANCE_IN_PROGRESS if group.is_state(S.PREPARING_REBALANCE) else E.NONE
-
-    def handle_leave_group(self, group_id: str, members: Iterable[LeaveMember]) -> tuple[int, list[int]]:
-        """Remove members; returns (top-level error, one error per member in request order)."""
-        members = list(members)
-        err = self._validate(group_id, non_empty=True)
-        if err is not None:
-            return err, []
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
-        if group.is_state(S.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE, []
-        errors = []
-        for member_id, instance_id in members:
-            if member_id == UNKNOWN_MEMBER_ID:
-                # Administrative removal of a static member by its instance id (KIP-345).
-                current = group.current_static_member_id(instance_id)
-                if current is None:
-                    errors.append(E.UNKNOWN_MEMBER_ID)
-                    continue
-                member_id = current
-            elif member_id in group.pending_members:
-                self._remove_pending_member(group, member_id)
-                errors.append(E.NONE)
-                continue
-            elif group.is_static_member_fenced(instance_id, member_id):
-                errors.append(E.FENCED_INSTANCE_ID)
-                continue
-            member = group.members.get(member_id)
-            if member is None:
-                errors.append(E.UNKNOWN_MEMBER_ID)
-                continue
-            log.info("member %s is leaving group %s", member_id, group_id)
-            self._remove_member_and_update_group(group, member, f"member {member_id} left the group")
-            errors.append(E.NONE)
-        return E.NONE, errors
-
-
-def _resolver(fut: asyncio.Future[T]) -> Callable[[T], None]:
-    def resolve(result: T) -> None:
-        if not fut.done():
-            fut.set_result(result)
-
-    return resolve

@@ -5,16 +5,19 @@ Kafka counterpart: ``GroupMetadataManager`` — ``storeGroup``, ``storeOffsets``
 ``partitionFor`` (``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``).
 
 Writes are synchronous: an append to the local log is done (and flushed as the log's policy says) when
-``append`` returns, so the group coordinator answers right after it. The log is not compacted by the broker
-(see docs/divergences.md); replay keeps the last value of each key and drops keys whose last record is a
-tombstone, which gives the same result as replaying a compacted log. Event loop only.
+``append`` returns, so the group coordinator answers right after it. strom has no log cleaner, so the topic is
+not compacted by key. Replay keeps the last value of each key and drops keys whose last record is a tombstone
+(the result of replaying a compacted log), and :meth:`GroupMetadataManager.compact` bounds the replay instead
+of the cleaner: when a partition holds many more records than live keys, it appends a snapshot of the live
+values (the last written group record of each group and every committed offset) and moves the log start
+offset to the snapshot (DeleteRecords), so everything before it is dropped. Event loop only.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import ProtocolError
@@ -35,6 +38,8 @@ __all__ = ["GroupMetadataManager", "OffsetsLog", "java_string_hash", "partition_
 log = logging.getLogger("strom.coordinator")
 
 Record = tuple[bytes, bytes | None]
+COMPACT_MIN_RECORDS = 10_000  # below this a partition replays fast enough as it is
+_SNAPSHOT_BATCH = 500
 
 
 class OffsetsLog(Protocol):
@@ -46,6 +51,19 @@ class OffsetsLog(Protocol):
 
     def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
         """Every key/value in the partition, oldest first (control records and aborted data left out)."""
+        ...
+
+
+@runtime_checkable
+class TruncatableOffsetsLog(OffsetsLog, Protocol):
+    """An offsets log whose old records can be dropped (what :meth:`GroupMetadataManager.compact` needs)."""
+
+    def offset_range(self, partition: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of the partition."""
+        ...
+
+    def delete_before(self, partition: int, offset: int) -> None:
+        """Move the log start offset of the partition to ``offset``."""
         ...
 
 
@@ -87,6 +105,7 @@ class GroupMetadataManager:
         self.time = time
         self.log = offsets_log
         self.groups: dict[str, GroupMetadata] = {}
+        self._group_values: dict[str, bytes] = {}  # last GroupMetadataValue written per group (for snapshots)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -126,6 +145,8 @@ class GroupMetadataManager:
         if code:
             log.warning("failed to write metadata of group %s generation %d: error %d", group.group_id,
                         group.generation_id, code)
+        else:
+            self._group_values[group.group_id] = record[1]
         return _append_error(code, for_offsets=False)
 
     def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]) -> int:
@@ -160,6 +181,7 @@ class GroupMetadataManager:
                                         for tp in removed]
             if dead:
                 self.remove_group(group)
+                self._group_values.pop(group.group_id, None)
                 tombstones.append((rec.group_metadata_key(group.group_id), None))
             if tombstones:
                 code = self.log.append(self.partition_for(group.group_id), tombstones)
@@ -182,7 +204,7 @@ class GroupMetadataManager:
     def load(self, partitions: Iterable[int]) -> list[GroupMetadata]:
         """Replay ``__consumer_offsets`` partitions into the cache; returns the groups that have members."""
         offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        values: dict[str, GroupMetadataValue] = {}
+        values: dict[str, bytes] = {}
         n_records = 0
         for p in partitions:
             for key_bytes, value_bytes in self.log.read(p):
@@ -201,14 +223,17 @@ class GroupMetadataManager:
                         if value_bytes is None:
                             values.pop(key.group, None)
                         else:
-                            values[key.group] = rec.read_group_value(value_bytes)
+                            rec.read_group_value(value_bytes)  # unreadable values are skipped here
+                            values[key.group] = bytes(value_bytes)
                 except ProtocolError as e:
                     log.warning("skipping unreadable record in %s partition %d: %s", "__consumer_offsets", p, e)
         with_members = []
         for group_id in set(values) | {g for g, offs in offsets.items() if offs}:
-            value = values.get(group_id)
-            group = self._load_group(group_id, value) if value is not None else GroupMetadata(
+            raw = values.get(group_id)
+            group = self._load_group(group_id, rec.read_group_value(raw)) if raw is not None else GroupMetadata(
                 group_id, GroupState.EMPTY, self.time)
+            if raw is not None:
+                self._group_values[group_id] = raw
             group.offsets.update(offsets.get(group_id, {}))
             self.groups[group_id] = group
             if group.members:
@@ -238,3 +263,43 @@ class GroupMetadataManager:
             group.leader_id = next(iter(group.members), None)
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
+
+    # -- snapshots (instead of a log cleaner) -----------------------------------------------------------------
+    def live_records(self, partition: int) -> list[Record]:
+        """The records a compacted partition would hold: each group's last group record and its offsets."""
+        out: list[Record] = []
+        for group_id, group in self.groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            raw = self._group_values.get(group_id)
+            if raw is not None:
+                out.append((rec.group_metadata_key(group_id), raw))
+            out.extend((rec.offset_commit_key(group_id, tp.topic, tp.partition), rec.offset_commit_value(off))
+                       for tp, off in group.offsets.items())
+        return out
+
+    def compact(self, partition: int, force: bool = False) -> bool:
+        """Snapshot the live records of ``partition`` and drop everything before them; True when done.
+
+        Runs when the partition holds more than ``COMPACT_MIN_RECORDS`` and over twice as many records as live
+        keys (or ``force``). A crash half-way leaves the old records in place, and replaying them followed by a
+        partial snapshot still yields the last value of every key.
+        """
+        if not isinstance(self.log, TruncatableOffsetsLog):
+            return False
+        start, end = self.log.offset_range(partition)
+        live = self.live_records(partition)
+        if not force and (end - start <= COMPACT_MIN_RECORDS or end - start <= 2 * len(live)):
+            return False
+        for i in range(0, len(live), _SNAPSHOT_BATCH):
+            code = self.log.append(partition, live[i:i + _SNAPSHOT_BATCH])
+            if code:
+                log.warning("snapshot of __consumer_offsets-%d failed with error %d", partition, code)
+                return False
+        self.log.delete_before(partition, end)
+        log.info("compacted __consumer_offsets-%d: %d record(s) replaced by a snapshot of %d", partition,
+                 end - start, len(live))
+        return True
+
+    def maybe_compact_all(self) -> int:
+        return sum(self.compact(p) for p in range(self.config.offsets_topic_num_partitions))

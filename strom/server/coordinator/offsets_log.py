@@ -10,6 +10,7 @@ The topic is created on first use (the first write or FindCoordinator), as Kafka
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -55,9 +56,6 @@ class ReplicaOffsetsLog:
             info = md.create_topic(self.topic, self.config.offsets_topic_num_partitions, configs)
             rm.ensure_logs(info)
             log.info("created internal topic %s with %d partition(s)", self.topic, info.num_partitions)
-        elif info.num_partitions != self.config.offsets_topic_num_partitions:
-            log.warning("%s has %d partitions but offsets.topic.num.partitions is %d: group placement follows "
-                        "the configuration", self.topic, info.num_partitions, self.config.offsets_topic_num_partitions)
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
         rm = self.broker.replica_manager
@@ -76,6 +74,17 @@ class ReplicaOffsetsLog:
         if code:
             log.warning("append to %s-%d failed with error %d: %s", self.topic, partition, code, message)
         return code
+
+    def offset_range(self, partition: int) -> tuple[int, int]:
+        rm = self.broker.replica_manager
+        lg = rm.get_log(TopicPartition(self.topic, partition)) if rm is not None and self.exists() else None
+        return (0, 0) if lg is None else (lg.log_start_offset, lg.log_end_offset)
+
+    def delete_before(self, partition: int, offset: int) -> None:
+        rm = self.broker.replica_manager
+        lg = rm.get_log(TopicPartition(self.topic, partition)) if rm is not None and self.exists() else None
+        if lg is not None:
+            lg.delete_records_before(offset)
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """Every data record of the partition, oldest first; control batches are skipped."""
@@ -102,7 +111,16 @@ class ReplicaOffsetsLog:
 
 
 def create_group_coordinator(broker: BrokerServer) -> GroupCoordinator:
-    """The group coordinator of ``broker``, configured from its ``group.*`` / ``offsets.*`` keys."""
+    """The group coordinator of ``broker``, configured from its ``group.*`` / ``offsets.*`` keys.
+
+    When ``__consumer_offsets`` exists its partition count wins over ``offsets.topic.num.partitions``, as in
+    Kafka: groups must keep mapping to the partitions that hold their records.
+    """
     offset_config = OffsetConfig.from_broker_config(broker.config)
+    existing = broker.metadata.topic(GROUP_METADATA_TOPIC_NAME) if broker.metadata is not None else None
+    if existing is not None and existing.num_partitions != offset_config.offsets_topic_num_partitions:
+        log.warning("%s has %d partition(s); offsets.topic.num.partitions=%d is ignored", GROUP_METADATA_TOPIC_NAME,
+                    existing.num_partitions, offset_config.offsets_topic_num_partitions)
+        offset_config = dataclasses.replace(offset_config, offsets_topic_num_partitions=existing.num_partitions)
     offsets_log = ReplicaOffsetsLog(broker, offset_config)
     return GroupCoordinator(GroupConfig.from_broker_config(broker.config), offset_config, broker.time, offsets_log)

@@ -14,10 +14,11 @@ from strom.testing.mock_time import MockTime
 
 
 class MemoryOffsetsLog:
-    """Partitions as lists of (key, value); ``fail_with`` makes appends fail with that error code."""
+    """Partitions as lists of (key, value) from a log start offset; ``fail_with`` makes appends fail."""
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self.starts: dict[int, int] = {}
         self.fail_with = 0
         self.appends = 0
 
@@ -31,6 +32,15 @@ class MemoryOffsetsLog:
     def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
         return list(self.partitions.get(partition, []))
 
+    def offset_range(self, partition: int) -> tuple[int, int]:
+        start = self.starts.get(partition, 0)
+        return start, start + len(self.partitions.get(partition, []))
+
+    def delete_before(self, partition: int, offset: int) -> None:
+        start = self.starts.get(partition, 0)
+        del self.partitions.setdefault(partition, [])[:offset - start]
+        self.starts[partition] = offset
+
 
 def subscription(*topics: str) -> bytes:
     return struct.pack(">h", 0) + ConsumerProtocolSubscription(topics=list(topics)).encode(0)
@@ -38,11 +48,11 @@ def subscription(*topics: str) -> bytes:
 
 def make_coordinator(time: MockTime | None = None, log: MemoryOffsetsLog | None = None, *,
                      initial_delay_ms: int = 0, retention_ms: int = 7 * 24 * 3600 * 1000,
-                     partitions: int = 5) -> tuple[GroupCoordinator, MockTime, MemoryOffsetsLog]:
+                     partitions: int = 5, max_size: int = 2**31 - 1) -> tuple[GroupCoordinator, MockTime, MemoryOffsetsLog]:
     time = time or MockTime()
     log = log or MemoryOffsetsLog()
     gc = GroupConfig(group_min_session_timeout_ms=1000, group_max_session_timeout_ms=60_000,
-                     group_initial_rebalance_delay_ms=initial_delay_ms)
+                     group_initial_rebalance_delay_ms=initial_delay_ms, group_max_size=max_size)
     oc = OffsetConfig(offsets_topic_num_partitions=partitions, offsets_retention_ms=retention_ms,
                       offsets_retention_check_interval_ms=60_000)
     coord = GroupCoordinator(gc, oc, time, log)

@@ -266,3 +266,10 @@ def test_shutdown_answers_parked_joins() -> None:
     coord.shutdown()
     assert box.value.error == E.NOT_COORDINATOR
     assert join(coord).value.error == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_group_max_size() -> None:
+    coord, time, _ = make_coordinator(max_size=2)
+    (leader, follower), gen = stable_group(coord, time, n=2)
+    assert join(coord, require_known=False).value.error == E.GROUP_MAX_SIZE_REACHED
+    assert join(coord, member_id=follower).value.error == 0  # members already in are fine

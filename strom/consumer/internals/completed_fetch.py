@@ -1,0 +1,243 @@
+"""One partition's records from one Fetch response, handed out in ``max.poll.records`` slices.
+
+Kafka counterpart: ``org.apache.kafka.clients.consumer.internals.CompletedFetch`` (the record half of the
+fetcher: batch iteration, CRC check, control batches, aborted transactions, deserialization).
+
+Rules, as in Kafka:
+
+* batches are iterated lazily; with ``check.crcs`` each batch's CRC-32C is verified before use and a bad
+  batch raises :class:`~strom.consumer.errors.CorruptRecordError` (the position stays at the batch);
+* records before the fetch offset (the broker returns whole batches) are skipped;
+* control batches are never returned; moving past a batch sets the next fetch offset to the batch's
+  ``next_offset`` (gaps left by compaction or control records are skipped over);
+* ``read_committed``: the response's aborted transactions (``producer_id``, ``first_offset``) are consumed in
+  ``first_offset`` order up to each batch's last offset; a transactional batch whose producer has an aborted
+  transaction open is skipped, and that producer's ABORT marker closes it;
+* a key/value deserialization failure raises :class:`~strom.consumer.errors.RecordDeserializationError` for
+  that record, after the records before it have been returned.
+
+Not thread-safe: owned by the fetcher, used on the consumer's thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Any
+
+from strom.common.errors import KafkaError
+from strom.common.serialization import ByteArrayDeserializer
+from strom.common.structs import TopicPartition
+from strom.consumer.consumer_records import ConsumerRecord
+from strom.consumer.errors import CorruptRecordError, RecordDeserializationError
+from strom.record.batch import ControlRecordType
+from strom.record.records import MemoryRecords
+
+__all__ = ["CompletedFetch", "RecordConverter"]
+
+_new = tuple.__new__
+
+
+class RecordConverter:
+    """Deserializers for one consumer; a ``ByteArrayDeserializer`` (or ``None``) means "pass bytes as is"."""
+
+    __slots__ = ("key_deserializer", "value_deserializer", "raw")
+
+    def __init__(self, key_deserializer: Any = None, value_deserializer: Any = None) -> None:
+        self.key_deserializer = None if _is_raw(key_deserializer) else key_deserializer
+        self.value_deserializer = None if _is_raw(value_deserializer) else value_deserializer
+        self.raw = self.key_deserializer is None and self.value_deserializer is None
+
+
+def _is_raw(deserializer: Any) -> bool:
+    return deserializer is None or type(deserializer) is ByteArrayDeserializer
+
+
+class CompletedFetch:
+    """Fetched data of one partition (see the module docstring).
+
+    ``next_fetch_offset`` is where the consumer stands after the records handed out so far; the fetcher
+    moves the subscription's position to it. ``error_code`` is the partition's error in the response (the
+    fetcher handles it; a completed fetch with an error holds no records).
+    """
+
+    __slots__ = ("tp", "fetch_offset", "next_fetch_offset", "error_code", "high_watermark", "last_stable_offset",
+                 "log_start_offset", "is_consumed", "initialized", "size_in_bytes", "_records_buf", "_batches",
+                 "_current", "_index", "_pending_error", "_check_crcs", "_read_committed", "_aborted",
+                 "_aborted_pids", "_converter", "last_epoch", "preferred_read_replica", "_batch_next_offset")
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int, error_code: int, records: Any,
+                 converter: RecordConverter, *, check_crcs: bool = True, read_committed: bool = False,
+                 high_watermark: int = -1, last_stable_offset: int = -1, log_start_offset: int = -1,
+                 aborted_transactions: list[tuple[int, int]] | None = None,
+                 preferred_read_replica: int = -1) -> None:
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.next_fetch_offset = fetch_offset
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.preferred_read_replica = preferred_read_replica
+        self.is_consumed = False
+        self.initialized = False
+        self._records_buf = records
+        self.size_in_bytes = len(records) if records is not None else 0
+        self._batches: Iterator[Any] | None = None
+        self._current: list[ConsumerRecord] = []
+        self._index = 0
+        self._batch_next_offset = fetch_offset
+        self._pending_error: BaseException | None = None
+        self._check_crcs = check_crcs
+        self._read_committed = read_committed
+        # (first_offset, producer_id) min-heap
+        self._aborted: list[tuple[int, int]] = [(first, pid) for pid, first in (aborted_transactions or [])]
+        heapq.heapify(self._aborted)
+        self._aborted_pids: set[int] = set()
+        self._converter = converter
+        self.last_epoch: int | None = None
+
+    def drain(self) -> None:
+        """Forget the remaining records (the partition was sought, paused away or unassigned)."""
+        self.is_consumed = True
+        self._current = []
+        self._batches = None
+        self._pending_error = None
+
+    # ------------------------------------------------------------------------------------------ records
+
+    def fetch_records(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records from ``next_fetch_offset`` on; raises a pending error (CRC,
+        deserialization) once the records before it have been returned."""
+        if self.is_consumed:
+            return []
+        out: list[ConsumerRecord] = []
+        while len(out) < max_records:
+            current = self._current
+            index = self._index
+            if index < len(current):
+                take = current[index:index + max_records - len(out)]
+                self._index = index = index + len(take)
+                out.extend(take)
+                self.next_fetch_offset = take[-1][2] + 1
+                if index == len(current) and self._pending_error is None:
+                    # the whole batch is out: skip any gap after its last record (compaction, markers)
+                    self.next_fetch_offset = self._batch_next_offset
+                continue
+            if self._pending_error is not None:
+                if out:
+                    break
+                error = self._pending_error
+                self._pending_error = None
+                raise error
+            try:
+                loaded = self._load_next_batch()
+            except CorruptRecordError as exc:
+                self._batches = None
+                self._records_buf = None
+                if not out:
+                    self.is_consumed = True
+                    raise
+                self._pending_error = exc
+                continue
+            if not loaded:
+                self.is_consumed = True
+                break
+        return out
+
+    def _load_next_batch(self) -> bool:
+        """Decode the next usable batch into ``_current``; ``False`` when the data is exhausted."""
+        if self._batches is None:
+            if self._records_buf is None or self.initialized:
+                return False
+            self.initialized = True
+            self._batches = iter(MemoryRecords(self._records_buf).batches())
+        read_committed = self._read_committed
+        while True:
+            try:
+                batch = next(self._batches, None)
+            except KafkaError as exc:
+                self._raise_corrupt(str(exc))
+            if batch is None:
+                self._batches = None
+                self._records_buf = None
+                return False
+            if self._check_crcs:
+                reason = batch.invalid_reason()
+                if reason is not None:
+                    self._raise_corrupt(f"Record batch for partition {self.tp} at offset {batch.base_offset} is "
+                                        f"invalid, cause: {reason}")
+            next_offset = batch.next_offset
+            if next_offset <= self.next_fetch_offset:
+                continue  # wholly before the fetch position
+            if read_committed and batch.producer_id >= 0:
+                self._consume_aborted_up_to(batch.last_offset)
+                if batch.is_control:
+                    try:
+                        if batch.control_record_type() == ControlRecordType.ABORT:
+                            self._aborted_pids.discard(batch.producer_id)
+                    except KafkaError as exc:
+                        self._raise_corrupt(str(exc))
+                elif batch.is_transactional and batch.producer_id in self._aborted_pids:
+                    self.next_fetch_offset = next_offset
+                    continue
+            if batch.is_control:
+                self.next_fetch_offset = next_offset
+                continue
+            try:
+                records = batch.records()
+            except KafkaError as exc:
+                self._raise_corrupt(str(exc))
+            epoch = batch.partition_leader_epoch
+            self.last_epoch = epoch if epoch >= 0 else None
+            self._current = self._convert(records, int(batch.timestamp_type), self.last_epoch)
+            self._index = 0
+            self._batch_next_offset = next_offset
+            if not self._current and self._pending_error is None:
+                self.next_fetch_offset = next_offset
+                continue
+            return True
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        aborted = self._aborted
+        while aborted and aborted[0][0] <= offset:
+            _first, pid = heapq.heappop(aborted)
+            self._aborted_pids.add(pid)
+
+    def _raise_corrupt(self, reason: str) -> Any:
+        raise CorruptRecordError(self.tp, self.next_fetch_offset, reason)
+
+    def _convert(self, records: list[Any], ts_type: int, epoch: int | None) -> list[ConsumerRecord]:
+        start = self.next_fetch_offset
+        topic = self.tp.topic
+        partition = self.tp.partition
+        conv = self._converter
+        if conv.raw:
+            return [_new(ConsumerRecord, (topic, partition, r[0], r[1], ts_type, r[2], r[3], r[4],
+                                          -1 if r[2] is None else len(r[2]), -1 if r[3] is None else len(r[3]),
+                                          epoch))
+                    for r in records if r[0] >= start]
+        kd = conv.key_deserializer
+        vd = conv.value_deserializer
+        out: list[ConsumerRecord] = []
+        append = out.append
+        for r in records:
+            offset = r[0]
+            if offset < start:
+                continue
+            key, value, headers = r[2], r[3], r[4]
+            what = "key"
+            try:
+                k = key if kd is None else kd.deserialize(topic, key, headers)
+                what = "value"
+                v = value if vd is None else vd.deserialize(topic, value, headers)
+            except Exception as exc:
+                self._pending_error = RecordDeserializationError(
+                    self.tp, offset, f"Error deserializing {what} for partition {self.tp} at offset {offset}. "
+                    f"If needed, please seek past the record to continue consumption.", exc)
+                break
+            append(_new(ConsumerRecord, (topic, partition, offset, r[1], ts_type, k, v, headers,
+                                         -1 if key is None else len(key), -1 if value is None else len(value),
+                                         epoch)))
+        return out
+

@@ -1,0 +1,26 @@
+"""Client-side network errors.
+
+Kafka counterparts: ``org.apache.kafka.common.errors.DisconnectException``,
+``org.apache.kafka.common.network.InvalidReceiveException``, ``CorrelationIdMismatchException``.
+Broker error codes (``NETWORK_EXCEPTION``, ``UNSUPPORTED_VERSION`` ...) live in ``strom.common.error_codes``.
+Plain exception classes; thread-safe.
+"""
+
+from __future__ import annotations
+
+from strom.common.errors import KafkaConnectionError, KafkaError, ProtocolError
+
+__all__ = ["DisconnectError", "InvalidReceiveError", "CorrelationIdMismatchError"]
+
+
+class DisconnectError(KafkaConnectionError):
+    """The connection was closed (locally or by the peer) before a response arrived (retriable)."""
+
+
+class InvalidReceiveError(KafkaError):
+    """A frame's size prefix is negative or above the maximum receive size (Kafka's
+    ``InvalidReceiveException``): the connection is closed."""
+
+
+class CorrelationIdMismatchError(ProtocolError):
+    """A response's correlation id is not the one of the oldest in-flight request to that node."""

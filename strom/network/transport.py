@@ -1,0 +1,175 @@
+"""Byte transports under a :class:`~strom.network.kafka_channel.KafkaChannel`, and the receive memory pool.
+
+Kafka counterparts: ``PlaintextTransportLayer`` (a non-blocking ``SocketChannel`` plus its selection key's
+interest set) and ``org.apache.kafka.common.memory.MemoryPool`` / ``SimpleMemoryPool``.
+
+A transport reads into / writes from buffers without blocking: ``read(buf)`` returns the bytes read, ``0`` when
+nothing is available and ``-1`` at end of stream; ``write(buffers)`` returns the bytes written (``0`` when the
+socket buffer is full). Interest in readiness events is kept on the transport and pushed to the ``selectors``
+registration only when it changes. I/O thread only.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import threading
+from typing import Any, Protocol
+
+__all__ = [
+    "Transport",
+    "PlaintextTransport",
+    "MemoryPool",
+    "NONE_POOL",
+    "SimpleMemoryPool",
+    "EVENT_READ",
+    "EVENT_WRITE",
+]
+
+EVENT_READ = selectors.EVENT_READ
+EVENT_WRITE = selectors.EVENT_WRITE
+
+
+class Transport(Protocol):
+    """What a channel needs from the byte stream below it."""
+
+    def read(self, buf: memoryview) -> int: ...
+    def write(self, buffers: list[memoryview]) -> int: ...
+    def finish_connect(self) -> bool: ...
+    def add_interest(self, ops: int) -> None: ...
+    def remove_interest(self, ops: int) -> None: ...
+    def set_interest(self, ops: int) -> None: ...
+    def interest(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class PlaintextTransport:
+    """A non-blocking TCP socket registered with a ``selectors`` selector (Kafka's ``PlaintextTransportLayer``)."""
+
+    __slots__ = ("sock", "_sel", "_interest", "attachment", "_registered")
+
+    def __init__(self, sock: socket.socket, sel: selectors.BaseSelector, interest: int, attachment: Any) -> None:
+        self.sock = sock
+        self._sel = sel
+        self._interest = interest
+        self.attachment = attachment
+        sel.register(sock, interest, attachment)
+        self._registered = True
+
+    def read(self, buf: memoryview) -> int:
+        try:
+            n = self.sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        return n if n or not len(buf) else -1
+
+    def write(self, buffers: list[memoryview]) -> int:
+        try:
+            if len(buffers) == 1:
+                return self.sock.send(buffers[0])
+            return self.sock.sendmsg(buffers)
+        except (BlockingIOError, InterruptedError):
+            return 0
+
+    def finish_connect(self) -> bool:
+        """Completes a non-blocking connect: ``True`` when connected, raises ``OSError`` when it failed."""
+        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            raise OSError(err, os.strerror(err))
+        try:
+            self.sock.getpeername()
+        except OSError:
+            return False  # still in progress
+        return True
+
+    def _update(self, interest: int) -> None:
+        if interest != self._interest:
+            self._interest = interest
+            if self._registered:
+                if interest:
+                    self._sel.modify(self.sock, interest, self.attachment)
+                else:  # selectors refuse an empty interest set: unregister until some interest returns
+                    self._sel.unregister(self.sock)
+                    self._registered = False
+            elif interest:
+                self._sel.register(self.sock, interest, self.attachment)
+                self._registered = True
+
+    def add_interest(self, ops: int) -> None:
+        self._update(self._interest | ops)
+
+    def remove_interest(self, ops: int) -> None:
+        self._update(self._interest & ~ops)
+
+    def set_interest(self, ops: int) -> None:
+        self._update(ops)
+
+    def interest(self) -> int:
+        return self._interest
+
+    def close(self) -> None:
+        if self._registered:
+            try:
+                self._sel.unregister(self.sock)
+            except (KeyError, ValueError):
+                pass
+            self._registered = False
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class MemoryPool(Protocol):
+    """Memory for incoming payloads (Kafka's ``MemoryPool``)."""
+
+    def try_allocate(self, size: int) -> bytearray | None: ...
+    def release(self, buf: bytearray) -> None: ...
+    def is_out_of_memory(self) -> bool: ...
+
+
+class _NonePool:
+    """Kafka's ``MemoryPool.NONE``: always allocates, never runs out. Thread-safe."""
+
+    __slots__ = ()
+
+    def try_allocate(self, size: int) -> bytearray | None:
+        return bytearray(size)
+
+    def release(self, buf: bytearray) -> None:
+        pass
+
+    def is_out_of_memory(self) -> bool:
+        return False
+
+
+NONE_POOL: MemoryPool = _NonePool()
+
+
+class SimpleMemoryPool:
+    """A bounded pool (Kafka's ``SimpleMemoryPool``): ``try_allocate`` fails (``None``) once ``size_bytes``
+    are handed out; ``release`` gives memory back. Thread-safe."""
+
+    def __init__(self, size_bytes: int, max_single_allocation: int | None = None) -> None:
+        self.size_bytes = size_bytes
+        self.max_single_allocation = max_single_allocation or size_bytes
+        self.available = size_bytes
+        self._lock = threading.Lock()
+
+    def try_allocate(self, size: int) -> bytearray | None:
+        if size > self.max_single_allocation:
+            raise ValueError(f"requested {size}, maximum single allocation is {self.max_single_allocation}")
+        with self._lock:
+            if self.available <= 0:
+                return None
+            self.available -= size  # may go negative, as Kafka's pool allows one over-allocation
+        return bytearray(size)
+
+    def release(self, buf: bytearray) -> None:
+        with self._lock:
+            self.available += len(buf)
+
+    def is_out_of_memory(self) -> bool:
+        with self._lock:
+            return self.available <= 0

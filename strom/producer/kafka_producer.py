@@ -1,0 +1,396 @@
+"""The producer: ``KafkaProducer(config).send(ProducerRecord(...))``.
+
+Kafka counterpart: ``org.apache.kafka.clients.producer.KafkaProducer`` (3.x; SPEC §2, §4.6, §8.3). The
+constructor builds serializers, partitioner, interceptors, ``BufferPool`` + ``RecordAccumulator``,
+``ProducerMetadata`` (seeded with ``bootstrap.servers`` — no network I/O), a ``NetworkClient`` and the
+``Sender``, and starts the daemon I/O thread ``kafka-producer-network-thread | <client.id>``; any failure closes
+what was built and raises ``KafkaError("Failed to construct kafka producer")``. ``send`` runs, on the caller's
+thread: interceptors → wait for the topic's metadata (``max.block.ms``) → serialize → partition → size checks →
+``accumulator.append`` (the sticky partitioner switches partition when a new batch would be needed) → wake the
+Sender when a batch is full or new. As in Kafka, API errors (timeouts, record too large, invalid topic — broker
+error classes and :class:`KafkaTimeoutError`) are not raised: they go to the callback and the returned future;
+other errors (serialization, closed producer) are raised. The test hooks of Kafka's constructor are keyword
+arguments: ``time``, ``client`` (e.g. :class:`strom.testing.mock_client.MockClient`), ``metadata``,
+``interceptors``.
+
+Thread-safety: thread-safe; ``send``/``flush``/``partitions_for``/``metrics`` may be called from many threads.
+Callbacks run on the I/O thread: keep them short, and do not call ``close`` with a timeout from one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from strom.common.error_codes import InvalidTopicExceptionError, MessageTooLargeError
+from strom.common.errors import BrokerResponseError, IllegalStateError, KafkaError, KafkaTimeoutError
+from strom.common.serialization import SerializationError, make_serializer
+from strom.common.structs import TopicPartition
+from strom.common.time import SYSTEM_TIME, Time
+from strom.config.common_client_configs import parse_bootstrap_servers
+from strom.network.api_versions import ApiVersions
+from strom.network.cluster import Cluster, PartitionInfo
+from strom.network.kafka_client import KafkaClient
+from strom.network.metrics import Metrics
+from strom.network.network_client import NetworkClient
+from strom.network.selector import Selector
+from strom.producer.config import ENABLE_IDEMPOTENCE_CONFIG, ProducerConfig
+from strom.producer.interceptors import InterceptorCallback, ProducerInterceptors, make_interceptors
+from strom.producer.internals.buffer_pool import BufferPool
+from strom.producer.internals.future_record_metadata import FutureRecordMetadata, ProduceRequestResult
+from strom.producer.internals.producer_metadata import ProducerMetadata
+from strom.producer.internals.record_accumulator import RecordAccumulator
+from strom.producer.internals.sender import Sender
+from strom.producer.internals.transaction_manager import TransactionManager
+from strom.producer.partitioner import make_partitioner
+from strom.producer.record import ProducerRecord
+from strom.record.records import upper_bound_size
+
+__all__ = ["KafkaProducer", "RecordTooLargeError", "NETWORK_THREAD_PREFIX"]
+
+log = logging.getLogger(__name__)
+
+NETWORK_THREAD_PREFIX = "kafka-producer-network-thread"
+RecordTooLargeError = MessageTooLargeError
+"""Kafka's ``RecordTooLargeException`` (error code 10, MESSAGE_TOO_LARGE)."""
+_ApiErrors = (BrokerResponseError, KafkaTimeoutError)  # Kafka's ApiException family
+
+
+def _failed_future(exception: BaseException, tp: TopicPartition) -> FutureRecordMetadata:
+    """Kafka's ``FutureFailure``: an already failed future."""
+    result = ProduceRequestResult(tp)
+    result.set(-1, -1, lambda _i: exception)
+    result.done()
+    return FutureRecordMetadata(result, 0, -1, -1, -1)
+
+
+class KafkaProducer:
+    """Kafka's ``KafkaProducer``. Thread-safe. Use as a context manager to ``close()`` on exit."""
+
+    def __init__(self, config: Mapping[str, Any] | ProducerConfig | None = None, *, key_serializer: Any = None,
+                 value_serializer: Any = None, time: Time | None = None, client: KafkaClient | None = None,
+                 metadata: ProducerMetadata | None = None, interceptors: ProducerInterceptors | None = None,
+                 **kwargs: Any) -> None:
+        self._sender: Sender | None = None
+        self._io_thread: threading.Thread | None = None
+        self._client: KafkaClient | None = None
+        # Configuration errors are raised as they are (Kafka builds ProducerConfig before its try block).
+        if isinstance(config, ProducerConfig) and not kwargs and key_serializer is None and value_serializer is None:
+            cfg = config
+        else:
+            base = dict(config.originals) if isinstance(config, ProducerConfig) else dict(config or {})
+            cfg = ProducerConfig(base, key_serializer=key_serializer, value_serializer=value_serializer, **kwargs)
+        try:
+            self._init(cfg, time, client, metadata, interceptors)
+        except Exception as e:
+            self._close(0.0, swallow=True)
+            raise KafkaError("Failed to construct kafka producer") from e
+
+    def _init(self, cfg: ProducerConfig, time: Time | None, client: KafkaClient | None,
+              metadata: ProducerMetadata | None, interceptors: ProducerInterceptors | None) -> None:
+        self.config = cfg
+        values = cfg.values
+        self._time = time = time or SYSTEM_TIME
+        self.client_id: str = values["client.id"]
+        self._log_context = log_context = f"[Producer clientId={self.client_id}] "
+        self._metrics = Metrics(time, values["metrics.sample.window.ms"], values["metrics.num.samples"])
+        configs = dict(values)
+        self._partitioner = make_partitioner(values["partitioner.class"], configs)
+        self._key_serializer = make_serializer(values["key.serializer"], True, configs)
+        self._value_serializer = make_serializer(values["value.serializer"], False, configs)
+        self._interceptors = interceptors if interceptors is not None else make_interceptors(
+            values["interceptor.classes"], configs)
+        self._max_request_size: int = values["max.request.size"]
+        self._total_memory_size: int = values["buffer.memory"]
+        self._compression = cfg.compression_type
+        self._max_block_time_ms: int = values["max.block.ms"]
+        self._api_versions = ApiVersions()
+        self._transaction_manager = None
+        if cfg.idempotence_enabled:
+            self._transaction_manager = TransactionManager(
+                log_context, cfg.transactional_id, values["transaction.timeout.ms"], values["retry.backoff.ms"],
+                allow_unsupported_fallback=ENABLE_IDEMPOTENCE_CONFIG not in cfg.originals, time=time)
+        level = {"gzip": values["compression.gzip.level"], "lz4": values["compression.lz4.level"],
+                 "zstd": values["compression.zstd.level"]}.get(values["compression.type"])
+        self._buffer_pool = BufferPool(self._total_memory_size, values["batch.size"], None, time)
+        self._accumulator = RecordAccumulator(
+            values["batch.size"], self._compression, cfg.linger_ms, values["retry.backoff.ms"],
+            values["delivery.timeout.ms"], self._buffer_pool, time, transaction_manager=self._transaction_manager,
+            compression_level=None if level == -1 else level, log_context=log_context)
+        addresses = parse_bootstrap_servers(values["bootstrap.servers"])
+        self._metadata = metadata or ProducerMetadata(values["retry.backoff.ms"], values["metadata.max.age.ms"],
+                                                      values["metadata.max.idle.ms"], time, log_context=log_context)
+        self._metadata.bootstrap(addresses)
+        self._errors = self._metrics.sensor("errors", record_error_rate="rate", record_error_total="total")
+        self._metadata_wait = self._metrics.sensor("metadata-wait", metadata_wait_time_ns_total="total")
+        self._flush_time = self._metrics.sensor("flush-time", flush_time_ns_total="total")
+        self._client = client or self._new_network_client(values, time, log_context)
+        max_in_flight = values["max.in.flight.requests.per.connection"]
+        self._sender = Sender(self._client, self._metadata, self._accumulator, max_in_flight == 1,
+                              self._max_request_size, values["acks"], values["retries"], self._metrics, time,
+                              values["request.timeout.ms"], values["retry.backoff.ms"], self._transaction_manager,
+                              log_context=log_context)
+        for name in ("buffer-total-bytes", "buffer-available-bytes", "waiting-threads",
+                     "bufferpool-wait-time-ns-total"):
+            self._metrics.add_gauge(name, lambda n=name: self._buffer_pool.metric_values()[n])
+        selector_stats = getattr(getattr(self._client, "selector", None), "stats", None)
+        if selector_stats is not None:
+            for name in selector_stats:
+                self._metrics.add_gauge(name, lambda n=name: selector_stats[n])
+            self._metrics.add_gauge("connection-count", lambda: len(self._client.selector.channels()))  # type: ignore
+        name = f"{NETWORK_THREAD_PREFIX} | {self.client_id}" if self.client_id else NETWORK_THREAD_PREFIX
+        self._io_thread = threading.Thread(target=self._sender.run, name=name, daemon=True)
+        self._io_thread.start()
+        log.info("%sKafka producer started", log_context)
+
+    def _new_network_client(self, values: Mapping[str, Any], time: Time, log_context: str) -> NetworkClient:
+        selector = Selector(values["connections.max.idle.ms"], time, log_context=log_context)
+        return NetworkClient(
+            selector, self._metadata, self.client_id, values["max.in.flight.requests.per.connection"],
+            values["reconnect.backoff.ms"], values["reconnect.backoff.max.ms"], values["send.buffer.bytes"],
+            values["receive.buffer.bytes"], values["request.timeout.ms"],
+            values["socket.connection.setup.timeout.ms"], values["socket.connection.setup.timeout.max.ms"], time,
+            True, self._api_versions, log_context=log_context)
+
+    # ------------------------------------------------------------------------------------------ send
+
+    def send(self, record: ProducerRecord | str, callback: Any = None, *, value: Any = None, key: Any = None,
+             partition: int | None = None, timestamp: int | None = None, headers: Any = None) -> FutureRecordMetadata:
+        """Send a record asynchronously; returns its future. ``callback(metadata, exception)`` runs on the
+        I/O thread when the record is acknowledged or fails (exactly one argument is not ``None``).
+
+        ``record`` is a :class:`ProducerRecord`, or a topic name with the record's fields as keywords (or the
+        value as the second positional argument: ``send("topic", b"value")``).
+        """
+        if not isinstance(record, ProducerRecord):
+            if callback is not None and not callable(callback):
+                value, callback = callback, None
+            record = ProducerRecord(record, value, key, partition, timestamp, headers)
+        interceptors = self._interceptors
+        intercepted = interceptors.on_send(record) if interceptors else record
+        return self._do_send(intercepted, callback)
+
+    def _do_send(self, record: ProducerRecord, callback: Any) -> FutureRecordMetadata:
+        tp: TopicPartition | None = None
+        interceptors = self._interceptors
+        try:
+            self._throw_if_producer_closed()
+            time = self._time
+            now = time.milliseconds()
+            try:
+                cluster, waited_ms = self._wait_on_metadata(record.topic, record.partition, now,
+                                                            self._max_block_time_ms)
+            except KafkaError as e:
+                if self._metadata.is_closed():
+                    raise KafkaError("Producer closed while send in progress") from e
+                raise
+            now += waited_ms
+            remaining_wait_ms = max(0, self._max_block_time_ms - waited_ms)
+            topic = record.topic
+            headers = record.headers
+            try:
+                key_bytes = self._key_serializer.serialize(topic, record.key, headers)
+            except TypeError as e:
+                raise SerializationError(
+                    f"Can't convert key of class {type(record.key).__name__} to class "
+                    f"{type(self._key_serializer).__name__} specified in key.serializer") from e
+            try:
+                value_bytes = self._value_serializer.serialize(topic, record.value, headers)
+            except TypeError as e:
+                raise SerializationError(
+                    f"Can't convert value of class {type(record.value).__name__} to class "
+                    f"{type(self._value_serializer).__name__} specified in value.serializer") from e
+            partition = self._partition(record, key_bytes, value_bytes, cluster)
+            tp = TopicPartition(topic, partition)
+            headers.set_read_only()
+            header_array = headers.to_array() if headers else ()
+            self._ensure_valid_record_size(upper_bound_size(key_bytes, value_bytes, header_array, self._compression))
+            timestamp = now if record.timestamp is None else record.timestamp
+            intercept_callback = InterceptorCallback(callback, interceptors, tp) if interceptors else callback
+            accumulator = self._accumulator
+            result = accumulator.append(tp, timestamp, key_bytes, value_bytes, header_array, intercept_callback,
+                                        remaining_wait_ms, True, now)
+            if result.abort_for_new_batch:
+                prev_partition = partition
+                on_new_batch = getattr(self._partitioner, "on_new_batch", None)
+                if on_new_batch is not None:
+                    on_new_batch(topic, cluster, prev_partition)
+                partition = self._partition(record, key_bytes, value_bytes, cluster)
+                tp = TopicPartition(topic, partition)
+                if interceptors:
+                    intercept_callback = InterceptorCallback(callback, interceptors, tp)
+                result = accumulator.append(tp, timestamp, key_bytes, value_bytes, header_array, intercept_callback,
+                                            remaining_wait_ms, False, now)
+            if result.batch_is_full or result.new_batch_created:
+                self._sender.wakeup()  # type: ignore[union-attr]
+            return result.future  # type: ignore[return-value]
+        except _ApiErrors as e:
+            # API errors go to the callback and the future, not to the caller.
+            log.debug("%sException occurred during message send:", self._log_context, exc_info=True)
+            if callback is not None:
+                try:
+                    callback(None, e)
+                except Exception:
+                    log.error("%sError executing user-provided callback", self._log_context, exc_info=True)
+            self._errors.record()
+            interceptors.on_send_error(record, tp, e)
+            return _failed_future(e, tp or TopicPartition(record.topic, record.partition
+                                                          if record.partition is not None else -1))
+        except KafkaError as e:
+            self._errors.record()
+            interceptors.on_send_error(record, tp, e)
+            raise
+        except Exception as e:
+            interceptors.on_send_error(record, tp, e)
+            raise
+
+    def _partition(self, record: ProducerRecord, key_bytes: bytes | None, value_bytes: bytes | None,
+                   cluster: Cluster) -> int:
+        if record.partition is not None:
+            return record.partition
+        return self._partitioner.partition(record.topic, record.key, key_bytes, record.value, value_bytes,
+                                           cluster)
+
+    def _ensure_valid_record_size(self, size: int) -> None:
+        if size > self._max_request_size:
+            raise RecordTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than {self._max_request_size}, "
+                f"which is the value of the max.request.size configuration.")
+        if size > self._total_memory_size:
+            raise RecordTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than the total memory buffer you "
+                f"have configured with the buffer.memory configuration.")
+
+    def _wait_on_metadata(self, topic: str, partition: int | None, now_ms: int,
+                          max_wait_ms: int) -> tuple[Cluster, int]:
+        """Kafka's ``waitOnMetadata``: the cluster once ``topic`` (and ``partition``) is known, and the wait."""
+        metadata = self._metadata
+        cluster = metadata.fetch()
+        if topic in cluster.invalid_topics:
+            raise InvalidTopicExceptionError(f"Invalid topics: [{topic}]")
+        metadata.add(topic, now_ms)
+        partitions_count = cluster.partition_count_for_topic(topic)
+        if partitions_count is not None and (partition is None or partition < partitions_count):
+            return cluster, 0
+        remaining_wait_ms = max_wait_ms
+        elapsed = 0
+        time = self._time
+        start_ns = time.nanoseconds()
+        while True:
+            log.debug("%sRequesting metadata update for %s.", self._log_context,
+                      f"partition {partition} of topic {topic}" if partition is not None else f"topic {topic}")
+            metadata.add(topic, now_ms + elapsed)
+            version = metadata.request_update_for_topic(topic)
+            self._sender.wakeup()  # type: ignore[union-attr]
+            try:
+                metadata.await_update(version, remaining_wait_ms)
+            except KafkaTimeoutError:
+                raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {max_wait_ms} ms.") from None
+            cluster = metadata.fetch()
+            elapsed = time.milliseconds() - now_ms
+            if elapsed >= max_wait_ms:
+                if partitions_count is None:
+                    raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {max_wait_ms} ms.")
+                raise KafkaTimeoutError(
+                    f"Partition {partition} of topic {topic} with partition count {partitions_count} is not present "
+                    f"in metadata after {max_wait_ms} ms.")
+            metadata.maybe_throw_exception_for_topic(topic)
+            remaining_wait_ms = max_wait_ms - elapsed
+            partitions_count = cluster.partition_count_for_topic(topic)
+            if partitions_count is not None and (partition is None or partition < partitions_count):
+                break
+        self._metadata_wait.record(time.nanoseconds() - start_ns)
+        return cluster, elapsed
+
+    # ----------------------------------------------------------------------------------- other API
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Make every buffered record sendable now and wait (``timeout`` seconds, ``None`` = forever) until
+        all records sent before the call have completed."""
+        if threading.current_thread() is self._io_thread:
+            raise KafkaError("KafkaProducer.flush() invocation inside a callback is not permitted because it may "
+                             "lead to deadlock.")
+        start = self._time.nanoseconds()
+        self._accumulator.begin_flush()
+        self._sender.wakeup()  # type: ignore[union-attr]
+        try:
+            self._accumulator.await_flush_completion(None if timeout is None else int(timeout * 1000))
+        finally:
+            self._flush_time.record(self._time.nanoseconds() - start)
+
+    def partitions_for(self, topic: str) -> list[PartitionInfo]:
+        """The topic's partitions, waiting up to ``max.block.ms`` for its metadata (raises on timeout)."""
+        if topic is None:
+            raise ValueError("topic cannot be null")
+        self._throw_if_producer_closed()
+        cluster, _ = self._wait_on_metadata(topic, None, self._time.milliseconds(), self._max_block_time_ms)
+        return cluster.partition_infos_for_topic(topic)
+
+    def metrics(self) -> dict[str, Any]:
+        """Current values of the producer's metrics by Kafka name (record-send-rate, request-latency-avg,
+        batch-size-avg, records-per-request-avg, buffer-available-bytes, bufferpool-wait-time-ns-total, ...)."""
+        return self._metrics.values()
+
+    def _throw_if_producer_closed(self) -> None:
+        if self._sender is None or not self._sender.is_running():
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+
+    # -------------------------------------------------------------------------------------- close
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send everything buffered and stop (``timeout`` seconds, ``None`` = wait forever). Records still
+        incomplete when the timeout passes are aborted; ``close(0)`` aborts at once."""
+        self._close(timeout, swallow=False)
+
+    def _close(self, timeout: float | None, swallow: bool) -> None:
+        if timeout is not None and timeout < 0:
+            raise ValueError("The timeout cannot be negative.")
+        log.info("%sClosing the Kafka producer with timeoutMillis = %s ms.", getattr(self, "_log_context", ""),
+                 "max" if timeout is None else int(timeout * 1000))
+        invoked_from_callback = threading.current_thread() is self._io_thread
+        sender, thread = self._sender, self._io_thread
+        if timeout is None or timeout > 0:
+            if invoked_from_callback:
+                log.warning("Overriding close timeout %s to 0 ms in order to prevent useless blocking due to "
+                            "self-join. This means you have incorrectly invoked close with a non-zero timeout from "
+                            "the producer call-back.", timeout)
+            else:
+                if sender is not None:
+                    sender.initiate_close()
+                if thread is not None and thread.ident is not None:
+                    thread.join(timeout)
+        if sender is not None and thread is not None and thread.is_alive():
+            log.info("Proceeding to force close the producer since pending requests could not be completed within "
+                     "timeout %s.", timeout)
+            sender.force_close()
+            if not invoked_from_callback:
+                thread.join()
+        elif sender is not None and (thread is None or thread.ident is None):
+            sender.force_close()  # the I/O thread never started: release what the constructor built
+            sender.accumulator.abort_incomplete_batches()
+            sender.client.close()
+        elif sender is None and self._client is not None:
+            self._client.close()
+        for name in ("_interceptors", "_key_serializer", "_value_serializer", "_partitioner"):
+            obj = getattr(self, name, None)
+            close = getattr(obj, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    log.error("Failed to close %s", name, exc_info=True)
+        metadata = getattr(self, "_metadata", None)
+        if metadata is not None:
+            metadata.close()
+        log.debug("Kafka producer has been closed")
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KafkaProducer(client_id={getattr(self, 'client_id', None)!r})"
