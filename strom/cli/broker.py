@@ -17,7 +17,7 @@ import logging
 import signal
 import sys
 
-from strom.cli.main import CliError
+from strom.cli.errors import CliError
 from strom.common.errors import ConfigError
 
 __all__ = ["add_arguments", "run", "serve"]

@@ -10,20 +10,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from strom.cli.errors import CliError
+
 __all__ = ["main", "CliError"]
 
 # sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("strom.cli.broker", "start a broker in the foreground (kafka-server-start.sh)"),
 }
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit code ``code``."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def build_parser() -> argparse.ArgumentParser:

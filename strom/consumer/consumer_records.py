@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from strom.common.structs import TopicPartition
 
-__all__ = ["ConsumerRecord", "ConsumerRecords", "NULL_SIZE", "NO_TIMESTAMP"]
+__all__ = ["ConsumerRecord", "ConsumerRecords", "OffsetAndTimestamp", "NULL_SIZE", "NO_TIMESTAMP"]
 
 NULL_SIZE = -1
 """``serialized_key_size`` / ``serialized_value_size`` of a null key / value (Kafka's ``ConsumerRecord.NULL_SIZE``)."""
@@ -119,3 +119,11 @@ class ConsumerRecords:
 
 
 ConsumerRecords.EMPTY = ConsumerRecords()
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """A result of ``offsets_for_times`` (Kafka's ``OffsetAndTimestamp``)."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None = None

@@ -62,7 +62,7 @@ class CompletedFetch:
     """
 
     __slots__ = ("tp", "fetch_offset", "next_fetch_offset", "error_code", "high_watermark", "last_stable_offset",
-                 "log_start_offset", "is_consumed", "initialized", "size_in_bytes", "_records_buf", "_batches",
+                 "log_start_offset", "is_consumed", "initialized", "_started", "size_in_bytes", "_records_buf", "_batches",
                  "_current", "_index", "_pending_error", "_check_crcs", "_read_committed", "_aborted",
                  "_aborted_pids", "_converter", "last_epoch", "preferred_read_replica", "_batch_next_offset")
 
@@ -80,7 +80,8 @@ class CompletedFetch:
         self.log_start_offset = log_start_offset
         self.preferred_read_replica = preferred_read_replica
         self.is_consumed = False
-        self.initialized = False
+        self.initialized = False  # the fetcher checked the error code and the position
+        self._started = False
         self._records_buf = records
         self.size_in_bytes = len(records) if records is not None else 0
         self._batches: Iterator[Any] | None = None
@@ -96,6 +97,11 @@ class CompletedFetch:
         self._aborted_pids: set[int] = set()
         self._converter = converter
         self.last_epoch: int | None = None
+
+    def defer_error(self, exc: BaseException) -> None:
+        """Raise ``exc`` from the next :meth:`fetch_records` (records of other partitions went out first)."""
+        self._pending_error = exc
+        self.is_consumed = False
 
     def drain(self) -> None:
         """Forget the remaining records (the partition was sought, paused away or unassigned)."""
@@ -148,9 +154,9 @@ class CompletedFetch:
     def _load_next_batch(self) -> bool:
         """Decode the next usable batch into ``_current``; ``False`` when the data is exhausted."""
         if self._batches is None:
-            if self._records_buf is None or self.initialized:
+            if self._records_buf is None or self._started:
                 return False
-            self.initialized = True
+            self._started = True
             self._batches = iter(MemoryRecords(self._records_buf).batches())
         read_committed = self._read_committed
         while True:

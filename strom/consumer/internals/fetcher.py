@@ -1,0 +1,302 @@
+"""Fetching: one FetchRequest per leader, responses buffered as :class:`CompletedFetch` es, records collected
+up to ``max.poll.records``.
+
+Kafka counterpart: ``org.apache.kafka.clients.consumer.internals.Fetcher`` (3.x: ``AbstractFetch`` +
+``FetchCollector`` + ``FetchBuffer``), without fetch sessions (every request is a full, session-less fetch:
+``session_id=0``, ``session_epoch=-1``) and without leader-epoch validation.
+
+``send_fetches`` builds a request per leader node for every fetchable partition (assigned, valid position,
+not paused, not being revoked) that has no buffered data and whose node has no fetch in flight. Fetch v4..v12
+is used (v13+ addresses topics by id); ``isolation.level``, ``fetch.min.bytes``, ``fetch.max.bytes``,
+``fetch.max.wait.ms``, ``max.partition.fetch.bytes`` and ``client.rack`` go into the request.
+
+``collect_fetch`` hands out records in partition order. A response partition is used only if the position
+still equals its fetch offset (a ``seek`` in between discards it). Errors per partition: leadership /
+unknown-partition errors refresh metadata; ``OFFSET_OUT_OF_RANGE`` resets the position per
+``auto.offset.reset`` or, with ``none``, raises :class:`OffsetOutOfRangeError`; authorization and corruption
+errors raise. An error met after records of other partitions were collected is raised by the next call.
+Records of paused partitions stay buffered until ``resume``.
+
+Threading: ``send_fetches`` / ``collect_fetch`` run on the consumer's thread; response handlers may run on the
+heartbeat thread (whichever thread polls the network), so the buffer is guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Any
+
+from strom.common import error_codes as ec
+from strom.common.error_codes import ErrorCode
+from strom.common.errors import IllegalStateError, KafkaError
+from strom.common.structs import Node, TopicPartition
+from strom.common.time import Time
+from strom.consumer.consumer_records import ConsumerRecord
+from strom.consumer.errors import offset_out_of_range
+from strom.consumer.internals.completed_fetch import CompletedFetch, RecordConverter
+from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
+from strom.consumer.internals.subscription_state import SubscriptionState
+from strom.protocol.messages import FetchRequest
+
+__all__ = ["Fetcher", "FETCH_MIN_VERSION", "FETCH_MAX_VERSION"]
+
+log = logging.getLogger(__name__)
+
+FETCH_MIN_VERSION = 4   # isolation level, last stable offset, aborted transactions
+FETCH_MAX_VERSION = 12  # v13+ identifies topics by id
+_REFRESH_METADATA = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INCONSISTENT_TOPIC_ID,
+})
+
+
+class Fetcher:
+    """Kafka's ``Fetcher`` (see the module docstring)."""
+
+    def __init__(self, client: ConsumerNetworkClient, metadata: Any, subscriptions: SubscriptionState, time: Time,
+                 converter: RecordConverter, *, fetch_min_bytes: int = 1, fetch_max_bytes: int = 50 * 1024 * 1024,
+                 fetch_max_wait_ms: int = 500, max_partition_fetch_bytes: int = 1024 * 1024,
+                 max_poll_records: int = 500, check_crcs: bool = True, client_rack: str = "",
+                 read_committed: bool = False, request_timeout_ms: int = 30_000) -> None:
+        self.client = client
+        self.metadata = metadata
+        self.subscriptions = subscriptions
+        self.time = time
+        self.converter = converter
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.max_poll_records = max_poll_records
+        self.check_crcs = check_crcs
+        self.client_rack = client_rack
+        self.read_committed = read_committed
+        self.request_timeout_ms = request_timeout_ms
+        self._lock = threading.Lock()
+        self._completed: deque[CompletedFetch] = deque()
+        self._next_in_line: CompletedFetch | None = None
+        self._nodes_with_pending_fetch: set[int] = set()
+
+    # ------------------------------------------------------------------------------------ requests
+
+    def _buffered_partitions(self) -> set[TopicPartition]:
+        with self._lock:
+            out = {cf.tp for cf in self._completed}
+            nil = self._next_in_line
+            if nil is not None and not nil.is_consumed:
+                out.add(nil.tp)
+            return out
+
+    def send_fetches(self) -> int:
+        """Send a FetchRequest to every leader with fetchable partitions; returns how many were sent."""
+        requests = self._prepare_fetch_requests()
+        for node, (request, offsets) in requests.items():
+            with self._lock:
+                self._nodes_with_pending_fetch.add(node.node_id)
+            log.debug("Sending READ_%s FetchRequest for %s to broker %s",
+                      "COMMITTED" if self.read_committed else "UNCOMMITTED", offsets, node)
+            timeout = self.request_timeout_ms + self.fetch_max_wait_ms
+            future = self.client.send(node, request, timeout_ms=timeout, min_version=FETCH_MIN_VERSION,
+                                      max_version=FETCH_MAX_VERSION)
+            future.add_listener(lambda response, n=node, o=offsets: self._handle_fetch_response(n, o, response),
+                                lambda exc, n=node: self._handle_fetch_failure(n, exc))
+        return len(requests)
+
+    def _prepare_fetch_requests(self) -> dict[Node, tuple[Any, dict[TopicPartition, int]]]:
+        cluster = self.metadata.fetch()
+        buffered = self._buffered_partitions()
+        with self._lock:
+            pending = set(self._nodes_with_pending_fetch)
+        per_node: dict[Node, dict[str, list[Any]]] = {}
+        offsets: dict[Node, dict[TopicPartition, int]] = {}
+        for tp in self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered):
+            position = self.subscriptions.position(tp)
+            if position is None:
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                log.debug("Requesting metadata update for partition %s since the leader is unknown", tp)
+                self.metadata.request_update()
+                continue
+            if leader.node_id in pending or self.client.is_unavailable(leader):
+                continue
+            per_node.setdefault(leader, {}).setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
+                partition=tp.partition, current_leader_epoch=-1, fetch_offset=position, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=self.max_partition_fetch_bytes))
+            offsets.setdefault(leader, {})[tp] = position
+        out = {}
+        for node, topics in per_node.items():
+            request = FetchRequest(
+                replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
+                max_bytes=self.fetch_max_bytes, isolation_level=1 if self.read_committed else 0, session_id=0,
+                session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                forgotten_topics_data=[], rack_id=self.client_rack)
+            out[node] = (request, offsets[node])
+        return out
+
+    def _handle_fetch_response(self, node: Node, offsets: dict[TopicPartition, int], response: Any) -> None:
+        fetched = []
+        if response.error_code:
+            log.info("Fetch from node %s failed: %s", node, ec.ERROR_CLASSES.get(response.error_code))
+        for topic in response.responses:
+            name = topic.topic
+            for p in topic.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                fetch_offset = offsets.get(tp)
+                if fetch_offset is None:
+                    continue
+                aborted = p.aborted_transactions
+                fetched.append(CompletedFetch(
+                    tp, fetch_offset, p.error_code, p.records, self.converter, check_crcs=self.check_crcs,
+                    read_committed=self.read_committed, high_watermark=p.high_watermark,
+                    last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
+                    aborted_transactions=[(a.producer_id, a.first_offset) for a in aborted] if aborted else None))
+        with self._lock:
+            self._completed.extend(fetched)
+            self._nodes_with_pending_fetch.discard(node.node_id)
+
+    def _handle_fetch_failure(self, node: Node, exc: BaseException) -> None:
+        log.debug("Fetch request to node %s failed: %s", node, exc)
+        with self._lock:
+            self._nodes_with_pending_fetch.discard(node.node_id)
+
+    # ---------------------------------------------------------------------------------- collection
+
+    def has_available_fetches(self) -> bool:
+        """Buffered data of a fetchable partition (the poll condition: do not block while there is some)."""
+        is_fetchable = self.subscriptions.is_fetchable
+        with self._lock:
+            nil = self._next_in_line
+            if nil is not None and not nil.is_consumed and is_fetchable(nil.tp):
+                return True
+            return any(is_fetchable(cf.tp) for cf in self._completed)
+
+    def has_pending_fetches(self) -> bool:
+        with self._lock:
+            return bool(self._nodes_with_pending_fetch)
+
+    def collect_fetch(self) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``max.poll.records`` records from the buffered responses."""
+        fetched: dict[TopicPartition, list[ConsumerRecord]] = {}
+        remaining = self.max_poll_records
+        paused: list[CompletedFetch] = []
+        try:
+            while remaining > 0:
+                nil = self._next_in_line
+                if nil is None or nil.is_consumed:
+                    with self._lock:
+                        cf = self._completed.popleft() if self._completed else None
+                    if cf is None:
+                        break
+                    self._next_in_line = None
+                    if not cf.initialized:
+                        try:
+                            usable = self._initialize(cf)
+                        except KafkaError:
+                            if fetched:  # raise it on the next call, after these records are out
+                                with self._lock:
+                                    self._completed.appendleft(cf)
+                                break
+                            raise
+                        if not usable:
+                            continue
+                    self._next_in_line = cf
+                elif self.subscriptions.is_paused(nil.tp):
+                    paused.append(nil)  # keep the data until the partition is resumed
+                    self._next_in_line = None
+                else:
+                    try:
+                        records = self._fetch_records(nil, remaining)
+                    except KafkaError as exc:
+                        if fetched:
+                            nil.defer_error(exc)
+                            break
+                        raise
+                    if records:
+                        fetched.setdefault(nil.tp, []).extend(records)
+                        remaining -= len(records)
+        finally:
+            if paused:
+                with self._lock:
+                    self._completed.extend(paused)
+        return fetched
+
+    def _fetch_records(self, cf: CompletedFetch, max_records: int) -> list[ConsumerRecord]:
+        tp = cf.tp
+        subscriptions = self.subscriptions
+        if not subscriptions.is_assigned(tp):
+            log.debug("Not returning fetched records for partition %s since it is no longer assigned", tp)
+        elif not subscriptions.is_fetchable(tp):
+            log.debug("Not returning fetched records for assigned partition %s since it is no longer fetchable", tp)
+        else:
+            position = subscriptions.position(tp)
+            if cf.next_fetch_offset == position:
+                records = cf.fetch_records(max_records)
+                if cf.next_fetch_offset > position:
+                    subscriptions.update_position(tp, cf.next_fetch_offset, cf.last_epoch)
+                return records
+            log.debug("Ignoring fetched records for %s at offset %s since the current position is %s", tp,
+                      cf.next_fetch_offset, position)
+        cf.drain()
+        return []
+
+    def _initialize(self, cf: CompletedFetch) -> bool:
+        """Check a response partition's error and position; ``True`` if its records are usable."""
+        tp = cf.tp
+        error = cf.error_code
+        subscriptions = self.subscriptions
+        cf.initialized = True
+        if not subscriptions.has_valid_position(tp):
+            return False
+        if error == ErrorCode.NONE:
+            position = subscriptions.position(tp)
+            if position != cf.fetch_offset:
+                log.debug("Discarding stale fetch response for partition %s since its offset %d does not match the "
+                          "expected offset %s", tp, cf.fetch_offset, position)
+                return False
+            subscriptions.update_high_watermark(tp, cf.high_watermark)
+            subscriptions.update_log_start_offset(tp, cf.log_start_offset)
+            subscriptions.update_last_stable_offset(tp, cf.last_stable_offset)
+            return True
+        if error in _REFRESH_METADATA:
+            log.debug("Error in fetch for partition %s: %s", tp, ec.ERROR_CLASSES[error].name)
+            self.metadata.request_update()
+        elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if subscriptions.position(tp) != cf.fetch_offset:
+                log.debug("Discarding stale fetch response for partition %s since the fetched offset %d does not "
+                          "match the current offset %s", tp, cf.fetch_offset, subscriptions.position(tp))
+            elif subscriptions.has_default_offset_reset_policy():
+                log.info("Fetch position %d is out of range for partition %s, resetting offset", cf.fetch_offset, tp)
+                subscriptions.request_offset_reset(tp)
+            else:
+                raise offset_out_of_range({tp: cf.fetch_offset})
+        elif error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            raise ec.TopicAuthorizationFailedError(f"Not authorized to access topics: [{tp.topic}]")
+        elif error in (ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_SERVER_ERROR):
+            log.warning("Unknown error fetching data for topic-partition %s: %s", tp, ec.ERROR_CLASSES[error].name)
+        elif error == ErrorCode.CORRUPT_MESSAGE:
+            raise KafkaError(f"Encountered corrupt message when fetching offset {cf.fetch_offset} for "
+                             f"topic-partition {tp}")
+        else:
+            raise IllegalStateError(f"Unexpected error code {error} while fetching at offset {cf.fetch_offset} "
+                                    f"from topic-partition {tp}")
+        return False
+
+    def clear_buffered_data_for_unassigned_partitions(self, assigned: set[TopicPartition]) -> None:
+        with self._lock:
+            self._completed = deque(cf for cf in self._completed if cf.tp in assigned)
+            nil = self._next_in_line
+            if nil is not None and nil.tp not in assigned:
+                nil.drain()
+                self._next_in_line = None
+
+    def clear_buffered_data_for(self, tp: TopicPartition) -> None:
+        """Forget buffered data of ``tp`` (``seek``: the next fetch starts from the new position)."""
+        with self._lock:
+            self._completed = deque(cf for cf in self._completed if cf.tp != tp)
+            nil = self._next_in_line
+            if nil is not None and nil.tp == tp:
+                nil.drain()

@@ -1,0 +1,304 @@
+"""Selector over real loopback sockets: partial reads/writes, framing, staging, idle expiry, muting, wakeup."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from strom.common.errors import IllegalStateError
+from strom.network.kafka_channel import ChannelState
+from strom.network.network_receive import NetworkSend
+from strom.network.selector import Selector
+from strom.network.transport import SimpleMemoryPool
+from strom.testing.mock_time import MockTime
+
+from .socket_support import Events, TinyServer, frame, read_exact, read_frame
+
+pytestmark = [pytest.mark.component, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def selector():  # type: ignore[no-untyped-def]
+    s = Selector(max_receive_size=1 << 20)
+    yield s
+    s.close()
+
+
+def _echo(conn: socket.socket) -> None:
+    while True:
+        conn.sendall(frame(read_frame(conn)))
+
+
+def test_connect_send_receive_echo(selector: Selector) -> None:
+    """§18 items 73, 82: a non-blocking connect completes in a later poll; TCP_NODELAY and SO_KEEPALIVE are on;
+    a request goes out and its reply comes back as one receive."""
+    server = TinyServer(_echo)
+    try:
+        selector.connect("n1", server.address, 65536, 65536)
+        events = Events(selector)
+        events.until(lambda: "n1" in events.connected)
+        sock = selector.channel("n1").transport.sock  # type: ignore[union-attr]
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= 65536
+        assert sock.getblocking() is False
+        selector.send(NetworkSend.sized("n1", b"hello"))
+        events.until(lambda: events.receives)
+        assert events.receives == [("n1", b"hello")]
+        assert len(events.sends) == 1
+    finally:
+        server.close()
+
+
+def test_frame_dribbled_one_byte_at_a_time_is_reassembled(selector: Selector) -> None:
+    """§18 item 81: a frame split across many TCP reads (the server writes one byte at a time) is reassembled
+    across polls into one receive."""
+    payload = bytes(range(256)) * 4
+
+    def dribble(conn: socket.socket) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        read_frame(conn)
+        for b in frame(payload):
+            conn.sendall(bytes([b]))
+            time.sleep(0.0005)
+        time.sleep(5)
+
+    server = TinyServer(dribble)
+    try:
+        selector.connect("n", server.address)
+        events = Events(selector)
+        events.until(lambda: "n" in events.connected)
+        selector.send(NetworkSend.sized("n", b"go"))
+        events.until(lambda: events.receives)
+        assert events.receives == [("n", payload)]
+        assert len(events.receives_per_poll) > 10  # it really took many polls
+    finally:
+        server.close()
+
+
+def test_several_frames_in_one_read_are_staged_one_per_poll(selector: Selector) -> None:
+    """§18 item 81: several frames arriving in one read are all staged and delivered one per channel per
+    poll, in order."""
+    ready = threading.Event()
+
+    def burst(conn: socket.socket) -> None:
+        read_frame(conn)
+        conn.sendall(b"".join(frame(b"r%d" % i) for i in range(5)))
+        ready.set()
+        time.sleep(5)
+
+    server = TinyServer(burst)
+    try:
+        selector.connect("n", server.address)
+        events = Events(selector)
+        events.until(lambda: "n" in events.connected)
+        selector.send(NetworkSend.sized("n", b"go"))
+        ready.wait(5)
+        events.until(lambda: len(events.receives) == 5)
+        assert [p for _, p in events.receives] == [b"r0", b"r1", b"r2", b"r3", b"r4"]
+        assert max(events.receives_per_poll) == 1
+    finally:
+        server.close()
+
+
+def test_partial_writes_complete_across_polls(selector: Selector) -> None:
+    """A send larger than the socket buffers is written across several polls while the peer reads slowly;
+    it is reported once, complete, and the peer gets every byte."""
+    payload = bytes(i % 251 for i in range(4 * 1024 * 1024))
+    received = bytearray()
+    go = threading.Event()
+
+    def slow_reader(conn: socket.socket) -> None:
+        go.wait(10)
+        while len(received) < len(payload) + 4:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            received.extend(chunk)
+            time.sleep(0.001)
+
+    server = TinyServer(slow_reader)
+    try:
+        selector.connect("n", server.address, 8192, 8192)
+        events = Events(selector)
+        events.until(lambda: "n" in events.connected)
+        send = NetworkSend.sized("n", payload)
+        selector.send(send)
+        events.poll(0)
+        assert not events.sends and not send.completed()
+        with pytest.raises(IllegalStateError, match="prior send operation still in progress"):
+            selector.send(NetworkSend.sized("n", b"x"))  # §18 item 77
+    finally:
+        server.close()
+
+
+def test_partial_write_then_completion(selector: Selector) -> None:
+    """Partial writes resume on writability: the whole frame arrives intact."""
+    payload = bytes(i % 251 for i in range(2 * 1024 * 1024))
+    got: list[bytes] = []
+
+    def slow_reader(conn: socket.socket) -> None:
+        time.sleep(0.2)
+        got.append(read_frame(conn))
+
+    server = TinyServer(slow_reader)
+    try:
+        selector.connect("n", server.address, 8192, 8192)
+        events = Events(selector)
+        events.until(lambda: "n" in events.connected)
+        selector.send(NetworkSend.sized("n", payload))
+        events.poll(0)
+        assert not events.sends
+        events.until(lambda: events.sends)
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert got == [payload]
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(("raw", "state", "message"), [
+    (struct.pack(">i", -1), ChannelState.INVALID_RECEIVE, "Invalid receive (size = -1)"),
+    (struct.pack(">i", 101), ChannelState.INVALID_RECEIVE, "Invalid receive (size = 101 larger than 100)"),
+    (struct.pack(">i", 10) + b"abc", ChannelState.CLOSED_BY_PEER, None),
+])
+def test_bad_frames_and_eof_disconnect(raw: bytes, state: ChannelState, message: str | None,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    """§18 item 80: a negative size or a size above the maximum receive size fails the connection with
+    Kafka's InvalidReceiveException message; EOF mid-frame closes it."""
+    def send_raw(conn: socket.socket) -> None:
+        conn.sendall(raw)
+        conn.shutdown(socket.SHUT_WR)
+        time.sleep(2)
+
+    server = TinyServer(send_raw)
+    selector = Selector(max_receive_size=100)
+    try:
+        selector.connect("n", server.address)
+        events = Events(selector)
+        events.until(lambda: "n" in events.disconnected)
+        assert events.disconnected["n"] is state
+        if message:
+            assert message in caplog.text
+        assert selector.channel("n") is None
+    finally:
+        selector.close()
+        server.close()
+
+
+def test_zero_length_frame_is_an_empty_payload(selector: Selector) -> None:
+    """§18 item 80: a zero size yields an empty payload."""
+    server = TinyServer(lambda conn: (conn.sendall(frame(b"") + frame(b"x")), time.sleep(2)))
+    try:
+        selector.connect("n", server.address)
+        events = Events(selector)
+        events.until(lambda: len(events.receives) == 2)
+        assert [p for _, p in events.receives] == [b"", b"x"]
+    finally:
+        server.close()
+
+
+def test_connection_refused_is_reported_not_connected(selector: Selector) -> None:
+    """A refused connection shows up as disconnected with state NOT_CONNECTED."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    selector.connect("n", ("127.0.0.1", port))
+    events = Events(selector)
+    events.until(lambda: "n" in events.disconnected)
+    assert events.disconnected["n"] is ChannelState.NOT_CONNECTED
+
+
+def test_idle_connection_is_closed() -> None:
+    """§18 item 87: a connection idle for connections.max.idle.ms is closed (reported as EXPIRED)."""
+    server = TinyServer(lambda conn: time.sleep(5))
+    clock = MockTime()
+    selector = Selector(1000, clock)
+    try:
+        selector.connect("a", server.address)
+        selector.connect("b", server.address)
+        events = Events(selector)
+        events.until(lambda: {"a", "b"} <= set(events.connected))
+        clock.sleep(500)
+        selector.send(NetworkSend.sized("b", b"keepalive"))  # b is active, a is not
+        events.until(lambda: events.sends)
+        clock.sleep(600)
+        events.poll(0)
+        assert events.disconnected == {"a": ChannelState.EXPIRED}
+        assert selector.channel("b") is not None
+    finally:
+        selector.close()
+        server.close()
+
+
+def test_memory_pressure_mutes_then_unmutes() -> None:
+    """§18 item 88: when the receive memory pool cannot allocate a payload the channel mutes itself; once
+    memory is released it is unmuted and the frame is read."""
+    server = TinyServer(lambda conn: (conn.sendall(frame(b"p" * 50)), time.sleep(5)))
+    pool = SimpleMemoryPool(100)
+    hog = pool.try_allocate(100)
+    assert hog is not None and pool.is_out_of_memory()
+    selector = Selector(memory_pool=pool)
+    try:
+        selector.connect("n", server.address)
+        events = Events(selector)
+        events.until(lambda: selector.is_out_of_memory())
+        assert selector.channel("n").is_muted()  # type: ignore[union-attr]
+        assert not events.receives
+        pool.release(hog)
+        events.until(lambda: events.receives)
+        assert events.receives == [("n", b"p" * 50)]
+        assert not selector.channel("n").is_muted()  # type: ignore[union-attr]
+    finally:
+        selector.close()
+        server.close()
+
+
+def test_explicit_mute_stops_reading(selector: Selector) -> None:
+    """Explicitly muted channels are not read until unmuted."""
+    server = TinyServer(lambda conn: (read_exact(conn, 1), conn.sendall(frame(b"late")), time.sleep(5)))
+    try:
+        selector.connect("n", server.address)
+        events = Events(selector)
+        events.until(lambda: "n" in events.connected)
+        selector.mute("n")
+        selector.send(NetworkSend("n", b"!"))
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            events.poll()
+        assert not events.receives
+        selector.unmute("n")
+        events.until(lambda: events.receives)
+    finally:
+        server.close()
+
+
+def test_wakeup_interrupts_poll(selector: Selector) -> None:
+    """§18 item 89: wakeup() from another thread interrupts a blocking poll at once."""
+    threading.Timer(0.1, selector.wakeup).start()
+    start = time.monotonic()
+    selector.poll(10_000)
+    assert time.monotonic() - start < 5
+
+
+def test_close_connection_is_silent(selector: Selector) -> None:
+    """Kafka's close(id): no disconnect notification for a local close."""
+    server = TinyServer(lambda conn: time.sleep(5))
+    try:
+        selector.connect("n", server.address)
+        events = Events(selector)
+        events.until(lambda: "n" in events.connected)
+        selector.close_connection("n")
+        events.poll(0)
+        assert not events.disconnected
+        assert not selector.is_channel_ready("n")
+        with pytest.raises(IllegalStateError, match="no connection"):
+            selector.send(NetworkSend.sized("n", b"x"))
+    finally:
+        server.close()
