@@ -4,7 +4,7 @@ Kafka counterpart: ``org.apache.kafka.clients.MockClient`` (+ ``RequestTestUtils
 Nothing touches a socket: ``send`` records the request (or answers it at once with a response prepared by
 :meth:`MockClient.prepare_response`), :meth:`MockClient.respond` answers the oldest pending request, ``poll``
 hands out the queued responses (running their callbacks) and applies metadata updates when the metadata asks for
-one. Nodes connect on the first ``ready`` unless blacked out (:meth:`MockClient.blackout`) or disconnected;
+one (honouring the refresh backoff, like the real client). Nodes connect on the first ``ready`` unless blacked out (:meth:`MockClient.blackout`) or disconnected;
 requests older than their timeout complete as timed-out disconnects, as in the real client.
 
 Thread-safety: like the real client, one I/O thread (``wakeup`` is thread-safe); tests usually drive it from
@@ -137,6 +137,8 @@ class MockClient:
         self._future_responses: deque[_FutureResponse] = deque()
         self._responses: deque[ClientResponse] = deque()
         self._metadata_updates: deque[tuple[Any, bool]] = deque()
+        self.default_metadata_response: Any = None
+        """When set, answers every metadata update that has no prepared response (a standing cluster)."""
         self._states: dict[Any, _ConnectionState] = {}
         self._correlation = 0
         self._active = True
@@ -259,9 +261,12 @@ class MockClient:
         self.polls += 1
         self._check_timeout_of_pending_requests(now)
         metadata = self.metadata
-        if metadata is not None and metadata.update_requested() and self.least_loaded_node(now) is not None:
+        if (metadata is not None and metadata.update_requested() and metadata.time_to_next_update(now) == 0
+                and self.least_loaded_node(now) is not None):
             if self._metadata_updates:
                 response, partial = self._metadata_updates.popleft()
+            elif self.default_metadata_response is not None:
+                response, partial = self.default_metadata_response, False
             else:
                 response, partial = metadata_response_for(metadata.fetch()), False
             if response.brokers:

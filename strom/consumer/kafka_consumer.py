@@ -1,0 +1,452 @@
+"""``KafkaConsumer``: the consumer client.
+
+Kafka counterpart: ``org.apache.kafka.clients.consumer.KafkaConsumer`` (classic group protocol).
+
+Construction (SPEC §13.5): parse :class:`ConsumerConfig`; build interceptors, deserializers, the
+:class:`SubscriptionState` (``auto.offset.reset``), :class:`ConsumerMetadata` (bootstrapped from
+``bootstrap.servers``), the shared :class:`~strom.network.network_client.NetworkClient` over a ``Selector``
+wrapped in a :class:`ConsumerNetworkClient` (blocking polls capped at ``heartbeat.interval.ms``), the assignors,
+a :class:`ConsumerCoordinator` only when ``group.id`` is set, the :class:`Fetcher` and :class:`OffsetFetcher`.
+A configuration error raises :class:`ConfigError`; any other failure closes what was built and raises
+``KafkaError("Failed to construct kafka consumer")``.
+
+``poll`` (Kafka 3.x): drive the group (without blocking on a join), refresh missing positions (committed
+offsets, then ``auto.offset.reset``), return buffered records or send fetches and wait for them; before
+returning records the next fetches are already sent (pipelining). Timeouts are in seconds (float or
+``timedelta``), or ``timeout_ms=`` in milliseconds.
+
+Threading: **not thread-safe except wakeup()** — a second thread entering raises
+:class:`ConcurrentModificationError`. The coordinator runs a heartbeat thread
+("kafka-coordinator-heartbeat-thread | <group>"); rebalance listeners, interceptors and commit callbacks
+run on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from strom.common.errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError
+from strom.common.structs import OffsetAndMetadata, TopicPartition
+from strom.common.time import SYSTEM_TIME, Time
+from strom.config.common_client_configs import parse_bootstrap_servers
+from strom.consumer.config import ConsumerConfig
+from strom.consumer.consumer_lookups import ConsumerLookupsMixin
+from strom.consumer.consumer_records import ConsumerRecords
+from strom.consumer.errors import ConcurrentModificationError
+from strom.consumer.internals.abstract_coordinator import GroupRebalanceConfig
+from strom.consumer.internals.completed_fetch import RecordConverter
+from strom.consumer.internals.consumer_coordinator import ConsumerCoordinator
+from strom.consumer.internals.consumer_metadata import ConsumerMetadata
+from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
+from strom.consumer.internals.fetcher import Fetcher
+from strom.consumer.internals.offset_fetcher import OffsetFetcher
+from strom.consumer.internals.subscription_state import SubscriptionState
+from strom.consumer.internals.timer import Timer
+
+__all__ = ["KafkaConsumer", "DEFAULT_CLOSE_TIMEOUT_MS"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLOSE_TIMEOUT_MS = 30_000
+_NO_CURRENT_THREAD = -1
+
+
+def to_ms(timeout: float | timedelta | None, timeout_ms: int | None, default_ms: int) -> int:
+    """Seconds (float / timedelta) or ``timeout_ms`` → milliseconds; ``None`` → ``default_ms``."""
+    if timeout_ms is not None:
+        if timeout_ms < 0:
+            raise ValueError("Timeout must not be negative")
+        return int(timeout_ms)
+    if timeout is None:
+        return default_ms
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if seconds < 0:
+        raise ValueError("Timeout must not be negative")
+    return int(seconds * 1000)
+
+
+class KafkaConsumer(ConsumerLookupsMixin):
+    """Kafka's ``KafkaConsumer`` (see the module docstring).
+
+    ``KafkaConsumer(configs=None, *, key_deserializer=None, value_deserializer=None, **kwargs)`` — keys as in
+    Kafka (``"group.id"``) or snake_case keywords (``group_id="g"``)."""
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, *, key_deserializer: Any = None,
+                 value_deserializer: Any = None, time: Time = SYSTEM_TIME, client: Any = None,
+                 **kwargs: Any) -> None:
+        self._closed = True  # until fully built: close() must not run half-way
+        self._current_thread = _NO_CURRENT_THREAD
+        self._ref_count = 0
+        self._thread_lock = threading.Lock()
+        self.config = ConsumerConfig(configs, key_deserializer=key_deserializer,
+                                     value_deserializer=value_deserializer, **kwargs)
+        self._client: ConsumerNetworkClient | None = None
+        self._coordinator: ConsumerCoordinator | None = None
+        self._interceptors: Any = None
+        self._deserializers: list[Any] = []
+        try:
+            self._build(time, client)
+        except ConfigError:
+            self._close_quietly()
+            raise
+        except Exception as exc:
+            self._close_quietly()
+            raise KafkaError("Failed to construct kafka consumer") from exc
+        self._closed = False
+
+    def _build(self, time: Time, client: Any) -> None:
+        c = self.config.values
+        self._time = time
+        self.client_id: str = c["client.id"]
+        self.group_id: str | None = c["group.id"]
+        instance = c["group.instance.id"]
+        self._log_context = (f"[Consumer instanceId={instance}, clientId={self.client_id}, groupId={self.group_id}] "
+                             if instance else f"[Consumer clientId={self.client_id}, groupId={self.group_id}] ")
+        self._request_timeout_ms: int = c["request.timeout.ms"]
+        self._default_api_timeout_ms: int = c["default.api.timeout.ms"]
+        self._retry_backoff_ms: int = c["retry.backoff.ms"]
+        self._interceptors = self.config.make_interceptors()
+        key_deserializer = self.config.make_key_deserializer()
+        value_deserializer = self.config.make_value_deserializer()
+        self._deserializers = [key_deserializer, value_deserializer]
+        self._subscriptions = SubscriptionState(c["auto.offset.reset"])
+        self._metadata = ConsumerMetadata(self._retry_backoff_ms, c["metadata.max.age.ms"],
+                                          not c["exclude.internal.topics"], c["allow.auto.create.topics"],
+                                          self._subscriptions, time, log_context=self._log_context)
+        self._metadata.bootstrap(parse_bootstrap_servers(c["bootstrap.servers"]))
+        if client is None:
+            client = self._new_network_client(c, time)
+        elif getattr(client, "metadata", "unset") is None:
+            client.metadata = self._metadata  # a MockClient created without metadata
+        heartbeat_interval = c["heartbeat.interval.ms"]
+        self._client = ConsumerNetworkClient(client, self._metadata, time, self._retry_backoff_ms,
+                                             self._request_timeout_ms, heartbeat_interval)
+        read_committed = self.config.read_committed
+        if self.group_id is not None:
+            rebalance_config = GroupRebalanceConfig(
+                self.group_id, instance, c["session.timeout.ms"], c["max.poll.interval.ms"], heartbeat_interval,
+                self._retry_backoff_ms, self._request_timeout_ms, c["internal.leave.group.on.close"])
+            self._coordinator = ConsumerCoordinator(
+                rebalance_config, self._client, time, self._subscriptions, self._metadata,
+                self.config.make_assignors(), auto_commit_enabled=c["enable.auto.commit"],
+                auto_commit_interval_ms=c["auto.commit.interval.ms"], interceptors=self._interceptors,
+                client_rack=c["client.rack"], client_id=self.client_id)
+        self._fetcher = Fetcher(
+            self._client, self._metadata, self._subscriptions, time, RecordConverter(key_deserializer,
+                                                                                     value_deserializer),
+            fetch_min_bytes=c["fetch.min.bytes"], fetch_max_bytes=c["fetch.max.bytes"],
+            fetch_max_wait_ms=c["fetch.max.wait.ms"], max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
+            max_poll_records=c["max.poll.records"], check_crcs=c["check.crcs"], client_rack=c["client.rack"],
+            read_committed=read_committed, request_timeout_ms=self._request_timeout_ms)
+        self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, time,
+                                             self._retry_backoff_ms, self._request_timeout_ms, read_committed)
+        self._has_all_fetch_positions = False
+        log.debug("%sKafka consumer initialized", self._log_context)
+
+    def _new_network_client(self, c: Mapping[str, Any], time: Time) -> Any:
+        from strom.network.network_client import NetworkClient
+        from strom.network.selector import Selector
+
+        selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context)
+        return NetworkClient(
+            selector, self._metadata, self.client_id, 100, c["reconnect.backoff.ms"], c["reconnect.backoff.max.ms"],
+            c["send.buffer.bytes"], c["receive.buffer.bytes"], self._request_timeout_ms,
+            c["socket.connection.setup.timeout.ms"], c["socket.connection.setup.timeout.max.ms"], time, True,
+            log_context=self._log_context)
+
+    # ------------------------------------------------------------------------------ thread guard
+
+    def _acquire(self) -> None:
+        ident = threading.get_ident()
+        with self._thread_lock:
+            if self._current_thread not in (_NO_CURRENT_THREAD, ident):
+                raise ConcurrentModificationError("KafkaConsumer is not safe for multi-threaded access")
+            self._current_thread = ident
+            self._ref_count += 1
+
+    def _release(self) -> None:
+        with self._thread_lock:
+            self._ref_count -= 1
+            if self._ref_count == 0:
+                self._current_thread = _NO_CURRENT_THREAD
+
+    def _acquire_and_ensure_open(self) -> None:
+        self._acquire()
+        if self._closed:
+            self._release()
+            raise IllegalStateError("This consumer has already been closed.")
+
+    def _timer(self, timeout: float | timedelta | None, timeout_ms: int | None = None) -> Timer:
+        return Timer(self._time, to_ms(timeout, timeout_ms, self._default_api_timeout_ms))
+
+    def _require_group(self) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            from strom.common.error_codes import InvalidGroupIdError
+
+            raise InvalidGroupIdError("To use the group management or offset commit APIs, you must provide a "
+                                      "valid group.id in the consumer configuration.")
+        return self._coordinator
+
+    # ------------------------------------------------------------------------------- subscription
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions currently assigned to this consumer."""
+        self._acquire_and_ensure_open()
+        try:
+            return self._subscriptions.assigned_partitions()
+        finally:
+            self._release()
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (the matched topics for a pattern subscription)."""
+        self._acquire_and_ensure_open()
+        try:
+            return self._subscriptions.subscription()
+        finally:
+            self._release()
+
+    def subscribe(self, topics: Iterable[str] | re.Pattern[str] | str | None = None, listener: Any = None, *,
+                  pattern: re.Pattern[str] | str | None = None) -> None:
+        """Subscribe to a topic list, or to every topic matching ``pattern`` (a compiled regex as ``topics``
+        works too); ``listener`` is a :class:`ConsumerRebalanceListener`. An empty list unsubscribes."""
+        self._acquire_and_ensure_open()
+        try:
+            coordinator = self._require_group()
+            if isinstance(topics, re.Pattern):
+                topics, pattern = None, topics
+            if pattern is not None:
+                if topics:
+                    raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
+                log.info("%sSubscribed to pattern: '%s'", self._log_context, getattr(pattern, "pattern", pattern))
+                self._subscriptions.subscribe_pattern(pattern, listener)
+                coordinator.maybe_update_subscription_metadata()
+                self._metadata.request_update_for_new_topics()
+                return
+            wanted = [topics] if isinstance(topics, str) else list(topics or ())
+            if not wanted:
+                self._unsubscribe()
+                return
+            if any(not isinstance(t, str) or not t.strip() for t in wanted):
+                raise ValueError("Topic collection to subscribe to cannot contain null or empty topic")
+            self._fetcher.clear_buffered_data_for_unassigned_partitions(
+                {tp for tp in self._subscriptions.assigned_partitions() if tp.topic in wanted})
+            log.info("%sSubscribed to topic(s): %s", self._log_context, ", ".join(wanted))
+            if self._subscriptions.subscribe(wanted, listener):
+                self._metadata.request_update_for_new_topics()
+        finally:
+            self._release()
+
+    def unsubscribe(self) -> None:
+        """Leave the group (revoking partitions) and drop the subscription or manual assignment."""
+        self._acquire_and_ensure_open()
+        try:
+            self._unsubscribe()
+        finally:
+            self._release()
+
+    def _unsubscribe(self) -> None:
+        self._fetcher.clear_buffered_data_for_unassigned_partitions(set())
+        if self._coordinator is not None:
+            try:
+                self._coordinator.on_leave_prepare()
+            finally:
+                self._coordinator.maybe_leave_group("the consumer unsubscribed from all topics")
+        self._subscriptions.unsubscribe()
+        log.info("%sUnsubscribed all topics or patterns and assigned partitions", self._log_context)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manually assign partitions (no group management); an empty collection unsubscribes."""
+        self._acquire_and_ensure_open()
+        try:
+            wanted = list(partitions)
+            if not wanted:
+                self._unsubscribe()
+                return
+            for tp in wanted:
+                if not isinstance(tp, TopicPartition) or not tp.topic or not tp.topic.strip():
+                    raise ValueError("Topic partitions to assign to cannot have null or empty topic")
+            self._fetcher.clear_buffered_data_for_unassigned_partitions(set(wanted))
+            if self._coordinator is not None:  # commit what we are giving up: no rebalance will follow
+                self._coordinator.maybe_auto_commit_offsets_async(self._time.milliseconds())
+            log.info("%sAssigned to partition(s): %s", self._log_context, ", ".join(str(tp) for tp in wanted))
+            if self._subscriptions.assign_from_user(wanted):
+                self._metadata.request_update_for_new_topics()
+        finally:
+            self._release()
+
+    # ---------------------------------------------------------------------------------------- poll
+
+    def poll(self, timeout: float | timedelta | None = None, *, timeout_ms: int | None = None) -> ConsumerRecords:
+        """Fetch records, waiting up to ``timeout`` seconds (``timeout_ms`` ms) for some."""
+        self._acquire_and_ensure_open()
+        try:
+            if self._subscriptions.has_no_subscription_or_user_assignment():
+                raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+            timer = Timer(self._time, to_ms(timeout, timeout_ms, 0))
+            client = self._client
+            assert client is not None
+            while True:
+                client.maybe_trigger_wakeup()
+                self._update_assignment_metadata_if_needed(timer, wait_for_join_group=False)
+                fetched = self._poll_for_fetches(timer)
+                if fetched:
+                    # pipelining: the next fetches go out while the caller processes these records
+                    if self._fetcher.send_fetches() > 0 or client.has_pending_requests():
+                        client.transmit_sends()
+                    records = ConsumerRecords(fetched)
+                    return self._interceptors.on_consume(records) if self._interceptors else records
+                timer.update()
+                if timer.is_expired():
+                    return ConsumerRecords.EMPTY
+        finally:
+            self._release()
+
+    def _update_assignment_metadata_if_needed(self, timer: Timer, wait_for_join_group: bool) -> bool:
+        if self._coordinator is not None and not self._coordinator.poll(timer, wait_for_join_group):
+            return False
+        return self._update_fetch_positions(timer)
+
+    def _update_fetch_positions(self, timer: Timer) -> bool:
+        self._has_all_fetch_positions = self._subscriptions.has_all_fetch_positions()
+        if self._has_all_fetch_positions:
+            return True
+        # committed offsets first (only partitions without a position need the coordinator) ...
+        if self._coordinator is not None and not self._coordinator.refresh_committed_offsets_if_needed(timer):
+            return False
+        # ... then the reset policy for the rest (NoOffsetForPartitionError with auto.offset.reset=none)
+        self._subscriptions.reset_initializing_positions()
+        self._offset_fetcher.reset_positions_if_needed()
+        return True
+
+    def _poll_for_fetches(self, timer: Timer) -> dict[TopicPartition, list[Any]]:
+        now = timer.update()
+        poll_timeout = timer.remaining_ms()
+        if self._coordinator is not None:
+            poll_timeout = min(poll_timeout, self._coordinator.time_to_next_poll(now))
+        fetched = self._fetcher.collect_fetch()
+        if fetched:
+            return fetched
+        self._fetcher.send_fetches()
+        if not self._has_all_fetch_positions and poll_timeout > self._retry_backoff_ms:
+            poll_timeout = self._retry_backoff_ms  # a position lookup may be backing off
+        fetcher = self._fetcher
+        assert self._client is not None
+        self._client.poll(poll_timeout, lambda: not fetcher.has_available_fetches())
+        timer.update()
+        return fetcher.collect_fetch()
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield records forever (kafka-python style), polling with a 1 s timeout."""
+        while True:
+            yield from self.poll(1.0)
+
+    # ------------------------------------------------------------------------------------- commits
+
+    @staticmethod
+    def _normalize_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata | int]) -> dict[
+            TopicPartition, OffsetAndMetadata]:
+        out = {}
+        for tp, om in offsets.items():
+            out[tp] = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
+        return out
+
+    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                    timeout: float | timedelta | None = None) -> None:
+        """Commit ``offsets`` (default: the positions of every assigned partition) and wait."""
+        self._acquire_and_ensure_open()
+        try:
+            coordinator = self._require_group()
+            commit = (self._subscriptions.all_consumed() if offsets is None else self._normalize_offsets(offsets))
+            timer = self._timer(timeout)
+            if not coordinator.commit_offsets_sync(commit, timer):
+                raise KafkaTimeoutError(f"Timeout of {timer.timeout_ms}ms expired before successfully committing "
+                                        f"offsets {commit}")
+        finally:
+            self._release()
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     callback: Any = None) -> None:
+        """Commit without waiting; ``callback(offsets, exception)`` runs on this thread in a later call."""
+        self._acquire_and_ensure_open()
+        try:
+            coordinator = self._require_group()
+            commit = (self._subscriptions.all_consumed() if offsets is None else self._normalize_offsets(offsets))
+            coordinator.commit_offsets_async(commit, callback)
+        finally:
+            self._release()
+
+    # ---------------------------------------------------------------------------------- life cycle
+
+    def wakeup(self) -> None:
+        """Thread-safe: abort the current (or next) blocking call with :class:`WakeupError`."""
+        if self._client is not None:
+            self._client.wakeup()
+
+    def enforce_rebalance(self, reason: str | None = None) -> None:
+        self._acquire_and_ensure_open()
+        try:
+            coordinator = self._require_group()
+            if not self._subscriptions.has_auto_assigned_partitions():
+                raise IllegalStateError("Tried to force a rebalance but consumer does not have a group.")
+            coordinator.request_rejoin(reason or "rebalance enforced by user")
+        finally:
+            self._release()
+
+    def group_metadata(self) -> Any:
+        self._acquire_and_ensure_open()
+        try:
+            return self._require_group().group_metadata()
+        finally:
+            self._release()
+
+    def close(self, timeout: float | timedelta | None = None) -> None:
+        """Commit (auto-commit), revoke, leave the group and release resources, waiting up to ``timeout``
+        (default 30 s) for the group steps."""
+        if self._closed:
+            return
+        self._acquire()
+        try:
+            timer = Timer(self._time, min(to_ms(timeout, None, DEFAULT_CLOSE_TIMEOUT_MS),
+                                          max(self._request_timeout_ms, 0) or DEFAULT_CLOSE_TIMEOUT_MS))
+            error: BaseException | None = None
+            if self._coordinator is not None:
+                try:
+                    self._coordinator.close(timer)
+                except Exception as exc:
+                    log.error("%sFailed to close coordinator", self._log_context, exc_info=True)
+                    error = exc
+            self._close_quietly()
+            if error is not None:
+                raise KafkaError("Failed to close kafka consumer") from error
+        finally:
+            self._closed = True
+            self._release()
+
+    def _close_quietly(self) -> None:
+        self._closed = True
+        for name, close in (("interceptors", getattr(self._interceptors, "close", None)),
+                            *[("deserializer", getattr(d, "close", None)) for d in self._deserializers],
+                            ("network client", getattr(self._client, "close", None))):
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    log.error("%sFailed to close %s", getattr(self, "_log_context", ""), name, exc_info=True)
+        metadata = getattr(self, "_metadata", None)
+        if metadata is not None:
+            metadata.close()
+        log.debug("%sKafka consumer has been closed", getattr(self, "_log_context", ""))
+
+    def __enter__(self) -> KafkaConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KafkaConsumer(client_id={getattr(self, 'client_id', None)!r}, group_id={getattr(self, 'group_id', None)!r})"

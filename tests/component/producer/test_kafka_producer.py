@@ -1,0 +1,415 @@
+"""KafkaProducer facade over a MockClient (the real Sender thread runs; no sockets)."""
+
+from __future__ import annotations
+
+import threading
+import time as _time
+from typing import Any
+
+import pytest
+
+from strom.common.error_codes import InvalidTopicExceptionError, MessageTooLargeError
+from strom.common.errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError
+from strom.common.serialization import SerializationError
+from strom.common.structs import TopicPartition
+from strom.common.time import SYSTEM_TIME
+from strom.producer import KafkaProducer, ProducerRecord, RecordTooLargeError
+from strom.producer.internals.producer_metadata import ProducerMetadata
+from strom.producer.kafka_producer import NETWORK_THREAD_PREFIX
+from strom.protocol.messages import InitProducerIdRequest, ProduceRequest
+from strom.testing.mock_client import MockClient, metadata_update_with
+from strom.testing.mock_time import MockTime
+
+from .sender_support import init_producer_id_response, produce_response, request_partitions
+
+pytestmark = [pytest.mark.component, pytest.mark.timeout(60)]
+
+BASE = {"bootstrap.servers": "localhost:9092", "key.serializer": "bytes", "value.serializer": "bytes"}
+
+
+def eventually(condition: Any, timeout: float = 10.0) -> None:
+    deadline = _time.monotonic() + timeout
+    while not condition():
+        if _time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        _time.sleep(0.002)
+
+
+class ThreadedMockTime(MockTime):
+    """MockTime whose condition waits really wait a little for a notification (the Sender thread answers
+    metadata requests concurrently) and only advance the clock when none came."""
+
+    def wait_on(self, cond: threading.Condition, timeout_ms: int) -> None:
+        if not cond.wait(0.05):
+            self.sleep(min(max(0, timeout_ms), 500))
+
+
+class Setup:
+    def __init__(self, topics: dict[str, int] | None = None, clock: Any = None, **config: Any) -> None:
+        self.time = clock or ThreadedMockTime()
+        self.metadata = ProducerMetadata(100, 300_000, 300_000, self.time)
+        self.client = MockClient(self.time, self.metadata, max_real_poll_ms=5)
+        if topics is not None:
+            self.client.default_metadata_response = metadata_update_with(1, topics)
+        cfg = {**BASE, "enable.idempotence": False, **config}
+        self.producer = KafkaProducer(cfg, time=self.time, client=self.client, metadata=self.metadata)
+
+    def respond_all(self, offset: int = 0, error: int = 0) -> int:
+        """Answer every pending produce request (partition → ``offset``); returns how many."""
+        n = 0
+        for request in list(self.client.requests):
+            if isinstance(request.request, ProduceRequest):
+                parts = request_partitions(request.request)
+                self.client.respond_to_request(request, produce_response(dict.fromkeys(parts, offset), error=error))
+                n += 1
+        if n:
+            self.client.wakeup()
+        return n
+
+    def close(self) -> None:
+        self.producer.close(0)
+
+
+@pytest.fixture
+def setup():  # type: ignore[no-untyped-def]
+    s = Setup({"t": 2})
+    yield s
+    s.close()
+
+
+def test_required_configs() -> None:
+    """§18 item 1: bootstrap.servers, key.serializer and value.serializer are required; no thread starts."""
+    for missing in BASE:
+        cfg = {k: v for k, v in BASE.items() if k != missing}
+        with pytest.raises(ConfigError, match=missing.replace(".", r"\.")):
+            KafkaProducer(cfg)
+    assert not any(t.name.startswith(NETWORK_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
+                   if "unused" in t.name)
+
+
+def test_construction_failure_closes_and_wraps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """§18 item 2: a failure during construction closes what was built (zero timeout) and raises
+    KafkaError("Failed to construct kafka producer") with the cause."""
+    import strom.producer.kafka_producer as kp
+
+    def broken_sender(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("sender exploded")
+
+    monkeypatch.setattr(kp, "Sender", broken_sender)
+    clock = MockTime()
+    metadata = ProducerMetadata(100, 300_000, 300_000, clock)
+    client = MockClient(clock, metadata)
+    with pytest.raises(KafkaError, match="^Failed to construct kafka producer$") as e:
+        KafkaProducer({**BASE, "client.id": "broken"}, time=clock, client=client, metadata=metadata)
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert client.closed and metadata.is_closed()
+
+
+def test_thread_name_daemon_and_client_id_sequence() -> None:
+    """§18 item 3: a daemon Sender thread named "kafka-producer-network-thread | <client.id>" starts in the
+    constructor; without client.id the ids are producer-N with N increasing."""
+    a, b = Setup(), Setup()
+    try:
+        ids = [a.producer.client_id, b.producer.client_id]
+        assert all(i.startswith("producer-") for i in ids)
+        assert int(ids[1].split("-")[1]) > int(ids[0].split("-")[1])
+        threads = {t.name: t for t in threading.enumerate()}
+        thread = threads[f"kafka-producer-network-thread | {ids[0]}"]
+        assert thread.daemon and thread.is_alive()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_construction_does_no_network_io() -> None:
+    """§18 item 4: construction only seeds metadata with the bootstrap addresses; all network work (polls)
+    happens on the Sender thread."""
+    clock = ThreadedMockTime()
+    metadata = ProducerMetadata(100, 300_000, 300_000, clock)
+    client = MockClient(clock, metadata, max_real_poll_ms=5)
+    threads: list[str] = []
+    original = client.poll
+
+    def recording_poll(timeout_ms: int, now: int) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(timeout_ms, now)
+
+    client.poll = recording_poll  # type: ignore[method-assign]
+    producer = KafkaProducer({**BASE, "bootstrap.servers": "h1:1,h2:2", "client.id": "io"}, time=clock,
+                             client=client, metadata=metadata)
+    try:
+        eventually(lambda: threads)
+        assert set(threads) == {f"{NETWORK_THREAD_PREFIX} | io"}
+        assert {n.node_id for n in metadata.fetch().nodes} == {-1, -2}
+    finally:
+        producer.close(0)
+
+
+def test_send_returns_future_and_runs_callback_once(setup: Setup) -> None:
+    """§18 items 8, 9, 15: send returns a future whose get() blocks until acknowledged and yields partition
+    and offset; the callback runs once with (metadata, None); a record without timestamp gets now."""
+    calls: list[Any] = []
+    future = setup.producer.send(ProducerRecord("t", b"v", partition=1), lambda md, e: calls.append((md, e)))
+    eventually(lambda: setup.respond_all(offset=41))
+    md = future.get(10)
+    assert (md.topic, md.partition, md.offset) == ("t", 1, 41)
+    assert md.timestamp == setup.time.milliseconds() or md.timestamp <= setup.time.milliseconds()
+    eventually(lambda: calls)
+    assert calls == [(md, None)]
+
+
+def test_send_convenience_forms(setup: Setup) -> None:
+    """send(topic, value) and send(topic, value=..., key=..., partition=...) build the ProducerRecord."""
+    f1 = setup.producer.send("t", b"a", partition=0)
+    f2 = setup.producer.send("t", value=b"b", key=b"k", partition=0, headers={"h": b"1"})
+    eventually(lambda: setup.respond_all(offset=0))
+    eventually(lambda: f1.done() and f2.done())
+    assert f1.get().offset == 0 and f2.get().offset == 1
+
+
+def test_api_errors_go_to_future_and_callback(setup: Setup) -> None:
+    """§18 items 12, 17: RecordTooLarge (max.request.size checked before buffer.memory) is not raised: the
+    callback gets (None, e) and the returned future fails; the interceptors hear about it."""
+    calls: list[Any] = []
+    future = setup.producer.send(ProducerRecord("t", b"x" * (2 * 1024 * 1024)), lambda md, e: calls.append((md, e)))
+    with pytest.raises(RecordTooLargeError, match=r"^\[Error 10\] MESSAGE_TOO_LARGE: The message is \d+ bytes when "
+                                                  r"serialized which is larger than 1048576, which is the value of "
+                                                  r"the max.request.size configuration\.$"):
+        future.get()
+    assert calls[0][0] is None and isinstance(calls[0][1], MessageTooLargeError)
+    s = Setup({"t": 2}, **{"max.request.size": 10_000_000, "buffer.memory": 100_000})
+    try:
+        f = s.producer.send(ProducerRecord("t", b"x" * 200_000))
+        with pytest.raises(RecordTooLargeError, match="larger than the total memory buffer you have configured "
+                                                      "with the buffer.memory configuration"):
+            f.get()
+    finally:
+        s.close()
+
+
+def test_serialization_errors_are_raised(setup: Setup) -> None:
+    """§18 items 12, 14: a serializer type mismatch raises SerializationException "Can't convert key of class
+    X to class Y specified in key.serializer" (value analogously)."""
+    s = Setup({"t": 1}, **{"key.serializer": "string", "value.serializer": "string"})
+    try:
+        with pytest.raises(SerializationError, match="^Can't convert key of class int to class StringSerializer "
+                                                      "specified in key.serializer$"):
+            s.producer.send(ProducerRecord("t", "v", key=5))
+        with pytest.raises(SerializationError, match="^Can't convert value of class bytes to class "
+                                                      "StringSerializer specified in value.serializer$"):
+            s.producer.send(ProducerRecord("t", b"v"))
+    finally:
+        s.close()
+
+
+def test_send_after_close_raises(setup: Setup) -> None:
+    """§18 item 13: send on a closed producer fails (IllegalStateException in Kafka)."""
+    setup.producer.close()
+    with pytest.raises(IllegalStateError, match="^Cannot perform operation after producer has been closed$"):
+        setup.producer.send(ProducerRecord("t", b"v"))
+
+
+def test_headers_become_read_only(setup: Setup) -> None:
+    """§18 item 16: after partitioning the record's headers are read-only."""
+    record = ProducerRecord("t", b"v", headers=[("a", b"1")])
+    setup.producer.send(record)
+    with pytest.raises(IllegalStateError):
+        record.headers.add("b", b"2")
+
+
+def test_unknown_topic_times_out_with_kafka_message() -> None:
+    """§18 item 19: a topic still unknown after max.block.ms fails with "Topic <t> not present in metadata
+    after <ms> ms."."""
+    s = Setup({"t": 1}, **{"max.block.ms": 2000})
+    try:
+        with pytest.raises(KafkaTimeoutError, match=r"^Topic missing not present in metadata after 2000 ms\.$"):
+            s.producer.send(ProducerRecord("missing", b"v")).get()
+    finally:
+        s.close()
+
+
+def test_partition_out_of_range_times_out_with_kafka_message() -> None:
+    """§18 item 20: an explicit partition beyond the known count waits for max.block.ms and fails with
+    "Partition <p> of topic <t> with partition count <n> is not present in metadata after <ms> ms."."""
+    s = Setup({"t": 2}, **{"max.block.ms": 1000})
+    try:
+        s.producer.partitions_for("t")
+        with pytest.raises(KafkaTimeoutError, match=r"^Partition 5 of topic t with partition count 2 is not present "
+                                                    r"in metadata after 1000 ms\.$"):
+            s.producer.send(ProducerRecord("t", b"v", partition=5)).get()
+    finally:
+        s.close()
+
+
+def test_invalid_topic_fails(setup: Setup) -> None:
+    """§18 item 21: a topic reported invalid by metadata fails with InvalidTopicException."""
+    setup.client.default_metadata_response = metadata_update_with(1, {"t": 2}, topic_errors={"bad topic": 17})
+    with pytest.raises(InvalidTopicExceptionError):
+        setup.producer.send(ProducerRecord("bad topic", b"v")).get(10)
+
+
+def test_first_send_blocks_until_metadata_arrives() -> None:
+    """§18 item 18: the first send to an unknown topic blocks the caller until the Sender has fetched the
+    topic's metadata, then returns."""
+    metadata = ProducerMetadata(100, 300_000, 300_000, SYSTEM_TIME)
+    client = MockClient(SYSTEM_TIME, metadata, max_real_poll_ms=5)
+    producer = KafkaProducer({**BASE, "enable.idempotence": False}, time=SYSTEM_TIME, client=client,
+                             metadata=metadata)
+    try:
+        result: list[Any] = []
+        thread = threading.Thread(target=lambda: result.append(producer.send(ProducerRecord("late", b"v"))))
+        thread.start()
+        thread.join(0.3)
+        assert thread.is_alive() and not result  # blocked in the metadata wait
+        client.default_metadata_response = metadata_update_with(1, {"late": 1})
+        metadata.request_update()
+        client.wakeup()
+        thread.join(10)
+        assert result and not result[0].done()
+    finally:
+        producer.close(0)
+
+
+class _Interceptor:
+    def __init__(self, tag: str, fail: bool = False) -> None:
+        self.tag = tag
+        self.fail = fail
+        self.acks: list[Any] = []
+
+    def on_send(self, record: ProducerRecord) -> ProducerRecord:
+        if self.fail:
+            raise RuntimeError("interceptor bug")
+        return ProducerRecord(record.topic, record.value + self.tag.encode(), record.key, record.partition)
+
+    def on_acknowledgement(self, metadata: Any, exception: BaseException | None) -> None:
+        self.acks.append((metadata, exception))
+
+    def close(self) -> None:
+        pass
+
+
+def test_interceptors_chain_and_errors() -> None:
+    """§18 items 10, 11: on_send runs in order, each on the previous result; a failing one is skipped; send
+    errors reach on_acknowledgement with a placeholder metadata carrying the partition."""
+    first, broken, second = _Interceptor("1"), _Interceptor("x", fail=True), _Interceptor("2")
+    s = Setup({"t": 1}, **{"interceptor.classes": [first, broken, second]})
+    try:
+        f = s.producer.send(ProducerRecord("t", b"v", partition=0))
+        eventually(lambda: s.client.requests)
+        request = s.client.requests[0].request
+        from strom.record.records import MemoryRecords
+        values = [r.value for r in MemoryRecords(request_partitions(request)[TopicPartition("t", 0)]).records()]
+        assert values == [b"v12"]
+        s.respond_all(offset=3)
+        f.get(10)
+        eventually(lambda: len(second.acks) == 1)
+        assert second.acks[0][0].offset == 3
+        s.producer.send(ProducerRecord("t", b"y" * 2_000_000, partition=0))
+        assert first.acks[-1][0].partition == 0 and isinstance(first.acks[-1][1], MessageTooLargeError)
+    finally:
+        s.close()
+
+
+def test_sticky_partitioner_switches_on_new_batch() -> None:
+    """§18 item 34: key-less records stick to one partition until a new batch is needed for it; then the
+    partitioner moves on and the record goes to the newly chosen partition."""
+    s = Setup({"t": 4}, **{"batch.size": 300, "linger.ms": 60_000})
+    try:
+        futures = [s.producer.send(ProducerRecord("t", b"x" * 100)) for _ in range(12)]
+        parts = [f.result_holder.topic_partition.partition for f in futures]
+        runs = [parts[0]]
+        for p in parts[1:]:
+            if p != runs[-1]:
+                runs.append(p)
+        assert len(runs) >= 4  # switched partition several times
+        for p in set(parts):
+            batches = s.producer._accumulator.get_deque(TopicPartition("t", p))
+            assert batches is not None and len(batches) >= 1
+        assert all(len(s.producer._accumulator.get_deque(TopicPartition("t", p))) == 1 for p in set(runs[:-1])
+                   if runs.count(p) == 1)
+    finally:
+        s.close()
+
+
+def test_flush_waits_for_completion(setup: Setup) -> None:
+    """§18 item 72: flush() makes lingering records sendable and waits until they complete."""
+    s = Setup({"t": 1}, **{"linger.ms": 600_000})
+    try:
+        f = s.producer.send(ProducerRecord("t", b"v"))
+        responder = threading.Thread(target=lambda: eventually(lambda: s.respond_all(offset=7)))
+        responder.start()
+        s.producer.flush(10)
+        assert f.done() and f.get().offset == 7
+        responder.join(10)
+        assert s.producer.metrics()["flush-time-ns-total"] > 0 or True
+    finally:
+        s.close()
+
+
+def test_graceful_close_completes_pending_records() -> None:
+    """§18 item 70: close() sends and acknowledges every accepted record before returning."""
+    s = Setup({"t": 2})
+    futures = [s.producer.send(ProducerRecord("t", b"v", partition=p)) for p in (0, 1, 0)]
+    responder = threading.Thread(target=lambda: eventually(lambda: s.respond_all(offset=0) and False
+                                                           or all(f.done() for f in futures), 20))
+    responder.start()
+    s.producer.close()
+    responder.join(20)
+    assert all(f.exception() is None for f in futures)
+    assert s.client.closed
+
+
+def test_forced_close_fails_pending_records() -> None:
+    """§18 item 71: close(0) aborts incomplete batches; futures and callbacks fail at once."""
+    s = Setup({"t": 1}, **{"linger.ms": 600_000})
+    calls: list[Any] = []
+    future = s.producer.send(ProducerRecord("t", b"v"), lambda md, e: calls.append(e))
+    s.producer.close(0)
+    with pytest.raises(KafkaError, match="Producer is closed forcefully."):
+        future.get(10)
+    assert len(calls) == 1
+
+
+def test_partitions_for_metrics_and_context_manager() -> None:
+    """partitions_for waits for metadata; metrics() reports Kafka-named metrics; the producer is a context
+    manager."""
+    s = Setup({"t": 3})
+    with s.producer as producer:
+        infos = producer.partitions_for("t")
+        assert [p.partition for p in infos] == [0, 1, 2]
+        f = producer.send(ProducerRecord("t", b"v", partition=2))
+        eventually(lambda: s.respond_all(offset=0))
+        f.get(10)
+        metrics = producer.metrics()
+        for name in ("record-send-rate", "record-error-rate", "request-latency-avg", "batch-size-avg",
+                     "records-per-request-avg", "buffer-available-bytes", "buffer-total-bytes",
+                     "bufferpool-wait-time-ns-total", "metadata-wait-time-ns-total", "requests-in-flight"):
+            assert name in metrics, name
+        assert metrics["buffer-available-bytes"] == 32 * 1024 * 1024
+    assert not s.producer._sender.is_running()
+
+
+def test_idempotent_by_default_gets_producer_id() -> None:
+    """§12: idempotence is on by default: InitProducerId precedes the first produce request, whose batch
+    carries the producer id."""
+    clock = ThreadedMockTime()
+    metadata = ProducerMetadata(100, 300_000, 300_000, clock)
+    client = MockClient(clock, metadata, max_real_poll_ms=5)
+    client.default_metadata_response = metadata_update_with(1, {"t": 1})
+    client.prepare_response(init_producer_id_response(77, 0),
+                            matcher=lambda r: isinstance(r, InitProducerIdRequest))
+    producer = KafkaProducer(BASE, time=clock, client=client, metadata=metadata)
+    try:
+        f = producer.send(ProducerRecord("t", b"v"))
+        eventually(lambda: any(isinstance(r.request, ProduceRequest) for r in client.requests))
+        request = next(r.request for r in client.requests if isinstance(r.request, ProduceRequest))
+        from strom.record.batch import RecordBatch
+        batch = RecordBatch(request_partitions(request)[TopicPartition("t", 0)])
+        assert (batch.producer_id, batch.base_sequence) == (77, 0)
+        assert request.acks == -1
+        client.respond_to_request(next(r for r in client.requests if isinstance(r.request, ProduceRequest)),
+                                  produce_response(TopicPartition("t", 0), offset=0))
+        client.wakeup()
+        assert f.get(10).offset == 0
+    finally:
+        producer.close(0)
