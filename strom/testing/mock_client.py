@@ -86,6 +86,19 @@ def metadata_response_for(cluster: Cluster) -> Any:
     return MetadataResponse(brokers=brokers, cluster_id=cluster.cluster_id, controller_id=controller, topics=topics)
 
 
+def _with_unknown_topics(response: Any, asked: Any) -> Any:
+    """Like a broker without auto-creation: topics asked for but absent get UNKNOWN_TOPIC_OR_PARTITION."""
+    if not asked:
+        return response
+    known = {t.name for t in response.topics}
+    missing = [MetadataResponse.MetadataResponseTopic(error_code=3, name=t.name, partitions=[])
+               for t in asked if t.name not in known]
+    if not missing:
+        return response
+    return MetadataResponse(brokers=response.brokers, cluster_id=response.cluster_id,
+                            controller_id=response.controller_id, topics=list(response.topics) + missing)
+
+
 class _FutureResponse:
     __slots__ = ("node", "matcher", "response", "disconnected", "is_unsupported")
 
@@ -263,14 +276,16 @@ class MockClient:
         metadata = self.metadata
         if (metadata is not None and metadata.update_requested() and metadata.time_to_next_update(now) == 0
                 and self.least_loaded_node(now) is not None):
+            request = metadata.new_metadata_request_and_version(now)
             if self._metadata_updates:
                 response, partial = self._metadata_updates.popleft()
-            elif self.default_metadata_response is not None:
-                response, partial = self.default_metadata_response, False
             else:
-                response, partial = metadata_response_for(metadata.fetch()), False
+                standing = self.default_metadata_response
+                response = standing if standing is not None else metadata_response_for(metadata.fetch())
+                response = _with_unknown_topics(response, request.request.topics)
+                partial = request.is_partial_update
             if response.brokers:
-                metadata.update(metadata.request_version, response, partial, self.time.milliseconds())
+                metadata.update(request.request_version, response, partial, self.time.milliseconds())
             else:
                 metadata.failed_update(self.time.milliseconds())
         if self.max_real_poll_ms and timeout_ms > 0 and not self._responses:
