@@ -1,57 +1,90 @@
-"""``make demo``: start an embedded strom broker, write a sample and read it back.
+"""``make demo``: a clickstream pipeline through an embedded strom broker and Spark Structured Streaming.
 
-Runs a real broker subprocess on a free loopback port with a temporary data dir, creates a topic with three
-partitions, produces a small clickstream sample and consumes it back, printing what was stored where, then stops
-the broker cleanly. (The PySpark pipeline takes this place once ``strom.spark`` lands.)
+Starts a real strom broker subprocess on a free loopback port with a temporary data dir, starts a ``local[2]``
+Spark session, and runs :mod:`strom.spark.demo_pipeline`: a generator produces JSON click events with strom's
+producer into a three-partition topic; a streaming query reads them with ``format("strom")``, counts page
+views per one-minute event-time window with a watermark, and writes the counts to a second topic (with
+``format("strom")``) and to Parquet. The counts are then read back, checked against a plain-Python count of
+the same events, and shown as a table. Everything is stopped and removed at the end, also on Ctrl-C.
+``strom pipeline demo`` runs the same with options (``--bootstrap-server`` uses an existing cluster).
 """
 
 from __future__ import annotations
 
-import json
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-from strom.protocol.api_keys import ApiKey
-from strom.protocol.messages.create_topics import CreateTopicsRequest
-from strom.protocol.messages.fetch import FetchRequest
-from strom.protocol.messages.produce import ProduceRequest
-from strom.record.builder import MemoryRecordsBuilder
-from strom.record.records import MemoryRecords
-from strom.testing.broker_process import BrokerProcess
-from strom.testing.raw_client import RawClient
+__all__ = ["run_demo", "main"]
 
-PAGES = ["/home", "/search", "/cart", "/checkout"]
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_demo(events: int = 3000, events_per_s: float | None = 400.0, bootstrap: str | None = None,
+             workdir: str | None = None, say: Callable[[str], None] = _say) -> int:
+    """Run the demo; returns the exit code (0 when the three result sets agree)."""
+    from strom.spark.local import check_requirements
+
+    problem = check_requirements()
+    if problem:
+        say(f"strom demo: cannot run the Spark pipeline: {problem}")
+        return 2
+    from strom.spark.demo_pipeline import DemoConfig, format_table, run_pipeline
+    from strom.spark.local import local_session
+    from strom.testing.broker_process import BrokerProcess
+
+    t0 = time.monotonic()
+    cfg = DemoConfig(events=events, events_per_s=events_per_s)
+    with tempfile.TemporaryDirectory(prefix="strom-demo-") as tmp:
+        work = Path(workdir) if workdir else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        broker = None
+        spark = None
+        try:
+            if bootstrap is None:
+                say("strom demo: starting an embedded strom broker ...")
+                broker = BrokerProcess(data_dir=Path(tmp) / "broker-data").start()
+                bootstrap = broker.bootstrap
+                say(f"broker ready on {bootstrap} (data in {broker.data_dir})")
+            else:
+                say(f"strom demo: using the cluster at {bootstrap}")
+            say("starting Spark (local[2]); the JVM takes a few seconds ...")
+            t_spark = time.monotonic()
+            spark = local_session("strom-demo", say=say, log_dir=tmp)
+            say(f"Spark {spark.version} ready in {time.monotonic() - t_spark:.1f}s")
+            result = run_pipeline(spark, bootstrap, cfg, work, say=say)
+            say("")
+            say(f"page views per minute (read back from topic '{cfg.counts_topic}' with format(\"strom\")):")
+            say(format_table(result.from_topic, cfg.window_s))
+            say("")
+            checks = [("topic 'page-counts'", result.from_topic), ("Parquet", result.from_parquet)]
+            for name, got in checks:
+                verdict = "matches" if got == result.expected else "DOES NOT match"
+                say(f"{name}: {len(got)} window/page counts, {sum(got.values())} views — {verdict} the "
+                    f"plain-Python count of the {cfg.events} generated events")
+            say(f"pipeline: {result.batches} micro-batches in {result.seconds:.1f}s")
+            return 0 if result.ok else 1
+        except KeyboardInterrupt:
+            say("interrupted; stopping ...")
+            return 130
+        finally:
+            say("stopping Spark and the broker ...")
+            if spark is not None:
+                for q in spark.streams.active:
+                    q.stop()
+                spark.stop()
+            if broker is not None:
+                broker.stop()
+                broker.cleanup()
+            say(f"done in {time.monotonic() - t0:.1f}s; nothing left running.")
 
 
 def main() -> int:
-    print("strom demo: starting an embedded broker ...", flush=True)
-    with BrokerProcess() as broker:
-        print(f"broker ready on {broker.bootstrap} (data in {broker.data_dir})", flush=True)
-        with RawClient(broker.bootstrap, client_id="strom-demo") as c:
-            resp = c.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-                name="clicks", num_partitions=3, replication_factor=1)], timeout_ms=10_000))
-            assert resp.topics[0].error_code == 0, resp
-            now = int(time.time() * 1000)
-            for p in range(3):
-                b = MemoryRecordsBuilder()
-                for i in range(4):
-                    event = {"user": f"user-{p}", "page": PAGES[(p + i) % 4], "ts": now + i}
-                    b.append(now + i, f"user-{p}".encode(), json.dumps(event).encode())
-                req = ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[ProduceRequest.TopicProduceData(
-                    name="clicks", partition_data=[ProduceRequest.PartitionProduceData(index=p, records=b.build())])])
-                pr = c.request(ApiKey.PRODUCE, 9, req).responses[0].partition_responses[0]
-                print(f"produced 4 events to clicks-{p} at base offset {pr.base_offset}", flush=True)
-            fetch = FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, topics=[FetchRequest.FetchTopic(
-                topic="clicks", partitions=[FetchRequest.FetchPartition(partition=p, fetch_offset=0,
-                                                                        partition_max_bytes=1 << 20)
-                                            for p in range(3)])])
-            print(f"\n{'partition':>9} {'offset':>6}  {'key':<8} value")
-            for part in c.request(ApiKey.FETCH, 11, fetch).responses[0].partitions:
-                for r in MemoryRecords(part.records).records():
-                    print(f"{part.partition_index:>9} {r.offset:>6}  {r.key.decode():<8} {r.value.decode()}")
-        print("\nstopping the broker ...", flush=True)
-    print("done.")
-    return 0
+    return run_demo()
 
 
 if __name__ == "__main__":

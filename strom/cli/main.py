@@ -1,33 +1,55 @@
 """The ``strom`` command: one entry point, one module per sub-command (Kafka's ``bin/*.sh`` tools).
 
-Every command prints one clear line on stderr and exits non-zero on bad input; ``--verbose`` shows tracebacks.
+``strom topics`` is ``kafka-topics.sh``, ``strom console-producer`` is ``kafka-console-producer.sh`` and so on:
+the flags are Kafka's. Every command prints one clear line on stderr and exits non-zero on bad input (a bad
+flag exits 2); ``--verbose`` shows tracebacks and debug logging.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from strom.cli.errors import CliError
 
-__all__ = ["main", "CliError"]
+__all__ = ["main", "CliError", "COMMANDS", "StromArgumentParser"]
 
 # sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("strom.cli.broker", "start a broker in the foreground (kafka-server-start.sh)"),
+    "topics": ("strom.cli.topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
+    "console-producer": ("strom.cli.console_producer",
+                         "write lines from stdin to a topic (kafka-console-producer.sh)"),
+    "console-consumer": ("strom.cli.console_consumer",
+                         "print a topic's records to stdout (kafka-console-consumer.sh)"),
+    "consumer-groups": ("strom.cli.consumer_groups",
+                        "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
+    "configs": ("strom.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
+    "producer-perf-test": ("strom.cli.producer_perf", "producer throughput/latency test "
+                                                      "(kafka-producer-perf-test.sh)"),
+    "consumer-perf-test": ("strom.cli.consumer_perf", "consumer throughput test (kafka-consumer-perf-test.sh)"),
 }
 
 
+class StromArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``Error: <problem> (see 'strom topics --help')`` and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"Error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = StromArgumentParser(
         prog="strom",
         description="strom: a Kafka-compatible broker and tools in Python.",
         epilog="Run 'strom COMMAND --help' for a command's options and examples.",
     )
     parser.add_argument("--verbose", action="store_true", help="show tracebacks and debug logging")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=StromArgumentParser)
     for name, (module, help_text) in COMMANDS.items():
         mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text, description=mod.__doc__,
@@ -38,12 +60,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_logging(verbose: bool) -> None:
+    """Client commands log nothing unless ``--verbose`` (the broker configures its own logging)."""
+    root = logging.getLogger()
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+                            stream=sys.stderr)
+    else:
+        root.addHandler(logging.NullHandler())
+        root.setLevel(logging.CRITICAL + 1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
+    if args.command != "broker":
+        _configure_logging(args.verbose)
     try:
         return int(args._run(args) or 0)
     except CliError as e:
@@ -53,6 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `strom console-consumer ... | head`
+        return 0
+    except Exception as e:  # one line, no traceback, unless --verbose
+        if args.verbose:
+            raise
+        from strom.cli.common import error_message
+
+        print(f"Error: {type(e).__name__}: {error_message(e)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

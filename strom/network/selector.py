@@ -101,6 +101,7 @@ class Selector:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, EVENT_READ, None)
+        self._wakeup_pending = False
         self._closed = False
         self.stats = {"connection-creation-total": 0, "connection-close-total": 0, "outgoing-byte-total": 0,
                       "incoming-byte-total": 0, "select-total": 0, "io-wait-time-ns-total": 0,
@@ -325,11 +326,18 @@ class Selector:
                 pass
         except (BlockingIOError, InterruptedError):
             pass
+        # Cleared after draining: a wakeup written meanwhile stays in the socket (a spurious wakeup at worst);
+        # one skipped because the flag was still set is seen by the loop iteration this poll returns to.
+        self._wakeup_pending = False
 
     # ----------------------------------------------------------------------------------- control
 
     def wakeup(self) -> None:
-        """Interrupt a blocked :meth:`poll` (thread-safe)."""
+        """Interrupt a blocked :meth:`poll` (thread-safe). Like Java's ``Selector.wakeup``, calls between two
+        polls have the effect of one: only the first writes to the wakeup socket."""
+        if self._wakeup_pending:
+            return
+        self._wakeup_pending = True
         try:
             self._wake_w.send(b"\x01")
         except (BlockingIOError, InterruptedError):

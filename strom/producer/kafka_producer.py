@@ -58,6 +58,10 @@ RecordTooLargeError = MessageTooLargeError
 _ApiErrors = (BrokerResponseError, KafkaTimeoutError)  # Kafka's ApiException family
 
 
+def _natural_or_none(value: Any) -> bool:
+    return value is None or (type(value) is int and value >= 0)
+
+
 def _failed_future(exception: BaseException, tp: TopicPartition) -> FutureRecordMetadata:
     """Kafka's ``FutureFailure``: an already failed future."""
     result = ProduceRequestResult(tp)
@@ -106,6 +110,8 @@ class KafkaProducer:
         self._total_memory_size: int = values["buffer.memory"]
         self._compression = cfg.compression_type
         self._max_block_time_ms: int = values["max.block.ms"]
+        self._record_size_limit = min(self._max_request_size, self._total_memory_size)
+        self._tp_cache: dict[tuple[str, int], TopicPartition] = {}
         self._api_versions = ApiVersions()
         self._transaction_manager = None
         if cfg.idempotence_enabled:
@@ -164,67 +170,87 @@ class KafkaProducer:
         ``record`` is a :class:`ProducerRecord`, or a topic name with the record's fields as keywords (or the
         value as the second positional argument: ``send("topic", b"value")``).
         """
-        if not isinstance(record, ProducerRecord):
+        interceptors = self._interceptors
+        if type(record) is str:
             if callback is not None and not callable(callback):
                 value, callback = callback, None
+            if (not interceptors and headers is None and record and _natural_or_none(partition)
+                    and _natural_or_none(timestamp)):
+                # Fast path: no interceptor needs a ProducerRecord and the fields are valid as given.
+                return self._do_send(record, partition, key, value, None, timestamp, callback, None)
             record = ProducerRecord(record, value, key, partition, timestamp, headers)
-        interceptors = self._interceptors
-        intercepted = interceptors.on_send(record) if interceptors else record
-        return self._do_send(intercepted, callback)
+        elif not isinstance(record, ProducerRecord):
+            raise TypeError(f"send() takes a ProducerRecord or a topic name, not {type(record).__name__}")
+        if interceptors:
+            record = interceptors.on_send(record)
+        return self._do_send(record.topic, record.partition, record.key, record.value, record.headers,
+                             record.timestamp, callback, record)
 
-    def _do_send(self, record: ProducerRecord, callback: Any) -> FutureRecordMetadata:
+    def _do_send(self, topic: str, partition: int | None, key: Any, value: Any, headers: Any, timestamp: int | None,
+                 callback: Any, record: ProducerRecord | None) -> FutureRecordMetadata:
+        """Kafka's ``doSend`` (SPEC §2.4). ``record`` is ``None`` on the fast path (no interceptors)."""
         tp: TopicPartition | None = None
         interceptors = self._interceptors
         try:
-            self._throw_if_producer_closed()
-            time = self._time
-            now = time.milliseconds()
+            sender = self._sender
+            if sender is None or not sender.running:
+                raise IllegalStateError("Cannot perform operation after producer has been closed")
+            now = self._time.milliseconds()
             try:
-                cluster, waited_ms = self._wait_on_metadata(record.topic, record.partition, now,
-                                                            self._max_block_time_ms)
+                cluster, waited_ms = self._wait_on_metadata(topic, partition, now, self._max_block_time_ms)
             except KafkaError as e:
                 if self._metadata.is_closed():
                     raise KafkaError("Producer closed while send in progress") from e
                 raise
-            now += waited_ms
-            remaining_wait_ms = max(0, self._max_block_time_ms - waited_ms)
-            topic = record.topic
-            headers = record.headers
+            if waited_ms:
+                now += waited_ms
+            remaining_wait_ms = self._max_block_time_ms - waited_ms
             try:
-                key_bytes = self._key_serializer.serialize(topic, record.key, headers)
+                key_bytes = self._key_serializer.serialize(topic, key, headers)
             except TypeError as e:
                 raise SerializationError(
-                    f"Can't convert key of class {type(record.key).__name__} to class "
+                    f"Can't convert key of class {type(key).__name__} to class "
                     f"{type(self._key_serializer).__name__} specified in key.serializer") from e
             try:
-                value_bytes = self._value_serializer.serialize(topic, record.value, headers)
+                value_bytes = self._value_serializer.serialize(topic, value, headers)
             except TypeError as e:
                 raise SerializationError(
-                    f"Can't convert value of class {type(record.value).__name__} to class "
+                    f"Can't convert value of class {type(value).__name__} to class "
                     f"{type(self._value_serializer).__name__} specified in value.serializer") from e
-            partition = self._partition(record, key_bytes, value_bytes, cluster)
-            tp = TopicPartition(topic, partition)
-            headers.set_read_only()
-            header_array = headers.to_array() if headers else ()
-            self._ensure_valid_record_size(upper_bound_size(key_bytes, value_bytes, header_array, self._compression))
-            timestamp = now if record.timestamp is None else record.timestamp
+            partitioner = self._partitioner
+            explicit_partition = partition is not None
+            if partition is None:
+                partition = partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
+            tp = self._topic_partition(topic, partition)
+            header_array: Any = ()
+            if headers is not None:
+                headers.set_read_only()
+                if headers:
+                    header_array = headers.to_array()
+            size = (0 if key_bytes is None else len(key_bytes)) + (0 if value_bytes is None else len(value_bytes))
+            if header_array or size + 100 > self._record_size_limit:  # else surely within both limits
+                self._ensure_valid_record_size(upper_bound_size(key_bytes, value_bytes, header_array,
+                                                                self._compression))
+            if timestamp is None:
+                timestamp = now
             intercept_callback = InterceptorCallback(callback, interceptors, tp) if interceptors else callback
             accumulator = self._accumulator
             result = accumulator.append(tp, timestamp, key_bytes, value_bytes, header_array, intercept_callback,
                                         remaining_wait_ms, True, now)
             if result.abort_for_new_batch:
-                prev_partition = partition
-                on_new_batch = getattr(self._partitioner, "on_new_batch", None)
+                # The sticky partitioner moves on before a new batch is created (Kafka 2.4+).
+                on_new_batch = getattr(partitioner, "on_new_batch", None)
                 if on_new_batch is not None:
-                    on_new_batch(topic, cluster, prev_partition)
-                partition = self._partition(record, key_bytes, value_bytes, cluster)
-                tp = TopicPartition(topic, partition)
+                    on_new_batch(topic, cluster, partition)
+                if not explicit_partition:
+                    partition = partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
+                    tp = self._topic_partition(topic, partition)
                 if interceptors:
                     intercept_callback = InterceptorCallback(callback, interceptors, tp)
                 result = accumulator.append(tp, timestamp, key_bytes, value_bytes, header_array, intercept_callback,
                                             remaining_wait_ms, False, now)
             if result.batch_is_full or result.new_batch_created:
-                self._sender.wakeup()  # type: ignore[union-attr]
+                sender.wakeup()
             return result.future  # type: ignore[return-value]
         except _ApiErrors as e:
             # API errors go to the callback and the future, not to the caller.
@@ -235,23 +261,28 @@ class KafkaProducer:
                 except Exception:
                     log.error("%sError executing user-provided callback", self._log_context, exc_info=True)
             self._errors.record()
-            interceptors.on_send_error(record, tp, e)
-            return _failed_future(e, tp or TopicPartition(record.topic, record.partition
-                                                          if record.partition is not None else -1))
+            if interceptors:
+                interceptors.on_send_error(record, tp, e)
+            return _failed_future(e, tp or TopicPartition(topic, partition if partition is not None else -1))
         except KafkaError as e:
             self._errors.record()
-            interceptors.on_send_error(record, tp, e)
+            if interceptors:
+                interceptors.on_send_error(record, tp, e)
             raise
         except Exception as e:
-            interceptors.on_send_error(record, tp, e)
+            if interceptors:
+                interceptors.on_send_error(record, tp, e)
             raise
 
-    def _partition(self, record: ProducerRecord, key_bytes: bytes | None, value_bytes: bytes | None,
-                   cluster: Cluster) -> int:
-        if record.partition is not None:
-            return record.partition
-        return self._partitioner.partition(record.topic, record.key, key_bytes, record.value, value_bytes,
-                                           cluster)
+    def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
+        """Shared TopicPartition instances (creating a frozen dataclass per record is costly)."""
+        cache = self._tp_cache
+        tp = cache.get((topic, partition))
+        if tp is None:
+            if len(cache) > 100_000:
+                cache.clear()
+            tp = cache[(topic, partition)] = TopicPartition(topic, partition)
+        return tp
 
     def _ensure_valid_record_size(self, size: int) -> None:
         if size > self._max_request_size:

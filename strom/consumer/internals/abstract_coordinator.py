@@ -20,7 +20,6 @@ Both hold ``self.lock`` (re-entrant; ``self.cond`` wakes the heartbeat thread) w
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ from strom.common.errors import KafkaError, for_code
 from strom.common.structs import Node
 from strom.common.time import Time
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
-from strom.consumer.internals.heartbeat import Heartbeat, HeartbeatThread
+from strom.consumer.internals.group_state import NO_GENERATION, Generation, MemberState
+from strom.consumer.internals.heartbeat import Heartbeat, HeartbeatMixin, HeartbeatThread
 from strom.consumer.internals.request_future import (
     RequestFuture,
     coordinator_not_available,
@@ -41,7 +41,6 @@ from strom.consumer.internals.request_future import (
 from strom.consumer.internals.timer import Timer
 from strom.protocol.messages import (
     FindCoordinatorRequest,
-    HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     SyncGroupRequest,
@@ -52,31 +51,15 @@ __all__ = ["AbstractCoordinator", "GroupRebalanceConfig", "Generation", "MemberS
 log = logging.getLogger(__name__)
 
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
+# Highest group API versions sent: the ones librdkafka itself uses. Later versions add nothing the classic
+# consumer needs (v6+/v4+ are the flexible encodings, then reason / protocol echo fields), and librdkafka's mock
+# cluster advertises but mishandles them (JoinGroup v6 and SyncGroup v4 close the connection, LeaveGroup v3+
+# answers are malformed) — see tests/interop/test_consumer_librdkafka_mock.py.
+JOIN_GROUP_MAX_VERSION = 5
+SYNC_GROUP_MAX_VERSION = 3
+LEAVE_GROUP_MAX_VERSION = 2
 _RETRY_JOIN = (ec.UnknownMemberIdError, ec.RebalanceInProgressError, ec.IllegalGenerationError,
                ec.MemberIdRequiredError)
-
-
-class MemberState(enum.Enum):
-    UNJOINED = "UNJOINED"
-    PREPARING_REBALANCE = "PREPARING_REBALANCE"
-    COMPLETING_REBALANCE = "COMPLETING_REBALANCE"
-    STABLE = "STABLE"
-
-    def has_not_joined_group(self) -> bool:
-        return self in (MemberState.UNJOINED, MemberState.PREPARING_REBALANCE)
-
-
-@dataclass(frozen=True, slots=True)
-class Generation:
-    generation_id: int
-    member_id: str
-    protocol_name: str | None
-
-    def has_member_id(self) -> bool:
-        return bool(self.member_id)
-
-
-NO_GENERATION = Generation(-1, "", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +76,7 @@ class GroupRebalanceConfig:
     leave_group_on_close: bool = True
 
 
-class AbstractCoordinator:
+class AbstractCoordinator(HeartbeatMixin):
     """Kafka's ``AbstractCoordinator`` (see the module docstring)."""
 
     PROTOCOL_TYPE = "consumer"
@@ -326,9 +309,9 @@ class AbstractCoordinator:
             reason=self.rejoin_reason or None)
         self.rejoin_reason = ""
         timeout = max(self.config.request_timeout_ms, self.config.rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS)
-        # v4+ (member id required) is what every modern client sends; static membership needs v5+
         return self.client.send(self.coordinator, request, timeout_ms=timeout,
-                                min_version=5 if self.config.group_instance_id else 0).compose(self._handle_join)
+                                min_version=5 if self.config.group_instance_id else 0,
+                                max_version=JOIN_GROUP_MAX_VERSION).compose(self._handle_join)
 
     def _handle_join(self, response: Any, future: RequestFuture) -> None:
         error = response.error_code
@@ -365,7 +348,7 @@ class AbstractCoordinator:
             log.error("JoinGroup failed: group.instance.id %s is fenced by another member",
                       self.config.group_instance_id)
             self.fatal_error = exc
-        log.info("JoinGroup failed: %s", exc)
+        log.log(logging.DEBUG if error == ErrorCode.MEMBER_ID_REQUIRED else logging.INFO, "JoinGroup failed: %s", exc)
         future.raise_(exc)
 
     def _on_join_follower(self) -> RequestFuture:
@@ -389,7 +372,8 @@ class AbstractCoordinator:
                                    member_id=generation.member_id, group_instance_id=self.config.group_instance_id,
                                    protocol_type=self.PROTOCOL_TYPE, protocol_name=generation.protocol_name,
                                    assignments=assignments)
-        return self.client.send(self.coordinator, request).compose(self._handle_sync)
+        return self.client.send(self.coordinator, request, min_version=3 if self.config.group_instance_id else 0,
+                                max_version=SYNC_GROUP_MAX_VERSION).compose(self._handle_sync)
 
     def _handle_sync(self, response: Any, future: RequestFuture) -> None:
         error = response.error_code
@@ -438,60 +422,6 @@ class AbstractCoordinator:
     def has_generation_reset(self, generation: Generation) -> bool:
         return generation.generation_id == NO_GENERATION.generation_id
 
-    # ---------------------------------------------------------------------------------- heartbeats
-
-    def send_heartbeat_request(self) -> RequestFuture:
-        if self.coordinator is None:
-            return coordinator_not_available()
-        generation = self.generation
-        request = HeartbeatRequest(group_id=self.config.group_id, generation_id=generation.generation_id,
-                                   member_id=generation.member_id, group_instance_id=self.config.group_instance_id)
-        sent_generation = generation
-        return self.client.send(self.coordinator, request).compose(
-            lambda response, future: self._handle_heartbeat(response, future, sent_generation))
-
-    def _handle_heartbeat(self, response: Any, future: RequestFuture, sent: Generation) -> None:
-        error = response.error_code
-        if error == ErrorCode.NONE:
-            future.complete(None)
-            return
-        exc = for_code(error)
-        if error in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
-            self.mark_coordinator_unknown(exc.name)
-        elif error == ErrorCode.REBALANCE_IN_PROGRESS:
-            with self.lock:
-                if self.state is not MemberState.STABLE:
-                    future.complete(None)  # already rebalancing: nothing to do
-                    return
-            self.request_rejoin("group is already rebalancing")
-        elif error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
-            with self.lock:
-                unchanged = self.generation == sent
-                if unchanged and self.state is not MemberState.COMPLETING_REBALANCE:
-                    if error == ErrorCode.FENCED_INSTANCE_ID:
-                        self.fatal_error = exc
-                    self.reset_generation_on_response_error("Heartbeat", error)
-        future.raise_(exc)
-
-    def poll_heartbeat(self, now: int) -> None:
-        """The application polled: reset the poll timer; surface a heartbeat-thread failure."""
-        with self.lock:
-            thread = self.heartbeat_thread
-            if thread is not None and thread.failure is not None:
-                failure, thread.failure = thread.failure, None
-                if isinstance(failure, ec.FencedInstanceIdError):
-                    self.fatal_error = failure
-                raise failure
-            if self.fatal_error is not None:
-                raise self.fatal_error
-            self.heartbeat.poll(now)
-
-    def time_to_next_heartbeat(self, now: int) -> int:
-        with self.lock:
-            if self.state.has_not_joined_group():
-                return 2**31 - 1
-            return self.heartbeat.time_to_next_heartbeat(now)
-
     # ------------------------------------------------------------------------------------ leaving
 
     def maybe_leave_group(self, reason: str) -> RequestFuture | None:
@@ -507,7 +437,7 @@ class AbstractCoordinator:
                 request = LeaveGroupRequest(
                     group_id=self.config.group_id, member_id=self.generation.member_id,
                     members=[LeaveGroupRequest.MemberIdentity(member_id=self.generation.member_id, reason=reason)])
-                future = self.client.send(self.coordinator, request)
+                future = self.client.send(self.coordinator, request, max_version=LEAVE_GROUP_MAX_VERSION)
             self.reset_state_and_generation()
         return future
 

@@ -22,20 +22,26 @@ Not thread-safe: owned by the fetcher, used on the consumer's thread.
 from __future__ import annotations
 
 import heapq
+import struct
 from collections.abc import Iterator
 from typing import Any
 
+from strom.common.error_codes import CorruptMessageError
 from strom.common.errors import KafkaError
 from strom.common.serialization import ByteArrayDeserializer
 from strom.common.structs import TopicPartition
 from strom.consumer.consumer_records import ConsumerRecord
 from strom.consumer.errors import CorruptRecordError, RecordDeserializationError
-from strom.record.batch import ControlRecordType
-from strom.record.records import MemoryRecords
+from strom.consumer.internals.record_decoder import decode_consumer_records
+from strom.record.batch import ControlRecordType, RecordBatch
+from strom.record.compression import CompressionType, decompress
+from strom.record.header import COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TIMESTAMP_TYPE_MASK
+from strom.record.legacy import LEGACY_RECORD_OVERHEAD_V0, LegacyRecordBatch
 
 __all__ = ["CompletedFetch", "RecordConverter"]
 
 _new = tuple.__new__
+_I32 = struct.Struct(">i")
 
 
 class RecordConverter:
@@ -151,23 +157,45 @@ class CompletedFetch:
                 break
         return out
 
+    def _iter_batches(self) -> Iterator[tuple[Any, bytes, int, int]]:
+        """``(batch, buffer, position, size)`` of every complete batch (a trailing partial batch is skipped)."""
+        buf = self._records_buf
+        data = buf if type(buf) is bytes else bytes(buf)  # one copy per response; batches index into it
+        self._records_buf = None
+        n = len(data)
+        pos = 0
+        while n - pos >= LOG_OVERHEAD:
+            size = _I32.unpack_from(data, pos + 8)[0] + LOG_OVERHEAD
+            if size < LOG_OVERHEAD + LEGACY_RECORD_OVERHEAD_V0:
+                raise CorruptMessageError(f"batch at position {pos} has size {size}, below the minimum overhead")
+            if n - pos < size:
+                return
+            magic = data[pos + MAGIC_OFFSET]
+            if magic == 2:
+                yield RecordBatch(data, pos), data, pos, size
+            elif magic < 2:
+                yield LegacyRecordBatch(data, pos), data, pos, size
+            else:
+                raise CorruptMessageError(f"batch at position {pos} has unsupported magic {magic}")
+            pos += size
+
     def _load_next_batch(self) -> bool:
         """Decode the next usable batch into ``_current``; ``False`` when the data is exhausted."""
         if self._batches is None:
             if self._records_buf is None or self._started:
                 return False
             self._started = True
-            self._batches = iter(MemoryRecords(self._records_buf).batches())
+            self._batches = self._iter_batches()
         read_committed = self._read_committed
         while True:
             try:
-                batch = next(self._batches, None)
+                item = next(self._batches, None)
             except KafkaError as exc:
                 self._raise_corrupt(str(exc))
-            if batch is None:
+            if item is None:
                 self._batches = None
-                self._records_buf = None
                 return False
+            batch, data, pos, size = item
             if self._check_crcs:
                 reason = batch.invalid_reason()
                 if reason is not None:
@@ -190,19 +218,45 @@ class CompletedFetch:
             if batch.is_control:
                 self.next_fetch_offset = next_offset
                 continue
-            try:
-                records = batch.records()
-            except KafkaError as exc:
-                self._raise_corrupt(str(exc))
             epoch = batch.partition_leader_epoch
             self.last_epoch = epoch if epoch >= 0 else None
-            self._current = self._convert(records, int(batch.timestamp_type), self.last_epoch)
+            try:
+                records = self._decode(batch, data, pos, size)
+            except KafkaError as exc:
+                self._raise_corrupt(str(exc))
+            if records and records[0][2] < self.next_fetch_offset:
+                start = self.next_fetch_offset
+                records = [r for r in records if r[2] >= start]
+            self._current = records if self._converter.raw else self._deserialize(records)
             self._index = 0
             self._batch_next_offset = next_offset
             if not self._current and self._pending_error is None:
                 self.next_fetch_offset = next_offset
                 continue
             return True
+
+    def _decode(self, batch: Any, data: Any, pos: int, size: int) -> list[ConsumerRecord]:
+        """Every record of ``batch`` as a ConsumerRecord with raw key/value bytes."""
+        tp = self.tp
+        ts_type = int(batch.timestamp_type)
+        if batch.magic != 2:  # legacy message set entry
+            return [_new(ConsumerRecord, (tp.topic, tp.partition, r[0], r[1], ts_type, r[2], r[3], r[4],
+                                          -1 if r[2] is None else len(r[2]), -1 if r[3] is None else len(r[3]),
+                                          None)) for r in batch.records()]
+        h = batch.header
+        codec = h.attributes & COMPRESSION_MASK
+        if codec == 0:
+            start, end = pos + HEADER_SIZE, pos + size
+        else:
+            try:
+                data = decompress(CompressionType(codec), memoryview(data)[pos + HEADER_SIZE:pos + size])
+            except ValueError as exc:
+                raise CorruptMessageError(f"cannot decompress record batch: {exc}") from None
+            start, end = 0, len(data)
+        log_append = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
+        return decode_consumer_records(data, start, end, h.records_count, h.base_offset, h.base_timestamp,
+                                       h.records_count == h.last_offset_delta + 1, tp.topic, tp.partition,
+                                       ts_type, self.last_epoch, log_append)
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         aborted = self._aborted
@@ -213,37 +267,26 @@ class CompletedFetch:
     def _raise_corrupt(self, reason: str) -> Any:
         raise CorruptRecordError(self.tp, self.next_fetch_offset, reason)
 
-    def _convert(self, records: list[Any], ts_type: int, epoch: int | None) -> list[ConsumerRecord]:
-        start = self.next_fetch_offset
+    def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        """Apply the key/value deserializers; stops at the first failure (raised after the records before)."""
         topic = self.tp.topic
-        partition = self.tp.partition
         conv = self._converter
-        if conv.raw:
-            return [_new(ConsumerRecord, (topic, partition, r[0], r[1], ts_type, r[2], r[3], r[4],
-                                          -1 if r[2] is None else len(r[2]), -1 if r[3] is None else len(r[3]),
-                                          epoch))
-                    for r in records if r[0] >= start]
         kd = conv.key_deserializer
         vd = conv.value_deserializer
         out: list[ConsumerRecord] = []
         append = out.append
         for r in records:
-            offset = r[0]
-            if offset < start:
-                continue
-            key, value, headers = r[2], r[3], r[4]
+            key, value, headers = r[5], r[6], r[7]
             what = "key"
             try:
                 k = key if kd is None else kd.deserialize(topic, key, headers)
                 what = "value"
                 v = value if vd is None else vd.deserialize(topic, value, headers)
             except Exception as exc:
+                offset = r[2]
                 self._pending_error = RecordDeserializationError(
                     self.tp, offset, f"Error deserializing {what} for partition {self.tp} at offset {offset}. "
                     f"If needed, please seek past the record to continue consumption.", exc)
                 break
-            append(_new(ConsumerRecord, (topic, partition, offset, r[1], ts_type, k, v, headers,
-                                         -1 if key is None else len(key), -1 if value is None else len(value),
-                                         epoch)))
+            append(_new(ConsumerRecord, (r[0], r[1], r[2], r[3], r[4], k, v, headers, r[8], r[9], r[10])))
         return out
-

@@ -38,6 +38,7 @@ from strom.consumer.internals.abstract_coordinator import (
     NO_GENERATION,
     AbstractCoordinator,
     GroupRebalanceConfig,
+    MemberState,
 )
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
 from strom.consumer.internals.consumer_protocol import (
@@ -175,9 +176,11 @@ class ConsumerCoordinator(OffsetCommitsMixin, AbstractCoordinator):
 
     def time_to_next_poll(self, now: int) -> int:
         """How long ``KafkaConsumer.poll`` may block before the coordinator needs attention."""
-        if not self.auto_commit_enabled:
-            return self.time_to_next_heartbeat(now)
-        return min(max(0, self.next_auto_commit_deadline - now), self.time_to_next_heartbeat(now))
+        heartbeat = self.time_to_next_heartbeat(now)
+        if not self.auto_commit_enabled or (self.subscriptions.has_auto_assigned_partitions()
+                                            and self.state is not MemberState.STABLE):
+            return heartbeat  # nothing to auto-commit while (re)joining: do not spin on an overdue commit
+        return min(max(0, self.next_auto_commit_deadline - now), heartbeat)
 
     # -------------------------------------------------------------------------------- join protocol
 

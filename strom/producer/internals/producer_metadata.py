@@ -52,6 +52,12 @@ class ProducerMetadata(Metadata):
         """Mark ``topic`` used now (resets its expiry); a first use requests an update for it at once."""
         if topic is None:
             raise ValueError("topic cannot be null")
+        topics = self._topics
+        if topic in topics:
+            # Hot path (every send): refresh the expiry without the lock. Racing with expiry removal only
+            # re-adds a known topic, which the next metadata wait or full update handles.
+            topics[topic] = now_ms + self.metadata_idle_ms
+            return
         with self._lock:
             if self._topics.get(topic) is None:
                 self._new_topics.add(topic)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from strom.common.errors import IllegalStateError
-from strom.network.connection_states import ClusterConnectionStates, ConnectionState
+from strom.network.connection_states import ClusterConnectionStates
 from strom.network.exponential_backoff import ExponentialBackoff
 from strom.network.in_flight_requests import InFlightRequests
 

@@ -1,0 +1,201 @@
+"""Consumer benchmark: strom vs kafka-python vs aiokafka vs confluent-kafka, in one run.
+
+  .venv/bin/python bench/consumer.py [--records N] [--partitions P] [--clients strom,kafka-python,...]
+
+One strom broker (subprocess, ``group.initial.rebalance.delay.ms=0``) holds N pre-produced 100-byte records
+(confluent-kafka producer, no compression) in a topic with P partitions. Each client then runs in its own
+subprocess, one after the other, as a group member (fresh group id, ``auto.offset.reset=earliest``, no
+auto-commit, ``max.poll.records``-style limit 500 where the client has one) and reads every record, touching
+each value (sum of the value lengths is checked). Reported per client: steady-state records/s (clock from
+the first record to the last), total records/s (clock from subscribe, so group join included) and CPU
+seconds of the consumer process; then strom's ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+VALUE_SIZE = 100
+CLIENTS = ("strom", "kafka-python", "aiokafka", "confluent-kafka")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "batch.size": 1_000_000,
+                     "queue.buffering.max.kbytes": 1_048_576, "enable.idempotence": False})
+    payload = os.urandom(VALUE_SIZE)
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.001)
+    assert p.flush(120) == 0
+    return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------------------------- clients
+
+
+def run_strom(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+    from strom.consumer import KafkaConsumer
+
+    c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": f"bench-strom-{time.time()}"},
+                      key_deserializer="bytes", value_deserializer="bytes", auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+    c.subscribe([topic])
+    got = nbytes = 0
+    first = None
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
+        records = c.poll(1.0)
+        if records and first is None:
+            first = time.perf_counter()
+        for r in records:
+            nbytes += len(r.value)
+        got += len(records)
+    c.close()
+    return first, got, nbytes
+
+
+def run_kafka_python(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+    import kafka
+
+    c = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-kp-{time.time()}",
+                            auto_offset_reset="earliest", enable_auto_commit=False)
+    got = nbytes = 0
+    first = None
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
+        batch = c.poll(1000, max_records=500)
+        if batch and first is None:
+            first = time.perf_counter()
+        for records in batch.values():
+            got += len(records)
+            for r in records:
+                nbytes += len(r.value)
+    c.close()
+    return first, got, nbytes
+
+
+def run_aiokafka(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+    import asyncio
+
+    import aiokafka
+
+    async def main() -> tuple[float | None, int, int]:
+        c = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-aio-{time.time()}",
+                                      auto_offset_reset="earliest", enable_auto_commit=False)
+        await c.start()
+        got = nbytes = 0
+        first = None
+        deadline = time.monotonic() + 300
+        while got < n and time.monotonic() < deadline:
+            batch = await c.getmany(timeout_ms=1000, max_records=500)
+            if batch and first is None:
+                first = time.perf_counter()
+            for records in batch.values():
+                got += len(records)
+                for r in records:
+                    nbytes += len(r.value)
+        await c.stop()
+        return first, got, nbytes
+
+    return asyncio.run(main())
+
+
+def run_confluent(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ck-{time.time()}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got = nbytes = 0
+    first = None
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
+        for m in c.consume(500, 1.0):
+            if m.error():
+                continue
+            if first is None:
+                first = time.perf_counter()
+            got += 1
+            nbytes += len(m.value())
+    c.close()
+    return first, got, nbytes
+
+
+RUNNERS = {"strom": run_strom, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
+           "confluent-kafka": run_confluent}
+
+
+def child(client: str, bootstrap: str, topic: str, n: int) -> None:
+    """Run one client (in a subprocess) and print one JSON line."""
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    first, got, nbytes = RUNNERS[client](bootstrap, topic, n)
+    end = time.perf_counter()
+    print(json.dumps({"client": client, "records": got, "bytes": nbytes, "total_s": end - t0,
+                      "steady_s": end - first if first else None, "cpu_s": time.process_time() - cpu0}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--child", nargs=3, metavar=("CLIENT", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], args.child[2], args.records)
+        return
+    from strom.testing.broker_process import BrokerProcess
+
+    results = {}
+    with BrokerProcess(overrides={"group.initial.rebalance.delay.ms": "0"}) as broker:
+        topic = "bench-consumer"
+        dt = produce(broker.bootstrap, topic, args.partitions, args.records)
+        print(f"produced {args.records:,} x {VALUE_SIZE} B records into {args.partitions} partitions in {dt:.1f}s")
+        for client in args.clients.split(","):
+            out = subprocess.run([sys.executable, __file__, "--records", str(args.records), "--child", client,
+                                  broker.bootstrap, topic], capture_output=True, text=True, timeout=600)
+            lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+            if out.returncode != 0 or not lines:
+                print(f"{client}: failed\n{out.stderr[-2000:]}")
+                continue
+            r = json.loads(lines[-1])
+            if r["records"] != args.records or r["bytes"] != args.records * VALUE_SIZE:
+                print(f"{client}: incomplete ({r['records']:,} records, {r['bytes']:,} bytes)")
+            results[client] = r
+    print()
+    print("| client | records/s (steady) | records/s (incl. join) | CPU s |")
+    print("|---|---:|---:|---:|")
+    for client, r in results.items():
+        steady = r["records"] / r["steady_s"] if r["steady_s"] else 0.0
+        print(f"| {client} | {steady:,.0f} | {r['records'] / r['total_s']:,.0f} | {r['cpu_s']:.2f} |")
+    if "strom" in results:
+        s = results["strom"]
+        s_rate = s["records"] / s["steady_s"]
+        for other in ("kafka-python", "aiokafka", "confluent-kafka"):
+            if other in results and results[other]["steady_s"]:
+                o = results[other]
+                print(f"strom / {other}: {s_rate / (o['records'] / o['steady_s']):.2f}x (steady), "
+                      f"{(s['records'] / s['total_s']) / (o['records'] / o['total_s']):.2f}x (incl. join)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Producer benchmark: strom's KafkaProducer vs kafka-python, aiokafka and confluent-kafka, in one run.
+
+  .venv/bin/python bench/producer.py [--count-small N] [--count-large N] [--targets strom,mock]
+                                     [--clients strom,kafka-python,aiokafka,confluent] [--profile]
+
+Against the same broker and topic — a strom broker subprocess, then librdkafka's mock cluster (in this
+process, native threads) — for 100-byte and 1 KiB records with acks=1 and acks=all, each client runs in its own
+subprocess using its fastest idiomatic asynchronous API (strom/kafka-python: ``send`` + ``flush``; aiokafka:
+``send`` futures + ``gather``; confluent-kafka: ``produce`` + ``poll(0)`` + ``flush``). The clock starts after
+a warm-up record (metadata, connections) and stops when every record has been acknowledged. Common settings:
+linger.ms=5, batch.size=64 KiB, no compression, idempotence off (so acks=all means the same work for all four).
+Prints records/s, MB/s, peak RSS per client and strom's ratio to each. ``--profile`` writes a pyinstrument
+profile of strom's 100-byte acks=1 run to ``bench/out/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+CLIENTS = ["strom", "kafka-python", "aiokafka", "confluent"]
+LINGER_MS = 5
+BATCH = 65536
+
+
+# ----------------------------------------------------------------------------------------------- workers
+
+
+def _strom(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: bool) -> float:
+    from strom import KafkaProducer
+
+    p = KafkaProducer({"bootstrap.servers": bootstrap, "key.serializer": "bytes", "value.serializer": "bytes",
+                       "acks": acks, "linger.ms": LINGER_MS, "batch.size": BATCH, "enable.idempotence": False})
+    p.send(topic, payload).get(30)
+    send = p.send
+    t0 = time.perf_counter()
+    for _ in range(n):
+        send(topic, payload)
+    p.flush()
+    dt = time.perf_counter() - t0
+    assert p.metrics()["record-error-total"] == 0
+    p.close()
+    return dt
+
+
+def _kafka_python(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: bool) -> float:
+    from kafka import KafkaProducer
+
+    kwargs: dict[str, Any] = {"bootstrap_servers": bootstrap, "acks": acks if acks == "all" else int(acks),
+                              "linger_ms": LINGER_MS, "batch_size": BATCH}
+    if mock:
+        kwargs["api_version"] = (2, 3, 0)  # librdkafka mock's ApiVersions quirk (see shared notes)
+    p = KafkaProducer(enable_idempotence=False, **kwargs)
+    p.send(topic, payload).get(30)
+    send = p.send
+    t0 = time.perf_counter()
+    futures = [send(topic, payload) for _ in range(n)]
+    p.flush()
+    dt = time.perf_counter() - t0
+    assert all(f.succeeded() for f in futures[-100:])
+    p.close()
+    return dt
+
+
+def _aiokafka(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: bool) -> float:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> float:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=acks if acks == "all" else int(acks),
+                             linger_ms=LINGER_MS, max_batch_size=BATCH, enable_idempotence=False)
+        await p.start()
+        await (await p.send(topic, payload))
+        send = p.send
+        t0 = time.perf_counter()
+        futures = [await send(topic, payload) for _ in range(n)]
+        await asyncio.gather(*futures)
+        dt = time.perf_counter() - t0
+        await p.stop()
+        return dt
+
+    return asyncio.run(run())
+
+
+def _confluent(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: bool) -> float:
+    import confluent_kafka as ck
+
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS, "batch.size": BATCH,
+                     "enable.idempotence": False, "compression.type": "none",
+                     "queue.buffering.max.kbytes": 65536})
+    p.produce(topic, payload)
+    p.flush(30)
+    errors: list[Any] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    produce, poll = p.produce, p.poll
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                produce(topic, payload, on_delivery=report)
+                break
+            except BufferError:
+                poll(0.001)
+        if i % 1000 == 0:
+            poll(0)
+    left = p.flush(300)
+    dt = time.perf_counter() - t0
+    assert left == 0 and not errors
+    return dt
+
+
+WORKERS = {"strom": _strom, "kafka-python": _kafka_python, "aiokafka": _aiokafka, "confluent": _confluent}
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    payload = os.urandom(args.size)
+    fn = WORKERS[args.worker]
+    if args.profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005)
+        profiler.start()
+        dt = fn(args.bootstrap, args.topic, payload, args.count, args.acks, args.mock)
+        profiler.stop()
+        os.makedirs(os.path.join(ROOT, "bench", "out"), exist_ok=True)
+        path = os.path.join(ROOT, "bench", "out", f"producer-{args.worker}-{args.size}.txt")
+        with open(path, "w") as f:
+            f.write(profiler.output_text(unicode=False, color=False, show_all=False))
+    else:
+        dt = fn(args.bootstrap, args.topic, payload, args.count, args.acks, args.mock)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": dt, "count": args.count, "size": args.size, "peak_rss_mb": peak_kb / 1024}))
+
+
+# ----------------------------------------------------------------------------------------------- driver
+
+
+def run_worker(client: str, bootstrap: str, topic: str, size: int, count: int, acks: str, mock: bool,
+               profile: bool = False) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", client, "--bootstrap", bootstrap, "--topic", topic,
+           "--size", str(size), "--count", str(count), "--acks", acks]
+    if mock:
+        cmd.append("--mock")
+    if profile:
+        cmd.append("--profile")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        return {"error": (out.stderr or out.stdout)[-600:]}
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker")
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--topic", default="bench-producer")
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--count", type=int, default=0)
+    ap.add_argument("--acks", default="1")
+    ap.add_argument("--mock", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--count-small", type=int, default=200_000)
+    ap.add_argument("--count-large", type=int, default=100_000)
+    ap.add_argument("--targets", default="strom,mock")
+    ap.add_argument("--clients", default=",".join(CLIENTS))
+    ap.add_argument("--partitions", type=int, default=4)
+    args = ap.parse_args()
+    if args.worker:
+        worker_main(args)
+        return
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from strom.testing.broker_process import BrokerProcess
+    from strom.testing.mock_cluster import MockCluster
+
+    clients = args.clients.split(",")
+    results: list[tuple[str, int, str, str, dict[str, Any]]] = []
+    for target in args.targets.split(","):
+        if target == "strom":
+            ctx: Any = BrokerProcess()
+            ctx.start()
+            bootstrap = ctx.bootstrap
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.create_topics([NewTopic(args.topic, num_partitions=args.partitions,
+                                          replication_factor=1)])[args.topic].result(30)
+        else:
+            ctx = MockCluster(3)
+            bootstrap = ctx.bootstrap_servers
+            ctx.create_topic(args.topic, args.partitions, 3)
+        try:
+            for size, count in ((100, args.count_small), (1024, args.count_large)):
+                for acks in ("1", "all"):
+                    for client in clients:
+                        r = run_worker(client, bootstrap, args.topic, size, count, acks, target == "mock",
+                                       args.profile and client == "strom" and size == 100 and acks == "1")
+                        results.append((target, size, acks, client, r))
+                        print(_row(target, size, acks, client, r), flush=True)
+        finally:
+            if target == "strom":
+                ctx.stop()
+                ctx.cleanup()
+            else:
+                ctx.close()
+    print()
+    print(_table(results, clients))
+
+
+def _rate(r: dict[str, Any]) -> float:
+    return r["count"] / r["seconds"] if "seconds" in r else float("nan")
+
+
+def _row(target: str, size: int, acks: str, client: str, r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"{target:5} {size:5}B acks={acks:3} {client:13} ERROR {r['error']!r}"
+    rate = _rate(r)
+    return (f"{target:5} {size:5}B acks={acks:3} {client:13} {rate:>12,.0f} rec/s {rate * size / 1e6:8.1f} MB/s "
+            f"peak RSS {r['peak_rss_mb']:.0f} MB")
+
+
+def _table(results: list[tuple[str, int, str, str, dict[str, Any]]], clients: list[str]) -> str:
+    lines = ["| broker | record | acks | client | records/s | MB/s | peak RSS MB | strom ÷ client |",
+             "|---|---:|---|---|---:|---:|---:|---:|"]
+    strom_rates = {(t, s, a): _rate(r) for t, s, a, c, r in results if c == "strom"}
+    for target, size, acks, client, r in results:
+        rate = _rate(r)
+        ratio = strom_rates.get((target, size, acks), float("nan")) / rate if rate == rate and rate else float("nan")
+        rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "-"
+        lines.append(f"| {target} | {size} B | {acks} | {client} | {rate:,.0f} | {rate * size / 1e6:.1f} | {rss} | "
+                     f"{ratio:.2f}× |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""The admin client: manage topics, configs, consumer groups, offsets and records.
+
+Kafka counterpart: ``org.apache.kafka.clients.admin.Admin`` / ``KafkaAdminClient`` (3.x). Every method returns at
+once with futures — one per resource (topic, config resource, group, partition) — that complete on the client's
+I/O thread (``kafka-admin-client-thread | <client.id>``), which owns the one :class:`NetworkClient` (with
+ApiVersions negotiation) and fetches cluster metadata through :class:`AdminMetadataManager`. Topic creation,
+deletion and partition changes go to the controller; group operations to the group coordinator found with
+FindCoordinator; offsets and record deletion to the partition leaders; the rest to the least loaded broker.
+Failures are the broker's error classes (``strom.common.error_codes``) carrying the broker's message,
+:class:`KafkaTimeoutError` when ``timeout_ms`` (default ``default.api.timeout.ms``) passes, or
+:class:`ConfigError` for a bad configuration at construction.
+
+Usage::
+
+    with AdminClient({"bootstrap.servers": "localhost:9092"}) as admin:
+        admin.create_topics([NewTopic("sanguo", 3, 1)]).all().result()
+        print(admin.describe_topics(["sanguo"])["sanguo"].result().partitions)
+
+Thread-safety: thread-safe; any thread may call any method. ``close`` waits for the calls in progress (up to its
+timeout) and fails the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from strom.admin import cluster as _cluster
+from strom.admin import configs as _configs
+from strom.admin import groups as _groups
+from strom.admin import records as _records
+from strom.admin import topics as _topics
+from strom.admin.config import AdminClientConfig
+from strom.admin.metadata_manager import AdminMetadataManager
+from strom.admin.models import (
+    AlterConfigOp,
+    Config,
+    ConfigResource,
+    ConsumerGroupDescription,
+    ConsumerGroupState,
+    CreatedTopic,
+    DeletedRecords,
+    ListOffsetsResultInfo,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    RecordsToDelete,
+    TopicDescription,
+)
+from strom.admin.results import (
+    DescribeClusterResult,
+    KeyedResult,
+    ListConsumerGroupOffsetsResult,
+    ListConsumerGroupsResult,
+    ListTopicsResult,
+)
+from strom.admin.runnable import AdminClientRunnable
+from strom.common.errors import KafkaError
+from strom.common.structs import OffsetAndMetadata, TopicPartition
+from strom.common.time import SYSTEM_TIME, Time
+from strom.config.common_client_configs import parse_bootstrap_servers
+from strom.network.api_versions import ApiVersions
+from strom.network.kafka_client import KafkaClient
+from strom.network.network_client import NetworkClient
+from strom.network.selector import Selector
+
+__all__ = ["AdminClient", "KafkaAdminClient", "NETWORK_THREAD_PREFIX"]
+
+log = logging.getLogger(__name__)
+NETWORK_THREAD_PREFIX = "kafka-admin-client-thread"
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+def _ms(timeout: float | timedelta | None) -> int | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        return int(timeout.total_seconds() * 1000)
+    return int(timeout * 1000)
+
+
+class AdminClient:
+    """Kafka's ``Admin`` (``KafkaAdminClient``). Thread-safe; use as a context manager to ``close()``."""
+
+    def __init__(self, config: Mapping[str, Any] | AdminClientConfig | None = None, *, time: Time | None = None,
+                 client: KafkaClient | None = None, **kwargs: Any) -> None:
+        # Configuration errors are raised as they are (before anything is built), as in Kafka.
+        if isinstance(config, AdminClientConfig) and not kwargs:
+            cfg = config
+        else:
+            base = dict(config.originals) if isinstance(config, AdminClientConfig) else dict(config or {})
+            cfg = AdminClientConfig(base, **kwargs)
+        self.config = cfg
+        values = cfg.values
+        self.client_id: str = values["client.id"]
+        self._time = time or SYSTEM_TIME
+        self._log_context = f"[AdminClient clientId={self.client_id}] "
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._close_lock = threading.Lock()
+        try:
+            self._metadata = AdminMetadataManager(values["retry.backoff.ms"], values["metadata.max.age.ms"])
+            self._metadata.bootstrap(parse_bootstrap_servers(values["bootstrap.servers"]))
+            self._client = client or self._new_network_client(values)
+            self._runnable = AdminClientRunnable(
+                self._client, self._metadata, self._time, values["request.timeout.ms"],
+                values["default.api.timeout.ms"], values["retry.backoff.ms"], values["retry.backoff.max.ms"],
+                values["retries"], self._log_context)
+            name = f"{NETWORK_THREAD_PREFIX} | {self.client_id}"
+            self._thread = threading.Thread(target=self._runnable.run, name=name, daemon=True)
+            self._thread.start()
+        except Exception as e:
+            raise KafkaError("Failed to create new KafkaAdminClient") from e
+        log.debug("%sKafka admin client initialized", self._log_context)
+
+    def _new_network_client(self, values: Mapping[str, Any]) -> NetworkClient:
+        selector = Selector(values["connections.max.idle.ms"], self._time, log_context=self._log_context)
+        return NetworkClient(
+            selector, self._metadata, self.client_id, 100, values["reconnect.backoff.ms"],
+            values["reconnect.backoff.max.ms"], values["send.buffer.bytes"], values["receive.buffer.bytes"],
+            values["request.timeout.ms"], values["socket.connection.setup.timeout.ms"],
+            values["socket.connection.setup.timeout.max.ms"], self._time, True, ApiVersions(),
+            log_context=self._log_context)
+
+    # ------------------------------------------------------------------------------------------ topics
+
+    def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: int | None = None) -> KeyedResult[str, CreatedTopic]:
+        """Create topics; each future resolves to what the broker created (id, partitions, configs)."""
+        return _topics.create_topics(self._runnable, list(new_topics), validate_only, timeout_ms)
+
+    def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None) -> KeyedResult[str, None]:
+        return _topics.delete_topics(self._runnable, list(topics), timeout_ms)
+
+    def list_topics(self, *, list_internal: bool = False, timeout_ms: int | None = None) -> ListTopicsResult:
+        return _topics.list_topics(self._runnable, list_internal, timeout_ms)
+
+    def describe_topics(self, topics: Iterable[str], *, include_authorized_operations: bool = False,
+                        timeout_ms: int | None = None) -> KeyedResult[str, TopicDescription]:
+        return _topics.describe_topics(self._runnable, list(topics), include_authorized_operations, timeout_ms)
+
+    def create_partitions(self, new_partitions: Mapping[str, NewPartitions | int], *, validate_only: bool = False,
+                          timeout_ms: int | None = None) -> KeyedResult[str, None]:
+        """Grow topics to the given partition counts (Kafka refuses to shrink: INVALID_PARTITIONS)."""
+        wanted = {t: (p if isinstance(p, NewPartitions) else NewPartitions.increase_to(int(p)))
+                  for t, p in new_partitions.items()}
+        return _topics.create_partitions(self._runnable, wanted, validate_only, timeout_ms)
+
+    # ----------------------------------------------------------------------------------------- configs
+
+    def describe_configs(self, resources: Iterable[ConfigResource], *, include_synonyms: bool = False,
+                         include_documentation: bool = False,
+                         timeout_ms: int | None = None) -> KeyedResult[ConfigResource, Config]:
+        return _configs.describe_configs(self._runnable, list(resources), include_synonyms, include_documentation,
+                                         timeout_ms)
+
+    def incremental_alter_configs(self, configs: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
+                                  validate_only: bool = False,
+                                  timeout_ms: int | None = None) -> KeyedResult[ConfigResource, None]:
+        return _configs.incremental_alter_configs(self._runnable, configs, validate_only, timeout_ms)
+
+    def alter_configs(self, configs: Mapping[ConfigResource, Config | Mapping[str, str]], *,
+                      validate_only: bool = False, timeout_ms: int | None = None) -> KeyedResult[ConfigResource, None]:
+        """Kafka's deprecated whole-set ``alterConfigs``: keys not given go back to their defaults."""
+        return _configs.alter_configs(self._runnable, configs, validate_only, timeout_ms)
+
+    # ------------------------------------------------------------------------------------------ groups
+
+    def list_consumer_groups(self, *, states: Iterable[ConsumerGroupState] | None = None,
+                             timeout_ms: int | None = None) -> ListConsumerGroupsResult:
+        return _groups.list_consumer_groups(self._runnable, states, timeout_ms)
+
+    def describe_consumer_groups(self, group_ids: Iterable[str], *, include_authorized_operations: bool = False,
+                                 timeout_ms: int | None = None) -> KeyedResult[str, ConsumerGroupDescription]:
+        """An unknown group is described with state ``DEAD`` and no members (as brokers report it)."""
+        return _groups.describe_consumer_groups(self._runnable, list(group_ids), include_authorized_operations,
+                                                timeout_ms)
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], *,
+                               timeout_ms: int | None = None) -> KeyedResult[str, None]:
+        return _groups.delete_consumer_groups(self._runnable, list(group_ids), timeout_ms)
+
+    def list_consumer_group_offsets(self, group_id: str | Mapping[str, Iterable[TopicPartition] | None], *,
+                                    partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False,
+                                    timeout_ms: int | None = None) -> ListConsumerGroupOffsetsResult:
+        """Committed offsets of one group (optionally only ``partitions``) or of several (``{group: partitions or
+        None}``). A requested partition without a committed offset maps to ``None``."""
+        specs = {group_id: partitions} if isinstance(group_id, str) else dict(group_id)
+        return _groups.list_consumer_group_offsets(self._runnable, specs, require_stable, timeout_ms)
+
+    def alter_consumer_group_offsets(self, group_id: str,
+                                     offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
+                                     timeout_ms: int | None = None) -> KeyedResult[TopicPartition, None]:
+        """Set committed offsets of an inactive group (the broker refuses while it has members)."""
+        return _groups.alter_consumer_group_offsets(self._runnable, group_id, offsets, timeout_ms)
+
+    # ---------------------------------------------------------------------------------------- records
+
+    def list_offsets(self, topic_partition_offsets: Mapping[TopicPartition, OffsetSpec], *,
+                     isolation_level: str | int = "read_uncommitted",
+                     timeout_ms: int | None = None) -> KeyedResult[TopicPartition, ListOffsetsResultInfo]:
+        level = isolation_level if isinstance(isolation_level, int) else (
+            READ_COMMITTED if str(isolation_level).lower() == "read_committed" else READ_UNCOMMITTED)
+        return _records.list_offsets(self._runnable, topic_partition_offsets, level, timeout_ms)
+
+    def delete_records(self, records_to_delete: Mapping[TopicPartition, RecordsToDelete | int], *,
+                       timeout_ms: int | None = None) -> KeyedResult[TopicPartition, DeletedRecords]:
+        """Advance each partition's log start offset to the given offset (-1 = the high watermark)."""
+        return _records.delete_records(self._runnable, records_to_delete, timeout_ms)
+
+    # ---------------------------------------------------------------------------------------- cluster
+
+    def describe_cluster(self, *, include_authorized_operations: bool = False,
+                         timeout_ms: int | None = None) -> DescribeClusterResult:
+        return _cluster.describe_cluster(self._runnable, include_authorized_operations, timeout_ms)
+
+    # ------------------------------------------------------------------------------------- life cycle
+
+    def close(self, timeout: float | timedelta | None = None) -> None:
+        """Stop: calls in progress may finish within ``timeout`` seconds (default: forever); the rest fail."""
+        with self._close_lock:
+            self._closed = True
+        timeout_ms = _ms(timeout)
+        self._runnable.initiate_close(2**62 if timeout_ms is None else timeout_ms)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        log.debug("%sKafka admin client closed.", self._log_context)
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"AdminClient(client_id={self.client_id!r})"
+
+
+KafkaAdminClient = AdminClient

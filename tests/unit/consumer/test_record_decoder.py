@@ -1,0 +1,79 @@
+"""The fused consumer record decoder agrees with the generic record-layer decoder on any batch, and turns
+malformed input into CorruptMessageError (never another exception)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from strom.common.error_codes import CorruptMessageError
+from strom.consumer.internals.record_decoder import decode_consumer_records
+from strom.record import CompressionType, MemoryRecordsBuilder, RecordBatch
+from strom.record.compression import decompress
+from strom.record.header import HEADER_SIZE
+
+from .helpers import compact
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
+headers_st = st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=10))), max_size=3)
+record_st = st.tuples(st.integers(-100_000, 100_000), maybe_bytes, maybe_bytes, headers_st)
+
+
+def decode(data: bytes, codec: int = 0):
+    rb = RecordBatch(data)
+    h = rb.header
+    block, start, end = data, HEADER_SIZE, len(data)
+    if codec:
+        block = decompress(CompressionType(codec), memoryview(data)[HEADER_SIZE:])
+        start, end = 0, len(block)
+    log_append = h.max_timestamp if rb.timestamp_type == 1 else None
+    return decode_consumer_records(block, start, end, h.records_count, h.base_offset, h.base_timestamp,
+                                   h.records_count == h.last_offset_delta + 1, "t", 3, int(rb.timestamp_type),
+                                   7, log_append)
+
+
+@SETTINGS
+@given(st.lists(record_st, min_size=1, max_size=40), st.integers(0, 2**40), st.sampled_from([0, 1, 3, 4]),
+       st.sets(st.integers(0, 39)), st.integers(0, 1))
+def test_matches_generic_decoder(records, base_offset, codec, gaps, ts_type) -> None:
+    b = MemoryRecordsBuilder(CompressionType(codec), base_offset=base_offset, timestamp_type=ts_type)
+    for ts, key, value, headers in records:
+        b.append(1_700_000_000_000 + ts, key, value, tuple(headers))
+    data = b.build()
+    skip = {base_offset + g for g in gaps if g < len(records) - 1}  # keep the last one: compaction keeps it
+    if codec == 0 and ts_type == 0 and skip:  # the test's compaction helper writes CreateTime batches
+        data = compact(data, skip)
+    expected = RecordBatch(data).records()
+    got = decode(data, codec)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got] == \
+        [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in expected]
+    assert all(r.topic == "t" and r.partition == 3 and r.leader_epoch == 7 and r.timestamp_type == ts_type
+               for r in got)
+    assert [(r.serialized_key_size, r.serialized_value_size) for r in got] == [
+        (-1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value)) for r in expected]
+
+
+@SETTINGS
+@given(st.lists(record_st, min_size=1, max_size=10), st.data())
+def test_malformed_records_raise_corrupt_message(records, data) -> None:
+    b = MemoryRecordsBuilder()
+    for ts, key, value, headers in records:
+        b.append(1_700_000_000_000 + ts, key, value, tuple(headers))
+    raw = bytearray(b.build())
+    body = len(raw) - HEADER_SIZE
+    pos = HEADER_SIZE + data.draw(st.integers(0, body - 1))
+    raw[pos] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(HEADER_SIZE, len(raw)))
+    rb = RecordBatch(bytes(raw))
+    h = rb.header
+    try:
+        out = decode_consumer_records(bytes(raw[:cut]), HEADER_SIZE, cut, h.records_count, h.base_offset,
+                                      h.base_timestamp, True, "t", 0, 0, None)
+    except CorruptMessageError:
+        return
+    assert len(out) == h.records_count  # a byte change that keeps the structure valid decodes fully
