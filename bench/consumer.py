@@ -1,14 +1,16 @@
 """Consumer benchmark: strom vs kafka-python vs aiokafka vs confluent-kafka, in one run.
 
-  .venv/bin/python bench/consumer.py [--records N] [--partitions P] [--clients strom,kafka-python,...]
+  .venv/bin/python bench/consumer.py [--records N] [--partitions P] [--rounds R] [--clients strom,kafka-python,...]
 
 One strom broker (subprocess, ``group.initial.rebalance.delay.ms=0``) holds N pre-produced 100-byte records
 (confluent-kafka producer, no compression) in a topic with P partitions. Each client then runs in its own
 subprocess, one after the other, as a group member (fresh group id, ``auto.offset.reset=earliest``, no
 auto-commit, ``max.poll.records``-style limit 500 where the client has one) and reads every record, touching
-each value (sum of the value lengths is checked). Reported per client: steady-state records/s (clock from
-the first record to the last), total records/s (clock from subscribe, so group join included) and CPU
-seconds of the consumer process; then strom's ratios.
+each value (sum of the value lengths is checked). The clients take turns for R rounds (the machine is shared
+and noisy: the median of the rounds is reported). Per client: steady-state records/s (clock from the first
+record to the last), total records/s (clock from creating the consumer, so connecting and the group join are
+included; importing the client library is not), CPU seconds of the consumer process and records per CPU
+second; then strom's ratios.
 """
 
 from __future__ import annotations
@@ -143,8 +145,15 @@ RUNNERS = {"strom": run_strom, "kafka-python": run_kafka_python, "aiokafka": run
            "confluent-kafka": run_confluent}
 
 
+IMPORTS = {"strom": "strom.consumer", "kafka-python": "kafka", "aiokafka": "aiokafka",
+           "confluent-kafka": "confluent_kafka"}
+
+
 def child(client: str, bootstrap: str, topic: str, n: int) -> None:
-    """Run one client (in a subprocess) and print one JSON line."""
+    """Run one client (in a subprocess) and print one JSON line. Importing the client is not timed."""
+    import importlib
+
+    importlib.import_module(IMPORTS[client])
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     first, got, nbytes = RUNNERS[client](bootstrap, topic, n)
@@ -158,43 +167,59 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", nargs=3, metavar=("CLIENT", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args.child[2], args.records)
         return
+    import statistics
+
     from strom.testing.broker_process import BrokerProcess
 
-    results = {}
+    runs: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+    clients = args.clients.split(",")
     with BrokerProcess(overrides={"group.initial.rebalance.delay.ms": "0"}) as broker:
         topic = "bench-consumer"
         dt = produce(broker.bootstrap, topic, args.partitions, args.records)
         print(f"produced {args.records:,} x {VALUE_SIZE} B records into {args.partitions} partitions in {dt:.1f}s")
-        for client in args.clients.split(","):
-            out = subprocess.run([sys.executable, __file__, "--records", str(args.records), "--child", client,
-                                  broker.bootstrap, topic], capture_output=True, text=True, timeout=600)
-            lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-            if out.returncode != 0 or not lines:
-                print(f"{client}: failed\n{out.stderr[-2000:]}")
-                continue
-            r = json.loads(lines[-1])
-            if r["records"] != args.records or r["bytes"] != args.records * VALUE_SIZE:
-                print(f"{client}: incomplete ({r['records']:,} records, {r['bytes']:,} bytes)")
-            results[client] = r
+        for _round in range(args.rounds):
+            for client in clients:
+                out = subprocess.run([sys.executable, __file__, "--records", str(args.records), "--child", client,
+                                      broker.bootstrap, topic], capture_output=True, text=True, timeout=600)
+                lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+                if out.returncode != 0 or not lines:
+                    print(f"{client}: failed\n{out.stderr[-2000:]}")
+                    continue
+                r = json.loads(lines[-1])
+                if r["records"] != args.records or r["bytes"] != args.records * VALUE_SIZE:
+                    print(f"{client}: incomplete ({r['records']:,} records, {r['bytes']:,} bytes)")
+                    continue
+                runs.setdefault(client, []).append(r)
+    results = {}
+    for client, rs in runs.items():
+        results[client] = {
+            "steady": statistics.median(r["records"] / r["steady_s"] for r in rs),
+            "total": statistics.median(r["records"] / r["total_s"] for r in rs),
+            "cpu": statistics.median(r["cpu_s"] for r in rs),
+            "per_cpu": statistics.median(r["records"] / r["cpu_s"] for r in rs),
+            "all_steady": [round(r["records"] / r["steady_s"]) for r in rs],
+        }
     print()
-    print("| client | records/s (steady) | records/s (incl. join) | CPU s |")
-    print("|---|---:|---:|---:|")
+    print(f"medians of {args.rounds} rounds")
+    print("| client | records/s (steady) | records/s (incl. join) | CPU s | records per CPU s |")
+    print("|---|---:|---:|---:|---:|")
     for client, r in results.items():
-        steady = r["records"] / r["steady_s"] if r["steady_s"] else 0.0
-        print(f"| {client} | {steady:,.0f} | {r['records'] / r['total_s']:,.0f} | {r['cpu_s']:.2f} |")
+        print(f"| {client} | {r['steady']:,.0f} | {r['total']:,.0f} | {r['cpu']:.2f} | {r['per_cpu']:,.0f} |")
+    for client, r in results.items():
+        print(f"{client} steady rounds: {r['all_steady']}")
     if "strom" in results:
         s = results["strom"]
-        s_rate = s["records"] / s["steady_s"]
         for other in ("kafka-python", "aiokafka", "confluent-kafka"):
-            if other in results and results[other]["steady_s"]:
+            if other in results:
                 o = results[other]
-                print(f"strom / {other}: {s_rate / (o['records'] / o['steady_s']):.2f}x (steady), "
-                      f"{(s['records'] / s['total_s']) / (o['records'] / o['total_s']):.2f}x (incl. join)")
+                print(f"strom / {other}: {s['steady'] / o['steady']:.2f}x steady, {s['total'] / o['total']:.2f}x incl. "
+                      f"join, {s['per_cpu'] / o['per_cpu']:.2f}x records per CPU second")
 
 
 if __name__ == "__main__":

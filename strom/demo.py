@@ -24,7 +24,7 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def run_demo(events: int = 3000, events_per_s: float | None = 400.0, bootstrap: str | None = None,
+def run_demo(events: int = 3000, events_per_s: float | None = 150.0, bootstrap: str | None = None,
              workdir: str | None = None, say: Callable[[str], None] = _say) -> int:
     """Run the demo; returns the exit code (0 when the three result sets agree)."""
     from strom.spark.local import check_requirements
@@ -34,7 +34,7 @@ def run_demo(events: int = 3000, events_per_s: float | None = 400.0, bootstrap: 
         say(f"strom demo: cannot run the Spark pipeline: {problem}")
         return 2
     from strom.spark.demo_pipeline import DemoConfig, format_table, run_pipeline
-    from strom.spark.local import local_session
+    from strom.spark.local import local_session, stop_session
     from strom.testing.broker_process import BrokerProcess
 
     t0 = time.monotonic()
@@ -74,9 +74,7 @@ def run_demo(events: int = 3000, events_per_s: float | None = 400.0, bootstrap: 
         finally:
             say("stopping Spark and the broker ...")
             if spark is not None:
-                for q in spark.streams.active:
-                    q.stop()
-                spark.stop()
+                stop_session(spark)
             if broker is not None:
                 broker.stop()
                 broker.cleanup()

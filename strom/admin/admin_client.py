@@ -104,6 +104,8 @@ class AdminClient:
         try:
             self._metadata = AdminMetadataManager(values["retry.backoff.ms"], values["metadata.max.age.ms"])
             self._metadata.bootstrap(parse_bootstrap_servers(values["bootstrap.servers"]))
+            if client is not None and getattr(client, "metadata", "unset") is None:
+                client.metadata = self._metadata  # a MockClient created without metadata: it reads our nodes
             self._client = client or self._new_network_client(values)
             self._runnable = AdminClientRunnable(
                 self._client, self._metadata, self._time, values["request.timeout.ms"],

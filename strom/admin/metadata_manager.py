@@ -35,8 +35,8 @@ class AdminMetadataManager:
         self.refresh_backoff_ms = refresh_backoff_ms
         self.metadata_expire_ms = metadata_expire_ms
         self.state = QUIESCENT
-        self.last_metadata_update_ms = 0
-        self.last_metadata_fetch_attempt_ms = 0
+        self.last_metadata_update_ms: int | None = None  # None: never (so the first fetch is due at once)
+        self.last_metadata_fetch_attempt_ms: int | None = None
         self.fatal_exception: BaseException | None = None
         self._cluster = Cluster.empty()
 
@@ -111,9 +111,13 @@ class AdminMetadataManager:
         return LONG_MAX
 
     def _delay_before_next_expire_ms(self, now: int) -> int:
+        if self.last_metadata_update_ms is None:
+            return 0
         return max(0, self.last_metadata_update_ms + self.metadata_expire_ms - now)
 
     def _delay_before_next_attempt_ms(self, now: int) -> int:
+        if self.last_metadata_fetch_attempt_ms is None:
+            return 0
         return max(0, self.last_metadata_fetch_attempt_ms + self.refresh_backoff_ms - now)
 
     def transition_to_update_pending(self, now: int) -> None:

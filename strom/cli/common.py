@@ -38,9 +38,10 @@ PROBE_TIMEOUT_S = 5.0
 
 
 def add_connection_options(p: argparse.ArgumentParser, *, config_flags: Iterable[str] = ("--command-config",),
-                           required: bool = True) -> None:
+                           required: bool = False) -> None:
     p.add_argument("--bootstrap-server", metavar="<String: server to connect to>", required=required,
-                   help="REQUIRED: the Kafka server(s) to connect to, host:port[,host:port...]")
+                   help="REQUIRED (unless the config file sets bootstrap.servers): the Kafka server(s) to connect "
+                        "to, host:port[,host:port...]")
     flags = list(config_flags)
     p.add_argument(*flags, dest="command_config", metavar="<String: config file>",
                    help="a properties file with client configs (bootstrap.servers, request.timeout.ms, ...)")
@@ -56,7 +57,7 @@ def parse_key_values(items: Iterable[str] | None, option: str) -> dict[str, str]
         key = key.strip()
         if not key:
             raise CliError(f"Invalid {option} value '{item}': empty key", 2)
-        out[key] = value.strip()
+        out[key] = value  # values verbatim: separators such as ' => ' keep their blanks (as in Kafka)
     return out
 
 
@@ -110,12 +111,17 @@ def check_reachable(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     raise CliError(f"Cannot connect to the broker at {', '.join(problems)}. Is the broker running?", 1)
 
 
-def new_admin(args: argparse.Namespace) -> Any:
-    """An AdminClient for the command's ``--bootstrap-server`` / ``--command-config``."""
+def new_admin(args: argparse.Namespace, *, lenient: bool = False) -> Any:
+    """An AdminClient for the command's ``--bootstrap-server`` / ``--command-config``. ``lenient`` drops keys
+    the admin client does not know (a producer or consumer config file used by the console tools)."""
     from strom.admin import AdminClient
+    from strom.admin.config import ADMIN_CONFIG_DEF
 
     props = dict(CLI_ADMIN_DEFAULTS)
-    props.update(client_properties(args))
+    given = client_properties(args)
+    if lenient:
+        given = {k: v for k, v in given.items() if ADMIN_CONFIG_DEF.canonical_name(k) is not None}
+    props.update(given)
     check_reachable(props["bootstrap.servers"])
     try:
         return AdminClient(props)

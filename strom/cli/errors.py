@@ -6,8 +6,13 @@ __all__ = ["CliError"]
 
 
 class CliError(Exception):
-    """A user-facing error: printed as one line, exit code ``code``."""
+    """A user-facing error: printed as one line, exit code ``code``.
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    ``main`` prefixes the message with ``Error: `` unless ``plain`` (for messages that already read like Kafka's
+    own, e.g. ``Error while executing topic command : ...``).
+    """
+
+    def __init__(self, message: str, code: int = 1, *, plain: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.plain = plain

@@ -21,6 +21,7 @@ __all__ = ["main", "CliError", "COMMANDS", "StromArgumentParser"]
 # sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("strom.cli.broker", "start a broker in the foreground (kafka-server-start.sh)"),
+    "pipeline": ("strom.cli.pipeline", "run the Spark clickstream demo pipeline (make demo)"),
     "topics": ("strom.cli.topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
     "console-producer": ("strom.cli.console_producer",
                          "write lines from stdin to a topic (kafka-console-producer.sh)"),
@@ -42,7 +43,18 @@ class StromArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"Error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    for token in argv:
+        if token in COMMANDS:
+            return token
+        if not token.startswith("-"):
+            return None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (all of them when ``command`` is ``"*"``), so one
+    command's imports never slow down or break another."""
     parser = StromArgumentParser(
         prog="strom",
         description="strom: a Kafka-compatible broker and tools in Python.",
@@ -51,10 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="show tracebacks and debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=StromArgumentParser)
     for name, (module, help_text) in COMMANDS.items():
+        if command not in (name, "*"):
+            sub.add_parser(name, help=help_text, description=help_text)
+            continue
         mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text, description=mod.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("--verbose", action="store_true", help="show tracebacks and debug logging")
+        p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="show tracebacks and debug logging")
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -72,8 +88,14 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _chosen_command(argv)
+    parser = build_parser(command)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        prog = f"strom {command}" if command else "strom"
+        print(f"Error: unrecognized arguments: {' '.join(unknown)} (see '{prog} --help')", file=sys.stderr)
+        return 2
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
@@ -84,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as e:
         if args.verbose:
             raise
-        print(f"Error: {e}", file=sys.stderr)
+        print(str(e) if e.plain else f"Error: {e}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:
         return 130

@@ -10,8 +10,8 @@ Examples:
   strom topics --bootstrap-server 127.0.0.1:9092 --describe --exclude-internal        # every topic
 
 --describe prints Kafka's layout, one line per topic and one per partition:
-  Topic: sanguo	TopicId: <id>	PartitionCount: 1	ReplicationFactor: 1	Configs: <non-default configs>
-  	Topic: sanguo	Partition: 0	Leader: 1	Replicas: 1	Isr: 1
+  Topic: sanguo<TAB>TopicId: <id><TAB>PartitionCount: 1<TAB>ReplicationFactor: 1<TAB>Configs: <overrides>
+  <TAB>Topic: sanguo<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1<TAB>Isr: 1
 --topic is a regular expression for --list, --describe, --alter and --delete. The partition count can only
 grow; topic configs are changed with 'strom configs'.
 """
@@ -33,7 +33,7 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_connection_options(p, required=False)
+    add_connection_options(p)
     for action in ACTIONS:
         p.add_argument(f"--{action}", action="store_true", help={
             "list": "list all available topics",
@@ -69,8 +69,6 @@ def _check_args(args: argparse.Namespace) -> str:
         raise CliError("Command must include exactly one action: --list, --describe, --create, --alter or --delete",
                        2)
     action = chosen[0]
-    if not args.bootstrap_server:
-        raise CliError('Missing required argument "[bootstrap-server]"', 2)
     if action in ("create", "alter", "delete") and not args.topic:
         raise CliError('Missing required argument "[topic]"', 2)
     if action == "alter" and args.partitions is None:
@@ -104,11 +102,11 @@ def run(args: argparse.Namespace) -> int:
         return int({"list": _list, "describe": _describe, "create": _create, "alter": _alter,
                     "delete": _delete}[action](admin, args) or 0)
     except CliError as e:
-        raise CliError(f"Error while executing topic command : {e}", e.code) from None
+        raise CliError(f"Error while executing topic command : {e}", e.code, plain=True) from None
     except Exception as e:
         if args.verbose:
             raise
-        raise CliError(f"Error while executing topic command : {error_message(e)}", 1) from None
+        raise CliError(f"Error while executing topic command : {error_message(e)}", 1, plain=True) from None
     finally:
         admin.close(timeout=5)
 

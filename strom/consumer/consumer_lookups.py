@@ -185,8 +185,8 @@ class ConsumerLookupsMixin:
         """Every topic the cluster reports (internal ones excluded unless configured), with partitions."""
         self._acquire_and_ensure_open()
         try:
+            from strom.network.cluster import PartitionInfo
             from strom.network.metadata import metadata_request
-            from strom.protocol.messages import MetadataRequest  # noqa: F401  (request type)
 
             timer = self._timer(timeout)
             node = self._client.least_loaded_node()
@@ -202,8 +202,6 @@ class ConsumerLookupsMixin:
                 raise future.exception
             include_internal = self._metadata.include_internal_topics
             out: dict[str, list[Any]] = {}
-            from strom.network.cluster import PartitionInfo
-
             nodes = {b.node_id: b for b in future.value.brokers}
             for topic in future.value.topics:
                 if topic.error_code or topic.name is None or (topic.is_internal and not include_internal):

@@ -15,6 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from strom.network.api_versions import client_version_range
+
 __all__ = ["ClientRequest", "ClientResponse", "RequestHeaderInfo", "InFlightRequest", "RequestCompletionHandler"]
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ class ClientRequest:
         self.destination = destination
         self.request = request
         self.api_key = request.API_KEY if api_key is None else api_key
-        lo, hi = type(request).VALID_VERSIONS
+        lo, hi = client_version_range(self.api_key)  # what strom's codecs implement, unstable versions excluded
         self.min_version = lo if min_version is None else min_version
         self.max_version = hi if max_version is None else max_version
         self.correlation_id = correlation_id

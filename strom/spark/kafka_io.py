@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 _FIXED = {"key.deserializer": "bytes", "value.deserializer": "bytes", "enable.auto.commit": "false",
           "auto.offset.reset": "none"}
-_DEFAULTS = {"max.poll.records": "10000"}
+_DEFAULTS = {"max.poll.records": "20000"}
 
 
 def consumer_config(kafka_params: Mapping[str, str], client_id: str | None = None) -> dict[str, str]:

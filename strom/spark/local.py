@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_requirements", "local_session"]
+__all__ = ["check_requirements", "local_session", "stop_session", "shutdown_jvm"]
 
 _LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.stdout.ref = console
@@ -71,3 +71,37 @@ def local_session(app: str = "strom", cores: int = 2, conf: Mapping[str, str] | 
     spark.sparkContext.setLogLevel("ERROR")
     strom.spark.register(spark)
     return spark
+
+
+def stop_session(spark: Any, timeout: float = 30.0) -> None:
+    """Stop the session's queries and context, then the JVM itself (and wait for it to exit)."""
+    for q in spark.streams.active:
+        q.stop()
+    spark.stop()
+    shutdown_jvm(timeout)
+
+
+def shutdown_jvm(timeout: float = 30.0) -> None:
+    """End the JVM PySpark started in this process, if any (after ``spark.stop()``)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    # spark.stop() asked PySpark's accumulator server to stop; its handler notices within a second. Ending the
+    # JVM before that makes the handler read EOF and print a traceback.
+    time.sleep(1.2)
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    finally:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the JVM exits when this pipe closes
+        try:
+            proc.wait(timeout)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+            proc.kill()
+            proc.wait(10)

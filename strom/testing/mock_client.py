@@ -244,6 +244,13 @@ class MockClient:
     def send(self, request: ClientRequest, now: int) -> None:
         if not self._state(request.destination).is_ready(now):
             raise IllegalStateError(f"Cannot send {request} since the destination is not ready")
+        try:
+            self._version(request)
+        except UnsupportedVersionError as e:  # like NetworkClient: completed at the next poll, never sent
+            self._responses.append(ClientResponse(
+                request.make_header(request.max_version), request.callback, request.destination,
+                request.created_time_ms, self.time.milliseconds(), False, e, None, None))
+            return
         for future in list(self._future_responses):
             if future.node is not None and future.node.node_id != request.destination:
                 continue

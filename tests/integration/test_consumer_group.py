@@ -57,9 +57,9 @@ def member(bootstrap: str, group: str, name: str, **extra) -> KafkaConsumer:
 class Member(threading.Thread):
     """Polls, records what it saw and commits synchronously after every non-empty poll."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, **extra) -> None:
         super().__init__(name=name, daemon=True)
-        self.consumer = member(bootstrap, group, name)
+        self.consumer = member(bootstrap, group, name, **extra)
         self.consumer.subscribe([topic])
         self.seen: list[tuple[int, int, bytes]] = []
         self.assignment: set[TopicPartition] = set()
@@ -88,11 +88,13 @@ def wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_three_members_consume_every_record_exactly_once(fast_broker: BrokerProcess) -> None:
-    topic, n = "group-exactly-once", 3000
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_three_members_consume_every_record_exactly_once(fast_broker: BrokerProcess, strategy: str) -> None:
+    topic, n = f"group-exactly-once-{strategy}", 3000
     create_topic(fast_broker.bootstrap, topic, 6)
     produce(fast_broker.bootstrap, topic, 6, 0, n // 2)
-    members = [Member(fast_broker.bootstrap, "g-eo", topic, f"m{i}") for i in range(3)]
+    members = [Member(fast_broker.bootstrap, f"g-eo-{strategy}", topic, f"m{i}",
+                      partition_assignment_strategy=[strategy]) for i in range(3)]
     for m in members:
         m.start()
     wait_for(lambda: all(len(m.assignment) == 2 for m in members), 30, "three members with 2 partitions each")
@@ -187,3 +189,29 @@ def test_killed_member_partitions_move_after_session_timeout(fast_broker: Broker
     values = {int(v) for s in survivors for _, _, v in s.seen}
     victim_values = {i for i in range(first) if i % 6 in victim_partitions}
     assert values | victim_values == set(range(total))
+
+
+def test_pattern_subscription_picks_up_new_topics(fast_broker: BrokerProcess) -> None:
+    create_topic(fast_broker.bootstrap, "pattern-a", 2)
+    produce(fast_broker.bootstrap, "pattern-a", 2, 0, 10)
+    import re
+
+    c = member(fast_broker.bootstrap, "g-pattern", "p", metadata_max_age_ms=500)
+    try:
+        c.subscribe(re.compile(r"pattern-.*"))
+        seen: set[tuple[str, int]] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 10 and time.monotonic() < deadline:
+            seen |= {(r.topic, int(r.value)) for r in c.poll(0.2)}
+        assert c.subscription() == {"pattern-a"} and len(seen) == 10
+        create_topic(fast_broker.bootstrap, "pattern-b", 1)
+        produce(fast_broker.bootstrap, "pattern-b", 1, 100, 5)
+        create_topic(fast_broker.bootstrap, "other-c", 1)
+        deadline = time.monotonic() + 30
+        while len(seen) < 15 and time.monotonic() < deadline:
+            seen |= {(r.topic, int(r.value)) for r in c.poll(0.2)}
+        assert {t for t, _ in seen} == {"pattern-a", "pattern-b"} and len(seen) == 15
+        assert c.subscription() == {"pattern-a", "pattern-b"}
+        assert {tp.topic for tp in c.assignment()} == {"pattern-a", "pattern-b"}
+    finally:
+        c.close()

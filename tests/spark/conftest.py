@@ -1,42 +1,37 @@
-"""Spark fixtures: one ``local[2]`` session per module, strom registered, Python workers on this interpreter."""
+"""Spark fixtures: one ``local[2]`` session per module, strom registered, Python workers on this interpreter.
+
+Tests that need Spark take the ``spark`` fixture and are skipped when pyspark (>= 4.2), pyarrow or Java is
+missing; the unit tests of the pure modules (options, offsets, planning) run everywhere. Modules share the JVM
+(a new SparkContext per module); it is shut down when the test session ends.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-pytest.importorskip("pyspark", minversion="4.2")
-pytest.importorskip("pyarrow")
 
+@pytest.fixture(scope="session")
+def _jvm() -> Iterator[None]:
+    yield
+    from strom.spark.local import shutdown_jvm
 
-def make_session(app: str) -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    import strom.spark
-
-    spark = (SparkSession.builder.master("local[2]").appName(app)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.memory", "1g")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.streaming.stopTimeout", "30s")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    strom.spark.register(spark)
-    return spark
+    shutdown_jvm()
 
 
 @pytest.fixture(scope="module")
-def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    session = make_session(f"strom-tests-{request.module.__name__}")
+def spark(request: pytest.FixtureRequest, _jvm: None) -> Iterator[Any]:
+    pytest.importorskip("pyspark", minversion="4.2")
+    pytest.importorskip("pyarrow")
+    from strom.spark.local import check_requirements, local_session
+
+    problem = check_requirements()
+    if problem:
+        pytest.skip(problem)
+    session = local_session(f"strom-tests-{request.module.__name__}",
+                            conf={"spark.driver.memory": "1g"})
     try:
         yield session
     finally:

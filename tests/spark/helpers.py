@@ -6,19 +6,39 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from strom.admin import AdminClient, NewPartitions, NewTopic
 from strom.common.structs import TopicPartition
 from strom.consumer.kafka_consumer import KafkaConsumer
 from strom.producer.kafka_producer import KafkaProducer
-from strom.protocol.api_keys import ApiKey
-from strom.protocol.messages.create_topics import CreateTopicsRequest
-from strom.testing.raw_client import RawClient
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    with RawClient(bootstrap) as c:
-        resp = c.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=10_000))
-        assert resp.topics[0].error_code == 0, resp
+    admin = _admin(bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)]).all().result(30)
+    finally:
+        admin.close()
+
+
+def add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    admin = _admin(bootstrap)
+    try:
+        admin.create_partitions({topic: NewPartitions(total)}).all().result(30)
+    finally:
+        admin.close()
+
+
+def delete_records(bootstrap: str, before: dict[TopicPartition, int]) -> None:
+    """Advance log start offsets (the records before are gone, as after retention)."""
+    admin = _admin(bootstrap)
+    try:
+        admin.delete_records(before).all().result(30)
+    finally:
+        admin.close()
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[int, bytes | None, bytes]],
@@ -53,12 +73,3 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30
     finally:
         c.close()
 
-
-def add_partitions(bootstrap: str, topic: str, total: int) -> None:
-    from strom.protocol.messages.create_partitions import CreatePartitionsRequest
-
-    with RawClient(bootstrap) as c:
-        resp = c.request(ApiKey.CREATE_PARTITIONS, 1, CreatePartitionsRequest(topics=[
-            CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=total, assignments=None)],
-            timeout_ms=10_000, validate_only=False))
-        assert resp.results[0].error_code == 0, resp

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from strom.common.structs import TopicPartition
 from strom.testing.broker_process import BrokerProcess
-from tests.spark.helpers import create_topic, produce
+from tests.spark.helpers import create_topic, delete_records, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
@@ -72,3 +73,15 @@ def test_assign_and_headers(spark: Any, loaded: BrokerProcess) -> None:
 def test_rejected_options(spark: Any, loaded: BrokerProcess, options: dict[str, str], message: str) -> None:
     with pytest.raises(Exception, match=message.replace("(", r"\(")):
         read(spark, loaded.bootstrap, **options)
+
+
+def test_fail_on_data_loss(spark: Any, broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "lossy", 1)
+    produce(broker.bootstrap, "lossy", [(0, None, f"v{i}".encode()) for i in range(10)])
+    delete_records(broker.bootstrap, {TopicPartition("lossy", 0): 6})
+    ranges = json.dumps({"lossy": {"0": 2}})
+    with pytest.raises(Exception, match=r"Cannot fetch offset 2 of lossy-0: the log starts at 6 now.*failOnDataLoss"):
+        read(spark, broker.bootstrap, subscribe="lossy", startingOffsets=ranges)
+    rows = read(spark, broker.bootstrap, subscribe="lossy", startingOffsets=ranges, failOnDataLoss="false")
+    assert sorted(r.offset for r in rows) == [6, 7, 8, 9]
+    assert sorted(r.offset for r in read(spark, broker.bootstrap, subscribe="lossy")) == [6, 7, 8, 9]

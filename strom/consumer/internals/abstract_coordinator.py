@@ -456,5 +456,5 @@ class AbstractCoordinator(HeartbeatMixin):
                 self.client.poll_future(future, timer, disable_wakeup=True)
         finally:
             self.closed = True
-            if thread is not None and thread is not threading.current_thread():
+            if thread is not None and thread.ident is not None and thread is not threading.current_thread():
                 thread.join(5)

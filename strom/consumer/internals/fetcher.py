@@ -149,8 +149,12 @@ class Fetcher:
                 if fetch_offset is None:
                     continue
                 aborted = p.aborted_transactions
+                records = p.records
+                if records is not None and type(records) is not bytes:
+                    # own the bytes: the receive buffer behind this view belongs to the network layer
+                    records = bytes(records)
                 fetched.append(CompletedFetch(
-                    tp, fetch_offset, p.error_code, p.records, self.converter, check_crcs=self.check_crcs,
+                    tp, fetch_offset, p.error_code, records, self.converter, check_crcs=self.check_crcs,
                     read_committed=self.read_committed, high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
                     aborted_transactions=[(a.producer_id, a.first_offset) for a in aborted] if aborted else None))

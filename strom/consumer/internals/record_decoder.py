@@ -6,17 +6,26 @@ consumer's hottest path. Record layout (see ``strom.record.batch``)::
     length VARINT | attributes INT8 | timestampDelta VARLONG | offsetDelta VARINT | keyLength VARINT | key |
     valueLength VARINT | value | headersCount VARINT | headers
 
-Speed-ups over the generic decoder: one tuple per record (no intermediate ``Record``); one- and two-byte
-varints inlined; when the batch's offset deltas are known to be ``0..count-1`` (``records_count ==
-last_offset_delta + 1``, i.e. no compaction gaps) the offset delta is skipped rather than decoded. Every
-record is still checked against its length prefix, and the block must be consumed exactly, else
-:class:`~strom.common.error_codes.CorruptMessageError`. Pure function; thread-safe.
+Two decoders:
+
+* the fast path (:mod:`record_runs`) for the common batch shape — offset deltas ``0..count-1``
+  (``records_count == last_offset_delta + 1``: no compaction gaps), non-null values, no headers, short
+  varints, keys in all records or in none. It yields timestamps, keys and values; the ``ConsumerRecord`` tuples
+  are then assembled by ``map``/``zip`` in C with the constant fields repeated. Offset deltas are checked for
+  size only (the broker assigns them consecutively). Any other shape sends the whole batch to
+* the general decoder: one tuple per record, one- and two-byte varints inlined, everything decoded.
+
+Both check every record's structure against its length prefix and that the block is consumed exactly, else
+:class:`~strom.common.error_codes.CorruptMessageError`. Pure functions; thread-safe.
 """
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from strom.common.error_codes import CorruptMessageError
 from strom.consumer.consumer_records import ConsumerRecord
+from strom.consumer.internals.record_runs import NotSimple, decode_simple
 from strom.record.varint import decode_varint, decode_varlong
 
 __all__ = ["decode_consumer_records"]
@@ -49,6 +58,31 @@ def decode_consumer_records(data: bytes, start: int, end: int, count: int, base_
                             contiguous: bool, topic: str, partition: int, timestamp_type: int,
                             leader_epoch: int | None, log_append_time: int | None = None) -> list[ConsumerRecord]:
     """``count`` records from ``data[start:end]`` as ``ConsumerRecord`` s (raw ``bytes`` keys and values)."""
+    if contiguous and count > 0 and end - start >= 4:
+        try:
+            tss, keys, values, p = decode_simple(data, start, count, base_timestamp)
+        except (NotSimple, IndexError):
+            pass
+        else:
+            if p != end:
+                raise CorruptMessageError(f"records block has {end - p:+d} bytes unaccounted for after "
+                                          f"{count} records")
+            offsets = range(base_offset, base_offset + count)
+            timestamps = repeat(log_append_time) if log_append_time is not None else tss
+            if keys is not None:
+                return list(map(_new, repeat(_CR), zip(
+                    repeat(topic), repeat(partition), offsets, timestamps, repeat(timestamp_type), keys, values,
+                    repeat(()), map(len, keys), map(len, values), repeat(leader_epoch))))
+            return list(map(_new, repeat(_CR), zip(
+                repeat(topic), repeat(partition), offsets, timestamps, repeat(timestamp_type), repeat(None), values,
+                repeat(()), repeat(-1), map(len, values), repeat(leader_epoch))))
+    return _decode_general(data, start, end, count, base_offset, base_timestamp, contiguous, topic, partition,
+                           timestamp_type, leader_epoch, log_append_time)
+
+
+def _decode_general(data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
+                    contiguous: bool, topic: str, partition: int, timestamp_type: int,
+                    leader_epoch: int | None, log_append_time: int | None = None) -> list[ConsumerRecord]:
     out: list[ConsumerRecord] = []
     append = out.append
     p = start

@@ -199,3 +199,74 @@ def test_leave_group_on_poll_timeout(broker: FakeBroker) -> None:
     assert coordinator.state is MemberState.UNJOINED
     # the next poll rejoins as a new member; the lost partitions were reported as lost
     broker.run(c, lambda rs: coordinator.state is MemberState.STABLE)
+
+
+def test_commit_async_callbacks_run_in_order_on_the_caller_thread(broker: FakeBroker) -> None:
+    import threading
+
+    c = group_consumer(broker)
+    broker.run(c, lambda rs: len(rs) >= 8)
+    calls = []
+
+    def callback(offsets, exc):
+        calls.append((dict(offsets), exc, threading.current_thread().name))
+
+    c.commit_async({TP0: 1}, callback)
+    c.commit_async({TP0: 2}, callback)
+    broker.inject(ApiKey.OFFSET_COMMIT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    c.commit_async({TP0: 3}, callback)
+    c.poll(timeout_ms=0)  # callbacks are delivered by the consumer's next call
+    assert [(o[TP0].offset, type(e).__name__ if e else None) for o, e, _ in calls] == [
+        (1, None), (2, None), (3, "RetriableCommitFailedError")]
+    assert {name for _, _, name in calls} == {threading.current_thread().name}
+
+
+def test_close_commits_with_auto_commit_and_leaves(broker: FakeBroker) -> None:
+    revoked = []
+
+    class Listener:
+        def on_partitions_assigned(self, partitions):
+            pass
+
+        def on_partitions_revoked(self, partitions):
+            revoked.append(set(partitions))
+
+    c = broker.consumer(group_id="g", auto_offset_reset="earliest", enable_auto_commit=True)
+    c.subscribe([T], Listener())
+    broker.run(c, lambda rs: len(rs) >= 8)
+    c.close()
+    assert broker.committed == {TP0: 5, TP1: 3}
+    assert revoked == [{TP0, TP1}] and broker.requests_of(ApiKey.LEAVE_GROUP)
+    from strom.common.errors import IllegalStateError
+
+    with pytest.raises(IllegalStateError):
+        c.poll(timeout_ms=0)
+
+
+def test_unsubscribe_revokes_and_leaves(broker: FakeBroker) -> None:
+    c = group_consumer(broker)
+    broker.run(c, lambda rs: len(rs) >= 8)
+    c.unsubscribe()
+    assert c.assignment() == set() and c.subscription() == set()
+    c._client.poll_no_wakeup()
+    assert broker.requests_of(ApiKey.LEAVE_GROUP)
+    from strom.common.errors import IllegalStateError
+
+    with pytest.raises(IllegalStateError, match="not subscribed"):
+        c.poll(timeout_ms=0)
+
+
+def test_only_one_thread_may_use_the_consumer(broker: FakeBroker) -> None:
+    import threading
+
+    from strom.consumer.errors import ConcurrentModificationError
+
+    c = broker.consumer()
+    c.assign([TP0])
+    c._acquire()  # this thread is "inside" the consumer
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(ConcurrentModificationError, c.poll, 0)))
+    t.start()
+    t.join()
+    c._release()
+    assert errors

@@ -434,3 +434,36 @@ def test_idempotent_by_default_gets_producer_id() -> None:
         assert f.get(10).offset == 0
     finally:
         producer.close(0)
+
+
+class _SlowAnswer(ProducerMetadata):
+    """Metadata waits take 300 ms (mock time), then the topic is known."""
+
+    def await_update(self, last_version: int, timeout_ms: int) -> None:
+        self.time.sleep(300)
+        self.update(self.request_version, metadata_update_with(1, {"t": 1}), False, self.time.milliseconds())
+
+
+def test_allocation_budget_is_what_metadata_wait_left() -> None:
+    """§18 item 22: with cached metadata the whole max.block.ms is the buffer allocation budget; otherwise the
+    budget is max.block.ms minus the metadata wait."""
+    clock = MockTime()
+    metadata = _SlowAnswer(100, 300_000, 300_000, clock)
+    client = MockClient(clock, metadata, max_real_poll_ms=5)
+    client.default_metadata_response = metadata_update_with(1, {"t": 1})
+    producer = KafkaProducer({**BASE, "enable.idempotence": False, "max.block.ms": 1000}, time=clock,
+                             client=client, metadata=metadata)
+    budgets: list[int] = []
+    original = producer._accumulator.append
+
+    def spy(*args: Any) -> Any:
+        budgets.append(args[6])
+        return original(*args)
+
+    producer._accumulator.append = spy  # type: ignore[method-assign]
+    try:
+        producer.send(ProducerRecord("t", b"first"))  # waits 300 ms for metadata
+        producer.send(ProducerRecord("t", b"second"))  # cached
+        assert budgets[0] == 700 and budgets[-1] == 1000
+    finally:
+        producer.close(0)

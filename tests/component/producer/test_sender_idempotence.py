@@ -219,3 +219,38 @@ def test_sequence_wraps_at_int_max() -> None:
     assert increment_sequence(2**31 - 1, 1) == 0
     assert increment_sequence(2**31 - 2, 3) == 1
     assert increment_sequence(5, 3) == 8
+
+
+def _without_init_producer_id(h: Harness) -> None:
+    from strom.network.api_versions import CLIENT_VERSIONS, NodeApiVersions
+
+    h.client.node_api_versions = NodeApiVersions({k: v for k, v in CLIENT_VERSIONS.items() if k != 22})
+
+
+def test_default_idempotence_falls_back_without_init_producer_id() -> None:
+    """Divergence (documented): when idempotence is only on by default and the broker lacks InitProducerId,
+    the producer continues without idempotence instead of failing every send."""
+    h = make_harness(idempotent=True, fallback=True)
+    _without_init_producer_id(h)
+    f = h.append()
+    h.run_once(3)
+    assert h.sender.transaction_manager is None and h.accumulator.transaction_manager is None
+    batch = _sent_batch(h)
+    assert batch.producer_id == -1 and batch.base_sequence == -1
+    h.client.respond(produce_response(TP0, offset=2))
+    h.run_once()
+    assert f.get().offset == 2
+
+
+def test_explicit_idempotence_without_init_producer_id_is_fatal() -> None:
+    """§12: with idempotence explicitly enabled, a broker without InitProducerId is a fatal error for every
+    pending batch (UnsupportedVersionException)."""
+    from strom.common.error_codes import UnsupportedVersionError
+
+    h = make_harness(idempotent=True)
+    _without_init_producer_id(h)
+    f = h.append()
+    h.run_once(3)
+    assert h.tm.has_fatal_error()
+    with pytest.raises(UnsupportedVersionError):
+        f.get()

@@ -3,6 +3,8 @@ malformed input into CorruptMessageError (never another exception)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +19,9 @@ from .helpers import compact
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# STROM_HYPOTHESIS_EXAMPLES=2000 for a longer local run
+SETTINGS = settings(max_examples=int(os.environ.get("STROM_HYPOTHESIS_EXAMPLES", "200")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
 headers_st = st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=10))), max_size=3)
@@ -77,3 +81,41 @@ def test_malformed_records_raise_corrupt_message(records, data) -> None:
     except CorruptMessageError:
         return
     assert len(out) == h.records_count  # a byte change that keeps the structure valid decodes fully
+
+
+@SETTINGS
+@given(st.integers(1, 400), st.sampled_from([None, 0, 3, 200]), st.lists(st.sampled_from([0, 1, 50, 130]), min_size=1,
+                                                                          max_size=3),
+       st.integers(0, 3), st.data())
+def test_runs_of_same_layout_records(n, key_size, value_sizes, ts_shape, data) -> None:
+    """Long runs with few layouts: the strided fast path (run boundaries at timestamp and offset varint
+    size changes, bisection to the end of a run) must agree with the generic decoder."""
+    b = MemoryRecordsBuilder(base_offset=10)
+    for i in range(n):
+        ts = [0, i, -i, (i * 7919) % 200 - 100][ts_shape]
+        size = value_sizes[data.draw(st.integers(0, len(value_sizes) - 1)) if len(value_sizes) > 1 else 0]
+        key = None if key_size is None else bytes([i % 251]) * key_size
+        b.append(1_700_000_000_000 + ts, key, bytes([i % 256]) * size)
+    raw = b.build()
+    expected = RecordBatch(raw).records()
+    got = decode(raw)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in got] == \
+        [(r.offset, r.timestamp, r.key, r.value) for r in expected]
+
+
+def test_more_than_8192_records_in_one_batch() -> None:
+    b = MemoryRecordsBuilder()
+    for i in range(9000):
+        b.append(1_700_000_000_000 + i // 10, None, b"v%d" % (i % 10))
+    raw = b.build()
+    got = decode(raw)
+    assert [(r.offset, r.timestamp, r.value) for r in got] == [
+        (r.offset, r.timestamp, r.value) for r in RecordBatch(raw).records()]
+
+
+def test_null_value_in_a_run_is_kept_null() -> None:
+    b = MemoryRecordsBuilder()
+    for i in range(100):
+        b.append(1_700_000_000_000, None, None if i == 70 else b"x")
+    got = decode(b.build())
+    assert got[70].value is None and got[70].serialized_value_size == -1 and got[69].value == b"x"

@@ -1,0 +1,103 @@
+"""`strom configs` (kafka-configs.sh) against a broker subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from strom.testing.broker_process import BrokerProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+CLI = [sys.executable, "-m", "strom.cli.main"]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(data_dir=tmp_path_factory.mktemp("cli-configs") / "data",
+                      overrides={"log.segment.bytes": "536870912"})
+    b.start()
+    assert strom("topics", "--bootstrap-server", b.bootstrap, "--create", "--topic", "sanguo").returncode == 0
+    yield b
+    b.stop()
+    b.cleanup()
+
+
+def strom(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def configs(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return strom("configs", "--bootstrap-server", broker.bootstrap, *args)
+
+
+def test_topic_configs_round_trip(broker: BrokerProcess) -> None:
+    empty = configs(broker, "--entity-type", "topics", "--entity-name", "sanguo", "--describe")
+    assert (empty.returncode, empty.stdout) == (0, "Dynamic configs for topic sanguo are:\n")
+
+    altered = configs(broker, "--entity-type", "topics", "--entity-name", "sanguo", "--alter", "--add-config",
+                      "retention.ms=86400000,cleanup.policy=[compact,delete]")
+    assert (altered.returncode, altered.stdout) == (0, "Completed updating config for topic sanguo.\n")
+    described = configs(broker, "--topic", "sanguo", "--describe")
+    assert described.stdout.splitlines() == [
+        "Dynamic configs for topic sanguo are:",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
+        "  retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}"]
+    # the topic describe line shows overrides and broker-level settings, not defaults
+    topic_line = strom("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", "sanguo")
+    configs_field = topic_line.stdout.splitlines()[0].split("\tConfigs: ")[1]
+    assert configs_field.split(",")[:2] == ["cleanup.policy=compact", "delete"]
+    assert "retention.ms=86400000" in configs_field and "segment.bytes=536870912" in configs_field
+
+    everything = configs(broker, "--topic", "sanguo", "--describe", "--all")
+    lines = everything.stdout.splitlines()
+    assert lines[0] == "All configs for topic sanguo are:"
+    assert "  segment.bytes=536870912 sensitive=false synonyms={STATIC_BROKER_CONFIG:segment.bytes=536870912}" \
+        in lines
+    assert any(line.startswith("  max.message.bytes=") and "DEFAULT_CONFIG" in line for line in lines)
+
+    removed = configs(broker, "--topic", "sanguo", "--alter", "--delete-config", "retention.ms")
+    assert removed.returncode == 0
+    left = configs(broker, "--topic", "sanguo", "--describe").stdout.splitlines()
+    assert [line.split("=")[0].strip() for line in left[1:]] == ["cleanup.policy"]
+
+    all_topics = configs(broker, "--entity-type", "topics", "--describe")
+    assert "Dynamic configs for topic sanguo are:" in all_topics.stdout.splitlines()
+
+
+def test_topic_config_errors(broker: BrokerProcess) -> None:
+    invalid = configs(broker, "--topic", "sanguo", "--alter", "--delete-config", "not.set")
+    assert (invalid.returncode, invalid.stderr.strip()) == (
+        1, "Error while executing config command: Invalid config(s): not.set")
+    bad_value = configs(broker, "--topic", "sanguo", "--alter", "--add-config", "retention.ms=soon")
+    assert bad_value.returncode == 1
+    assert bad_value.stderr.startswith("Error while executing config command: INVALID_CONFIG: ")
+    assert "retention.ms" in bad_value.stderr and len(bad_value.stderr.strip().splitlines()) == 1
+    unknown = configs(broker, "--topic", "nosuch", "--describe")
+    assert (unknown.returncode, unknown.stderr.strip()) == (
+        1, "Error while executing config command: UNKNOWN_TOPIC_OR_PARTITION: Topic nosuch does not exist.")
+
+
+def test_broker_configs_describe_and_refused_alter(broker: BrokerProcess) -> None:
+    dynamic = configs(broker, "--entity-type", "brokers", "--entity-name", "1", "--describe")
+    assert (dynamic.returncode, dynamic.stdout) == (0, "Dynamic configs for broker 1 are:\n")
+    everything = configs(broker, "--broker", "1", "--describe", "--all").stdout.splitlines()
+    assert everything[0] == "All configs for broker 1 are:"
+    assert ("  log.segment.bytes=536870912 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes="
+            "536870912}") in everything
+    listing = configs(broker, "--entity-type", "brokers", "--describe")
+    assert listing.stdout.splitlines() == ["Dynamic configs for broker 1 are:",
+                                           "Default configs for brokers in the cluster are:"]
+    for target in (["--entity-type", "brokers", "--entity-name", "1"], ["--broker-defaults"]):
+        refused = configs(broker, *target, "--alter", "--add-config", "log.retention.ms=1000")
+        assert refused.returncode == 1
+        assert refused.stderr.strip().splitlines() == [
+            "Error while executing config command: INVALID_REQUEST: strom broker configs are static; edit "
+            "server.properties and restart the broker"]
+        assert refused.stdout == ""
+    wrong_id = configs(broker, "--broker", "7", "--describe")
+    assert wrong_id.returncode == 1
+    assert wrong_id.stderr.startswith("Error while executing config command: ")

@@ -1,0 +1,166 @@
+"""`strom consumer-groups` (kafka-consumer-groups.sh) against a broker subprocess."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from strom.testing.broker_process import BrokerProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+CLI = [sys.executable, "-m", "strom.cli.main"]
+HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(data_dir=tmp_path_factory.mktemp("cli-groups") / "data",
+                      overrides={"group.initial.rebalance.delay.ms": "0"})
+    b.start()
+    bs = b.bootstrap
+    assert strom("topics", "--bootstrap-server", bs, "--create", "--topic", "orders", "--partitions", "2").returncode == 0
+    assert strom("console-producer", "--bootstrap-server", bs, "--topic", "orders",
+                 input="".join(f"o{i}\n" for i in range(10))).returncode == 0
+    yield b
+    b.stop()
+    b.cleanup()
+
+
+def strom(*args: str, input: str | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, input=input, timeout=timeout,
+                          stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def groups(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return strom("consumer-groups", "--bootstrap-server", broker.bootstrap, *args)
+
+
+def table(stdout: str) -> list[list[str]]:
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    return [line.split() for line in lines]
+
+
+def end_offsets(broker: BrokerProcess) -> dict[int, int]:
+    from strom.admin import AdminClient, OffsetSpec, TopicPartition
+
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        found = admin.list_offsets({TopicPartition("orders", p): OffsetSpec.latest() for p in (0, 1)}).all().result(10)
+    return {tp.partition: info.offset for tp, info in found.items()}
+
+
+def test_describe_an_inactive_group_then_reset_and_delete(broker: BrokerProcess) -> None:
+    consumed = strom("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "orders", "--group",
+                     "billing", "--from-beginning", "--max-messages", "6")
+    assert consumed.returncode == 0, consumed.stderr
+
+    listed = groups(broker, "--list")
+    assert listed.returncode == 0 and "billing" in listed.stdout.split()
+    states = table(groups(broker, "--list", "--state").stdout)
+    assert states[0] == ["GROUP", "STATE"] and ["billing", "Empty"] in states
+
+    described = groups(broker, "--describe", "--group", "billing")
+    assert described.returncode == 0
+    assert described.stdout.startswith("\n")
+    rows = table(described.stdout)
+    assert rows[0] == HEADER
+    ends = end_offsets(broker)
+    body = {int(r[2]): r for r in rows[1:]}
+    assert set(body) == {0, 1} and sum(int(r[3]) for r in body.values()) == 6
+    for partition, r in body.items():
+        assert r[0:2] == ["billing", "orders"]
+        assert int(r[4]) == ends[partition] and int(r[5]) == ends[partition] - int(r[3])
+        assert r[6:] == ["-", "-", "-"]
+    assert described.stderr.strip() == "Consumer group 'billing' has no active members."
+
+    state = table(groups(broker, "--describe", "--group", "billing", "--state").stdout)
+    assert state[0] == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    assert state[1][0] == "billing" and state[1][-2:] == ["Empty", "0"]
+
+    # dry run (the default): shows the new offsets, changes nothing
+    dry = groups(broker, "--reset-offsets", "--group", "billing", "--all-topics", "--to-earliest")
+    assert dry.returncode == 0
+    assert table(dry.stdout) == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["billing", "orders", "0", "0"],
+                                 ["billing", "orders", "1", "0"]]
+    assert "--execute option is missing" in dry.stderr
+    assert table(groups(broker, "--describe", "--group", "billing").stdout)[1:] == rows[1:]
+
+    executed = groups(broker, "--reset-offsets", "--group", "billing", "--topic", "orders:0", "--shift-by", "-1",
+                      "--execute")
+    assert executed.returncode == 0, executed.stderr
+    after = {int(r[2]): r for r in table(groups(broker, "--describe", "--group", "billing").stdout)[1:]}
+    assert int(after[0][3]) == max(0, int(body[0][3]) - 1) and after[1][3] == body[1][3]
+    to_offset = groups(broker, "--reset-offsets", "--group", "billing", "--topic", "orders", "--to-offset", "1000",
+                       "--execute")
+    assert "is higher than latest offset for topic partition orders-0" in to_offset.stderr
+    after = {int(r[2]): r for r in table(groups(broker, "--describe", "--group", "billing").stdout)[1:]}
+    assert {p: int(r[3]) for p, r in after.items()} == ends and {r[5] for r in after.values()} == {"0"}
+    latest = groups(broker, "--reset-offsets", "--group", "billing", "--topic", "orders", "--to-datetime",
+                    "2000-01-01T00:00:00.000", "--dry-run")
+    assert [r[3] for r in table(latest.stdout)[1:]] == ["0", "0"]
+
+    deleted = groups(broker, "--delete", "--group", "billing")
+    assert (deleted.returncode, deleted.stdout.strip()) == (
+        0, "Deletion of requested consumer groups ('billing') was successful.")
+    assert "billing" not in groups(broker, "--list").stdout.split()
+
+
+def test_describe_an_active_group(broker: BrokerProcess) -> None:
+    consumer = subprocess.Popen([*CLI, "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic",
+                                 "orders", "--group", "live", "--from-beginning",
+                                 "--consumer-property", "client.id=live-client"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert consumer.stdout is not None
+        for _ in range(10):
+            consumer.stdout.readline()
+        deadline = time.monotonic() + 20
+        while True:  # wait until the group is Stable and has committed (auto-commit every 5 s)
+            rows = table(groups(broker, "--describe", "--group", "live").stdout)
+            if len(rows) == 3 and all(r[3] != "-" for r in rows[1:]):
+                break
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.3)
+        for r in rows[1:]:
+            assert r[0:2] == ["live", "orders"] and r[6].startswith("live-client-")
+            assert r[7].endswith("127.0.0.1") and r[8] == "live-client" and r[5] == "0"
+        members = table(groups(broker, "--describe", "--group", "live", "--members", "--verbose").stdout)
+        assert members[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert members[1][0] == "live" and members[1][3:] == ["live-client", "2", "orders(0,1)"]
+        state = table(groups(broker, "--describe", "--group", "live", "--state").stdout)
+        assert state[1][-3:] == ["range", "Stable", "1"]
+
+        busy = groups(broker, "--reset-offsets", "--group", "live", "--all-topics", "--to-earliest", "--execute")
+        assert busy.returncode == 1
+        assert ("Error: Assignments can only be reset if the group 'live' is inactive, but the current state is "
+                "Stable.") in busy.stderr
+        refused = groups(broker, "--delete", "--group", "live")
+        assert refused.returncode == 1
+        assert refused.stderr.strip().splitlines() == [
+            "Error: Deletion of some consumer groups failed:",
+            "* Group 'live' could not be deleted due to: NonEmptyGroupError: The group is not empty."]
+        described_all = groups(broker, "--describe", "--all-groups")
+        assert "live" in described_all.stdout
+    finally:
+        consumer.send_signal(signal.SIGINT)
+        consumer.communicate(timeout=20)
+    assert consumer.returncode == 0
+
+
+def test_unknown_group_and_bad_states(broker: BrokerProcess) -> None:
+    missing = groups(broker, "--describe", "--group", "ghost")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == ["Error: Consumer group 'ghost' does not exist."]
+    deleted = groups(broker, "--delete", "--group", "ghost")
+    assert deleted.returncode == 1
+    assert "* Group 'ghost' could not be deleted due to: GroupIdNotFoundError: The group id does not exist." \
+        in deleted.stderr
+    bad_state = groups(broker, "--list", "--state", "Sleepy")
+    assert bad_state.returncode == 2 and bad_state.stderr.startswith("Error: Invalid state list 'Sleepy'")
+    no_topic = groups(broker, "--reset-offsets", "--group", "ghost", "--topic", "nosuch", "--to-earliest")
+    assert no_topic.returncode == 1 and "Topic 'nosuch' does not exist" in no_topic.stderr
