@@ -24,10 +24,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from strom.producer.kafka_producer import KafkaProducer
     from strom.admin import AdminClient
     from strom.common.structs import OffsetAndMetadata, TopicPartition
     from strom.consumer import ConsumerRecord, ConsumerRecords, KafkaConsumer
+    from strom.producer.kafka_producer import KafkaProducer
     from strom.producer.record import ProducerRecord, RecordMetadata
 
 _LAZY = {

@@ -28,6 +28,7 @@ __all__ = [
     "new_admin",
     "error_message",
     "wait",
+    "silence_stdout",
     "CLI_ADMIN_DEFAULTS",
 ]
 
@@ -139,6 +140,19 @@ def error_message(e: BaseException) -> str:
         cause = e.__cause__
         return f"{e}: {error_message(cause)}" if cause is not None and str(cause) else str(e)
     return str(e) or type(e).__name__
+
+
+def silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def wait(future: Future[Any], timeout_s: float | None = None) -> Any:

@@ -130,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     action, entity_type, name = _check(args)
     admin = new_admin(args)
     try:
+        if entity_type == "brokers" and name:
+            _check_broker(admin, name)
         if action == "describe":
             return _describe(admin, entity_type, name, args.all)
         return _alter(admin, args, entity_type, name or "")
@@ -142,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"Error while executing config command: {text}", 1, plain=True) from None
     finally:
         admin.close(timeout=5)
+
+
+def _check_broker(admin: Any, name: str) -> None:
+    """A broker id that is not in the cluster would wait for it until the timeout: say so at once."""
+    ids = sorted(n.node_id for n in wait(admin.describe_cluster().nodes()))
+    if int(name) not in ids:
+        raise CliError(f"Broker {name} is not in the cluster (broker ids: {', '.join(map(str, ids))})")
 
 
 def _resource(entity_type: str, name: str) -> Any:

@@ -24,7 +24,13 @@ import time
 from typing import Any
 
 from strom.cli.clients import check_topic, new_consumer
-from strom.cli.common import add_connection_options, client_properties, error_message, parse_key_values
+from strom.cli.common import (
+    add_connection_options,
+    client_properties,
+    error_message,
+    parse_key_values,
+    silence_stdout,
+)
 from strom.cli.errors import CliError
 from strom.cli.formatter import DefaultMessageFormatter
 
@@ -49,10 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="exit after consuming this many messages")
     p.add_argument("--timeout-ms", type=int, metavar="<Integer: timeout_ms>",
                    help="exit when no message arrives for this many milliseconds")
-    p.add_argument("--property", action="append", metavar="<String: prop>",
-                   help="a formatter property: print.key=true, print.timestamp=true, print.partition=true, "
-                        "print.offset=true, print.headers=true, print.value=false, key.separator=..., ...")
-    p.add_argument("--consumer-property", action="append", metavar="<String: consumer_prop>",
+    p.add_argument("--property", action="extend", nargs="+", metavar="<String: prop>",
+                   help="formatter properties: print.key=true, print.timestamp=true, print.partition=true, "
+                        "print.offset=true, print.headers=true, print.value=false, key.separator=..., ... "
+                        "(repeat the flag or list several after it)")
+    p.add_argument("--consumer-property", action="extend", nargs="+", metavar="<String: consumer_prop>",
                    help="a consumer config key=value (repeatable)")
     p.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
                    help="read_committed hides aborted transactional records (default read_uncommitted)")
@@ -201,7 +208,8 @@ def _consume(consumer: Any, args: argparse.Namespace, formatter: DefaultMessageF
         pass
     except CliError:
         raise
-    except BrokenPipeError:
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+        silence_stdout()
         return count, 0
     except Exception as e:
         if getattr(args, "verbose", False):

@@ -33,9 +33,9 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_options(p, config_flags=("--producer.config", "--command-config"))
     p.add_argument("--topic", required=True, metavar="<String: topic>", help="REQUIRED: the topic to produce to")
-    p.add_argument("--property", action="append", metavar="<String: prop>",
+    p.add_argument("--property", action="extend", nargs="+", metavar="<String: prop>",
                    help="a reader property such as parse.key=true or key.separator=: (repeatable)")
-    p.add_argument("--producer-property", action="append", metavar="<String: producer_prop>",
+    p.add_argument("--producer-property", action="extend", nargs="+", metavar="<String: producer_prop>",
                    help="a producer config key=value (repeatable)")
     p.add_argument("--compression-codec", nargs="?", const="gzip", metavar="[String: compression-codec]",
                    help="none, gzip, snappy, lz4 or zstd; gzip if given without a value")

@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="max.partition.fetch.bytes (default: 1048576)")
     p.add_argument("--socket-buffer-size", type=int, default=2 * 1024 * 1024, metavar="<Integer: size>",
                    help="receive.buffer.bytes (default: 2097152)")
-    p.add_argument("--consumer-property", action="append", metavar="<String: consumer_prop>",
+    p.add_argument("--consumer-property", action="extend", nargs="+", metavar="<String: consumer_prop>",
                    help="a consumer config key=value (repeatable)")
     p.add_argument("--timeout", type=int, default=10000, metavar="<Long: milliseconds>",
                    help="the longest wait between two returned records (default: 10000)")

@@ -67,7 +67,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text, description=help_text)
             continue
         mod = importlib.import_module(module)
-        p = sub.add_parser(name, help=help_text, description=mod.__doc__,
+        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or "").replace("``", ""),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
                        help="show tracebacks and debug logging")
@@ -110,7 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # e.g. `strom console-consumer ... | head`
+    except BrokenPipeError:  # e.g. `strom topics --list | head -1`
+        from strom.cli.common import silence_stdout
+
+        silence_stdout()
         return 0
     except Exception as e:  # one line, no traceback, unless --verbose
         if args.verbose:

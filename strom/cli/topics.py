@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="replication factor of each partition of the topic being created")
     p.add_argument("--replica-assignment", metavar="<String: broker_id_for_part1_replica1:...,...>",
                    help="manual partition-to-broker assignments of the topic being created")
-    p.add_argument("--config", action="append", metavar="<String: name=value>",
+    p.add_argument("--config", action="extend", nargs="+", metavar="<String: name=value>",
                    help="a topic configuration override for the topic being created (repeatable)")
     p.add_argument("--if-exists", action="store_true", help="with --alter/--describe/--delete: only if it exists")
     p.add_argument("--if-not-exists", action="store_true", help="with --create: only if it does not exist yet")

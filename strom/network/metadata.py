@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from strom.common.error_codes import ErrorCode, InvalidTopicExceptionError, TopicAuthorizationFailedError
-from strom.common.errors import IllegalStateError, KafkaError, error_class
+from strom.common.errors import IllegalStateError, error_class
 from strom.common.structs import Node, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.network.cluster import Cluster, PartitionInfo
@@ -349,6 +349,3 @@ class Metadata:
         return (f"{type(self).__name__}(updateVersion={self._update_version}, requestVersion="
                 f"{self._request_version}, cluster={self._cluster})")
 
-
-def closed_error() -> KafkaError:
-    return KafkaError("Requested metadata update after close")

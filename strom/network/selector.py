@@ -410,6 +410,10 @@ class Selector:
     def channels(self) -> list[KafkaChannel]:
         return list(self._channels.values())
 
+    def connection_count(self) -> int:
+        """Open connections (safe to call from any thread: reads one length)."""
+        return len(self._channels)
+
     def is_explicitly_muted(self, connection_id: Any) -> bool:
         channel = self._channels.get(connection_id)
         return channel is not None and channel in self._explicitly_muted

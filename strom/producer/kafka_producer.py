@@ -141,11 +141,12 @@ class KafkaProducer:
         for name in ("buffer-total-bytes", "buffer-available-bytes", "waiting-threads",
                      "bufferpool-wait-time-ns-total"):
             self._metrics.add_gauge(name, lambda n=name: self._buffer_pool.metric_values()[n])
-        selector_stats = getattr(getattr(self._client, "selector", None), "stats", None)
+        selector = getattr(self._client, "selector", None)
+        selector_stats = getattr(selector, "stats", None)
         if selector_stats is not None:
             for name in selector_stats:
                 self._metrics.add_gauge(name, lambda n=name: selector_stats[n])
-            self._metrics.add_gauge("connection-count", lambda: len(self._client.selector.channels()))  # type: ignore
+            self._metrics.add_gauge("connection-count", selector.connection_count)  # type: ignore[union-attr]
         name = f"{NETWORK_THREAD_PREFIX} | {self.client_id}" if self.client_id else NETWORK_THREAD_PREFIX
         self._io_thread = threading.Thread(target=self._sender.run, name=name, daemon=True)
         self._io_thread.start()

@@ -73,7 +73,7 @@ def validate_sink_schema(schema: StructType, topic_option: str | None) -> None:
 
 
 def producer_config(opts: SinkOptions, client_id: str) -> dict[str, str]:
-    conf = {"linger.ms": "5", "client.id": client_id}
+    conf = {"linger.ms": "5", "batch.size": "262144", "client.id": client_id}
     conf.update(opts.producer_config)
     conf.update({"key.serializer": "bytes", "value.serializer": "bytes"})
     return conf

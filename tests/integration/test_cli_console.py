@@ -51,11 +51,10 @@ def consume(broker: BrokerProcess, topic: str, *extra: str) -> subprocess.Comple
 
 def test_keys_and_print_properties(broker: BrokerProcess) -> None:
     create(broker, "keyed")
-    produce(broker, "keyed", "k1:v1\nk2:v2\n:empty-key\nk4:\n", "--property", "parse.key=true",
-            "--property", "key.separator=:")
+    # the spelling: several properties after one --property (Kafka's repeated flag works too)
+    produce(broker, "keyed", "k1:v1\nk2:v2\n:empty-key\nk4:\n", "--property", "parse.key=true", "key.separator=:")
     out = consume(broker, "keyed", "--from-beginning", "--max-messages", "4", "--property", "print.key=true",
-                  "--property", "print.timestamp=true", "--property", "print.partition=true",
-                  "--property", "print.offset=true")
+                  "print.timestamp=true", "print.partition=true", "--property", "print.offset=true")
     lines = out.stdout.splitlines()
     assert len(lines) == 4
     for offset, (line, (key, value)) in enumerate(zip(lines, [("k1", "v1"), ("k2", "v2"), ("", "empty-key"),

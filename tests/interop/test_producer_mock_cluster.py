@@ -194,7 +194,7 @@ def test_broker_down_and_back_no_loss_no_duplicates_in_order(cluster: MockCluste
 
 
 def test_request_tracking_sees_init_producer_id_and_produce(cluster: MockCluster) -> None:
-    """The mock's request tracking shows the idempotent producer's InitProducerId before its Produce
+    """§9.2 / §12: the mock's request tracking shows the idempotent producer's InitProducerId before its Produce
     requests, and the ApiVersions fallback (two ApiVersions per connection)."""
     cluster.create_topic("tracked", 1, 3)
     cluster.start_request_tracking()

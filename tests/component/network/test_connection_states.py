@@ -42,7 +42,7 @@ def test_reconnect_backoff_grows_exponentially_with_jitter_up_to_max() -> None:
 
 
 def test_state_machine_and_queries() -> None:
-    """DISCONNECTED → CONNECTING → CHECKING_API_VERSIONS → READY; connected while checking or ready; the
+    """§10.1 / §18 items 73, 74: DISCONNECTED → CONNECTING → CHECKING_API_VERSIONS → READY; connected while checking or ready; the
     connection delay is "forever" while connecting/connected."""
     states = ClusterConnectionStates(50, 50)
     assert states.can_connect("n", 0) and not states.is_connected("n")
@@ -81,6 +81,7 @@ def test_connection_setup_timeout_grows_on_failed_connects() -> None:
 
 
 def test_exponential_backoff_without_growth() -> None:
+    """§18 item 74: a max equal to the base means no growth; zero jitter gives exact powers of two."""
     assert ExponentialBackoff(100, 2, 100, 0.2).backoff(10) == 100
     assert ExponentialBackoff(100, 2, 1000, 0.0).backoff(2) == 400
 

@@ -189,7 +189,7 @@ def test_stale_leader_epoch_is_ignored_and_topic_ids_kept() -> None:
 
 
 def test_cluster_view_for_producer() -> None:
-    """The Cluster snapshot serves the producer's ClusterView: leaders, partitions, available partitions,
+    """§4.1 / §18 items 4, 69: the Cluster snapshot serves the producer's ClusterView: leaders, partitions, available partitions,
     partitions per node; bootstrap clusters carry negative ids and no topics."""
     clock = MockTime()
     md = _producer_metadata(clock)

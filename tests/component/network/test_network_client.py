@@ -41,7 +41,7 @@ def test_ready_connects_then_negotiates_api_versions() -> None:
 
 
 def test_api_versions_fallback_parses_librdkafka_mock_body() -> None:
-    """ApiVersions negotiation: UNSUPPORTED_VERSION with librdkafka's nonstandard body
+    """§9.2 / §10.3 ApiVersions negotiation: UNSUPPORTED_VERSION with librdkafka's nonstandard body
     (``0023 01 0012 0000 0002 00 00000000``) makes the client retry with v2; then per-API versions are the
     highest both sides support."""
     h = make_client()
@@ -62,7 +62,7 @@ def test_api_versions_fallback_parses_librdkafka_mock_body() -> None:
 
 
 def test_api_versions_fallback_standard_v0_body() -> None:
-    """ApiVersions fallback with a Kafka broker's v0 error body naming ApiVersions 0..1."""
+    """§9.2: ApiVersions fallback with a Kafka broker's v0 error body naming ApiVersions 0..1."""
     h = make_client()
     h.client.ready(h.node(0), h.now)
     h.poll()
@@ -73,7 +73,7 @@ def test_api_versions_fallback_standard_v0_body() -> None:
 
 
 def test_api_versions_other_error_disconnects() -> None:
-    """An ApiVersions error other than UNSUPPORTED_VERSION closes the connection."""
+    """§10.3: an ApiVersions error other than UNSUPPORTED_VERSION closes the connection."""
     h = make_client()
     h.client.ready(h.node(0), h.now)
     h.poll()
@@ -316,7 +316,7 @@ def test_close_and_wakeup() -> None:
 
 
 def test_metadata_request_asks_for_all_topics_by_default() -> None:
-    """Base Metadata asks for all topics (``topics=None``)."""
+    """§4.5: base Metadata asks for all topics (``topics=None``)."""
     h = make_client()
     h.connect(h.node(0))
     h.time.sleep(200)

@@ -68,7 +68,7 @@ def test_size_and_payload_split_across_reads() -> None:
 
 
 def test_incomplete_frame_waits_for_more() -> None:
-    """A partial frame is not complete; reading resumes where it stopped."""
+    """§18 item 81: a partial frame is not complete; reading resumes where it stopped."""
     transport = ChunkTransport([struct.pack(">i", 4) + b"ab", b"", b"cd"])
     receive = NetworkReceive(100)
     receive.read_from(transport)
@@ -98,6 +98,7 @@ def test_invalid_sizes(size: int, message: str) -> None:
 
 
 def test_unlimited_max_size() -> None:
+    """§18 item 80: without a maximum receive size any non-negative size is read."""
     receive = NetworkReceive()
     receive.read_from(ChunkTransport([struct.pack(">i", 1000) + b"x" * 1000]))
     assert receive.complete()
@@ -114,7 +115,7 @@ def test_eof_mid_frame(chunks: list[bytes | None]) -> None:
 
 
 def test_network_send_partial_writes() -> None:
-    """A send written a few bytes at a time completes exactly once with every byte in order."""
+    """§10.5 (partial writes): a send written a few bytes at a time completes exactly once with every byte in order."""
     send = NetworkSend("n", b"abc", b"", b"defgh")
     transport = TrickleTransport(2)
     writes = 0
@@ -126,6 +127,7 @@ def test_network_send_partial_writes() -> None:
 
 
 def test_sized_send_has_prefix() -> None:
+    """§18 item 80: a frame is the 4-byte big-endian size followed by the payload."""
     send = NetworkSend.sized("n", b"xyz")
     transport = TrickleTransport(100)
     while not send.completed():

@@ -109,7 +109,7 @@ def test_several_frames_in_one_read_are_staged_one_per_poll(selector: Selector) 
 
 
 def test_partial_writes_complete_across_polls(selector: Selector) -> None:
-    """A send larger than the socket buffers is written across several polls while the peer reads slowly;
+    """§18 item 77 and §10.5 partial writes: a send larger than the socket buffers is written across several polls while the peer reads slowly;
     it is reported once, complete, and the peer gets every byte."""
     payload = bytes(i % 251 for i in range(4 * 1024 * 1024))
     received = bytearray()
@@ -140,7 +140,7 @@ def test_partial_writes_complete_across_polls(selector: Selector) -> None:
 
 
 def test_partial_write_then_completion(selector: Selector) -> None:
-    """Partial writes resume on writability: the whole frame arrives intact."""
+    """§10.5: partial writes resume on writability: the whole frame arrives intact."""
     payload = bytes(i % 251 for i in range(2 * 1024 * 1024))
     got: list[bytes] = []
 
@@ -207,7 +207,7 @@ def test_zero_length_frame_is_an_empty_payload(selector: Selector) -> None:
 
 
 def test_connection_refused_is_reported_not_connected(selector: Selector) -> None:
-    """A refused connection shows up as disconnected with state NOT_CONNECTED."""
+    """§18 items 73, 75: a refused connection shows up as disconnected with state NOT_CONNECTED."""
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
@@ -264,7 +264,7 @@ def test_memory_pressure_mutes_then_unmutes() -> None:
 
 
 def test_explicit_mute_stops_reading(selector: Selector) -> None:
-    """Explicitly muted channels are not read until unmuted."""
+    """§10.5 / §18 item 88: explicitly muted channels are not read until unmuted."""
     server = TinyServer(lambda conn: (read_exact(conn, 1), conn.sendall(frame(b"late")), time.sleep(5)))
     try:
         selector.connect("n", server.address)
@@ -291,7 +291,7 @@ def test_wakeup_interrupts_poll(selector: Selector) -> None:
 
 
 def test_close_connection_is_silent(selector: Selector) -> None:
-    """Kafka's close(id): no disconnect notification for a local close."""
+    """§10.5: Kafka's close(id): no disconnect notification for a local close."""
     server = TinyServer(lambda conn: time.sleep(5))
     try:
         selector.connect("n", server.address)

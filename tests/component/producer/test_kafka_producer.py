@@ -159,7 +159,7 @@ def test_send_returns_future_and_runs_callback_once(setup: Setup) -> None:
 
 
 def test_send_convenience_forms(setup: Setup) -> None:
-    """send(topic, value) and send(topic, value=..., key=..., partition=...) build the ProducerRecord."""
+    """§18 item 8 (convenience forms): send(topic, value) and send(topic, value=..., key=..., partition=...) build the ProducerRecord."""
     f1 = setup.producer.send("t", b"a", partition=0)
     f2 = setup.producer.send("t", value=b"b", key=b"k", partition=0, headers={"h": b"1"})
     eventually(lambda: setup.respond_all(offset=0))
@@ -392,7 +392,7 @@ def test_forced_close_fails_pending_records() -> None:
 
 
 def test_partitions_for_metrics_and_context_manager() -> None:
-    """partitions_for waits for metadata; metrics() reports Kafka-named metrics; the producer is a context
+    """§18 items 18, 70: partitions_for waits for metadata; metrics() reports Kafka-named metrics; the producer is a context
     manager."""
     s = Setup({"t": 3})
     with s.producer as producer:

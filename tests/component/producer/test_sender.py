@@ -379,7 +379,7 @@ def test_callback_exception_does_not_stop_other_callbacks(caplog: pytest.LogCapt
 
 
 def test_metrics_reported() -> None:
-    """Sender metrics: batch-size-avg, records-per-request-avg, request-latency-avg, record-send-rate."""
+    """§18 items 63-64 (metrics of the Sender):  batch-size-avg, records-per-request-avg, request-latency-avg, record-send-rate."""
     h = make_harness()
     h.append()
     h.append()

@@ -215,7 +215,7 @@ def test_init_producer_id_retriable_error_is_retried() -> None:
 
 
 def test_sequence_wraps_at_int_max() -> None:
-    """Kafka's ``incrementSequence``: sequences wrap to 0 after Integer.MAX_VALUE."""
+    """§12: Kafka's ``incrementSequence``: sequences wrap to 0 after Integer.MAX_VALUE."""
     assert increment_sequence(2**31 - 1, 1) == 0
     assert increment_sequence(2**31 - 2, 3) == 1
     assert increment_sequence(5, 3) == 8
@@ -228,7 +228,7 @@ def _without_init_producer_id(h: Harness) -> None:
 
 
 def test_default_idempotence_falls_back_without_init_producer_id() -> None:
-    """Divergence (documented): when idempotence is only on by default and the broker lacks InitProducerId,
+    """§12 (divergence): when idempotence is only on by default and the broker lacks InitProducerId,
     the producer continues without idempotence instead of failing every send."""
     h = make_harness(idempotent=True, fallback=True)
     _without_init_producer_id(h)
