@@ -39,8 +39,12 @@ PARTITIONS = 2
 def prebuilt_source(n: int, size: int, per_trigger: int) -> type:
     """A streaming Python data source whose partitions yield one prebuilt Arrow batch over and over."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-    class Reader(DataSourceStreamReader):
+    class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass
+
         def initialOffset(self) -> dict:
             return {"rows": 0}
 

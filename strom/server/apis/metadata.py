@@ -71,8 +71,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             if name is None and version >= 10 and t.topic_id != ZERO_UUID:
                 info = md.topic_by_id(t.topic_id)
                 if info is None:
-                    topics.append(MetadataResponse.MetadataResponseTopic(error_code=UNKNOWN_TOPIC_ID, name=None,
-                                                                         topic_id=t.topic_id))
+                    # The name is nullable in responses from v12 only.
+                    topics.append(MetadataResponse.MetadataResponseTopic(
+                        error_code=UNKNOWN_TOPIC_ID, name=None if version >= 12 else "", topic_id=t.topic_id))
                     continue
             else:
                 err = validate_topic_name(name)

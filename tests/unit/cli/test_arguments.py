@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 
 from strom.cli.console_producer import LineReader
@@ -11,6 +14,16 @@ from strom.cli.main import COMMANDS, main
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(20)]
 
 BS = ["--bootstrap-server", "127.0.0.1:1"]
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """main() quiets the root logger for client commands: undo that for the rest of the session."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
