@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from strom.common.errors import ConfigError
+from strom.config.properties import load_properties_file, parse_properties
 
 __all__ = ["BrokerConfig", "Listener", "parse_properties", "load_properties_file"]
 
@@ -132,33 +132,6 @@ _IGNORED = {
 }
 
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java-style ``.properties`` text (``key=value`` / ``key: value``, ``#``/``!`` comments, ``\\`` joins)."""
-    out: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip() if pending else raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if m is None:
-            out[line] = ""
-        else:
-            out[m.group(1)] = m.group(2).strip()
-    return out
-
-
-def load_properties_file(path: str | Path) -> dict[str, str]:
-    try:
-        return parse_properties(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"Cannot read config file {path}: {e.strerror}") from None
 
 
 def parse_listeners(key: str, value: str) -> list[Listener]:
