@@ -6,9 +6,19 @@ key | valueLength VARINT | value | headersCount VARINT | headers``; with a codec
 compressed as a whole. Fields written as Kafka's Java producer writes them: baseTimestamp = the first
 record's timestamp, maxTimestamp = the largest, lastOffsetDelta = count - 1, CRC-32C over attributes..end.
 
-Hot path: ``append`` encodes a record with table-driven varints and one ``bytes %`` format into a single
-growing ``bytearray`` (the header is reserved at its front, so an uncompressed build patches it in place).
-A failed ``append`` (e.g. a ``str`` value) leaves the builder unchanged.
+Hot path: ``append`` encodes a record with table-driven varints and one ``bytes %`` format, written at the
+write position of a single ``bytearray`` (the header is reserved at its front, so an uncompressed build
+patches it in place). A failed ``append`` (e.g. a ``str`` value) leaves the builder unchanged.
+
+Memory (the producer's ``buffer.memory`` bound): given ``buffer=`` (the ``bytearray`` the producer's
+``BufferPool`` handed out), the builder writes *into* that buffer with same-size slice assignment and never
+resizes it, so a batch's memory is the pooled buffer only, and ``build()`` returns a ``memoryview`` of it (no
+copy). Only when a record does not fit (a compressed batch whose estimate lets it hold more uncompressed bytes
+than the buffer, or a record larger than the buffer) does the builder move to a private, growing
+``bytearray`` — Java's ``ByteBufferOutputStream.expandBuffer`` — leaving the pooled buffer to its owner for
+deallocation. With a codec, ``close`` compresses the records block into a transient ``bytes`` (at most about
+the uncompressed size, freed at once) and copies it back over the records in the same buffer. Without
+``buffer=`` the builder owns a growing ``bytearray`` and ``build()`` returns ``bytes`` as before.
 
 Kafka counterpart: ``org.apache.kafka.common.record.MemoryRecordsBuilder``,
 ``DefaultRecord.sizeInBytes``/``recordSizeUpperBound``, ``AbstractRecords.estimateSizeInBytesUpperBound``.
@@ -34,7 +44,17 @@ from strom.record.header import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG,
 )
-from strom.record.varint import CACHE_SIZE, UVARINT_TABLE, size_of_varint, varint_bytes, varlong_bytes
+from strom.record.sizes import (
+    COMPRESSION_RATE_ESTIMATION_FACTOR,
+    MAX_RECORD_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    _encode_headers,
+    _headers_size,
+    record_size,
+    record_size_upper_bound,
+    upper_bound_size,
+)
+from strom.record.varint import CACHE_SIZE, UVARINT_TABLE, varint_bytes, varlong_bytes
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -46,12 +66,6 @@ __all__ = [
     "COMPRESSION_RATE_ESTIMATION_FACTOR",
 ]
 
-RECORD_BATCH_OVERHEAD = HEADER_SIZE
-#: length varint (5) + attributes (1) + timestampDelta varlong (10) + offsetDelta varint (5)
-MAX_RECORD_OVERHEAD = 21
-#: Kafka's pessimism when estimating how full a compressed batch is.
-COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
-
 # header after the CRC: attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId,
 # producerEpoch, baseSequence, recordsCount
 _HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
@@ -62,72 +76,7 @@ _UV = UVARINT_TABLE
 _HALF = CACHE_SIZE // 2  # non-negative values below this have a cached zig-zag encoding
 _NULL = b"\x01"  # varint -1
 _EMPTY_HEADERS = b"\x00"
-
-
-def _encode_headers(headers: Sequence[Header]) -> bytes:
-    parts = [varint_bytes(len(headers))]
-    for hkey, hval in headers:
-        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
-        parts.append(varint_bytes(len(kb)))
-        parts.append(kb)
-        if hval is None:
-            parts.append(_NULL)
-        else:
-            parts.append(varint_bytes(len(hval)))
-            parts.append(hval)
-    return b"".join(parts)
-
-
-def _bytes_field_size(data: bytes | None) -> int:
-    if data is None:
-        return 1
-    n = len(data)
-    return size_of_varint(n) + n
-
-
-def _headers_size(headers: Sequence[Header]) -> int:
-    size = size_of_varint(len(headers))
-    for hkey, hval in headers:
-        klen = len(hkey.encode("utf-8")) if isinstance(hkey, str) else len(hkey)
-        size += size_of_varint(klen) + klen + _bytes_field_size(hval)
-    return size
-
-
-def record_size(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[Header] = (),
-) -> int:
-    """Exact encoded size of one record, length varint included (``DefaultRecord.sizeInBytes``)."""
-    body = (
-        1
-        + size_of_varint(timestamp_delta)
-        + size_of_varint(offset_delta)
-        + _bytes_field_size(key)
-        + _bytes_field_size(value)
-        + _headers_size(headers)
-    )
-    return size_of_varint(body) + body
-
-
-def record_size_upper_bound(key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()) -> int:
-    """Largest size one record can take whatever its deltas (``DefaultRecord.recordSizeUpperBound``)."""
-    return MAX_RECORD_OVERHEAD + _bytes_field_size(key) + _bytes_field_size(value) + _headers_size(headers)
-
-
-def upper_bound_size(
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[Header] = (),
-    compression_type: CompressionType | int = CompressionType.NONE,
-) -> int:
-    """Upper bound of a batch holding just this record (``AbstractRecords.estimateSizeInBytesUpperBound``).
-
-    As in Kafka, ``compression_type`` does not change the bound for magic v2.
-    """
-    return RECORD_BATCH_OVERHEAD + record_size_upper_bound(key, value, headers)
+_UNBOUNDED = 1 << 62  # capacity of a builder-owned buffer
 
 
 class MemoryRecordsBuilder:
@@ -157,6 +106,10 @@ class MemoryRecordsBuilder:
         "write_limit",
         "estimated_compression_ratio",
         "_buf",
+        "_pos",
+        "_cap",
+        "_mv",
+        "_raw_size",
         "_n",
         "_base_ts",
         "_max_ts",
@@ -178,6 +131,7 @@ class MemoryRecordsBuilder:
         write_limit: int | None = None,
         compression_level: int | None = None,
         estimated_compression_ratio: float = 1.0,
+        buffer: bytearray | None = None,
     ) -> None:
         self.compression_type = CompressionType(compression_type)
         self.compression_level = compression_level
@@ -195,11 +149,22 @@ class MemoryRecordsBuilder:
         self.timestamp_type = timestamp_type
         self.write_limit = write_limit
         self.estimated_compression_ratio = estimated_compression_ratio
-        self._buf = bytearray(HEADER_SIZE)  # header placeholder; records follow
+        if buffer is None:
+            self._buf = bytearray(HEADER_SIZE)  # header placeholder; records follow
+            self._cap = _UNBOUNDED  # our own buffer: it grows as needed (``+=``)
+            self._mv: memoryview | None = None
+        else:
+            if len(buffer) < HEADER_SIZE:
+                raise ValueError(f"buffer of {len(buffer)} bytes cannot hold a {HEADER_SIZE}-byte batch header")
+            self._buf = buffer  # written in place, never resized (it may be exported as a memoryview)
+            self._cap = len(buffer)
+            self._mv = memoryview(buffer)  # writes go through it: ~2x faster than bytearray slice assignment
+        self._pos = HEADER_SIZE
+        self._raw_size = 0  # uncompressed size once closed
         self._n = 0
         self._base_ts = 0
         self._max_ts = -1
-        self._built: bytes | None = None
+        self._built: bytes | memoryview | None = None
 
     # -- appending ------------------------------------------------------------------------------
     def append(
@@ -239,7 +204,18 @@ class MemoryRecordsBuilder:
         hb = _encode_headers(headers) if headers else _EMPTY_HEADERS
         body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
         lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
-        self._buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        data = b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        pos = self._pos
+        end = pos + len(data)
+        mv = self._mv
+        if mv is None:
+            self._buf += data
+        elif end <= self._cap:
+            mv[pos:end] = data
+        else:
+            self._expand()
+            self._buf += data
+        self._pos = end
         if timestamp > self._max_ts:
             self._max_ts = timestamp
         self._n = delta + 1
@@ -286,10 +262,11 @@ class MemoryRecordsBuilder:
         hb = _encode_headers(headers) if headers else _EMPTY_HEADERS
         body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
         lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
-        buf = self._buf
+        pos = self._pos
+        end = pos + len(lb) + body
         limit = self.write_limit
         if delta and limit is not None:
-            written = len(buf)
+            written = pos
             if self.compression_type:
                 written = HEADER_SIZE + int(
                     (written - HEADER_SIZE)
@@ -298,7 +275,15 @@ class MemoryRecordsBuilder:
                 )
             if written + len(lb) + body > limit:
                 return -1
-        buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        mv = self._mv
+        if mv is None:
+            self._buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        elif end <= self._cap:
+            mv[pos:end] = b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        else:
+            self._expand()
+            self._buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+        self._pos = end
         if delta == 0:
             self._base_ts = timestamp
         if timestamp > self._max_ts:
@@ -315,7 +300,7 @@ class MemoryRecordsBuilder:
         limit = self.write_limit
         if self._n == 0 or limit is None:
             return True
-        written = len(self._buf)
+        written = self._pos
         if self.compression_type:
             est = HEADER_SIZE + int(
                 (written - HEADER_SIZE)
@@ -346,8 +331,8 @@ class MemoryRecordsBuilder:
         if self._built is not None:
             return len(self._built)
         if self.compression_type == CompressionType.NONE:
-            return len(self._buf)
-        written = len(self._buf) - HEADER_SIZE
+            return self._pos
+        written = self._pos - HEADER_SIZE
         return HEADER_SIZE + int(
             written * self.estimated_compression_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
         )
@@ -355,7 +340,7 @@ class MemoryRecordsBuilder:
     @property
     def uncompressed_bytes_written(self) -> int:
         """Header plus records as encoded before compression."""
-        return len(self._buf)
+        return self._raw_size or self._pos
 
     @property
     def num_records(self) -> int:
@@ -368,9 +353,10 @@ class MemoryRecordsBuilder:
     @property
     def compression_ratio(self) -> float:
         """Built records size / uncompressed records size (1.0 before close or when empty)."""
-        if self._built is None or len(self._buf) <= HEADER_SIZE:
+        raw = self._raw_size
+        if self._built is None or raw <= HEADER_SIZE:
             return 1.0
-        return (len(self._built) - HEADER_SIZE) / (len(self._buf) - HEADER_SIZE)
+        return (len(self._built) - HEADER_SIZE) / (raw - HEADER_SIZE)
 
     def set_producer_state(
         self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
@@ -393,9 +379,13 @@ class MemoryRecordsBuilder:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.is_transactional = is_transactional
-        if self._built is not None and self._built:
-            out = bytearray(self._built)
-            self._write_header(out, len(self._built) - HEADER_SIZE)
+        built = self._built
+        if built is not None and built:
+            if isinstance(built, memoryview):  # a view of our buffer: patch it in place
+                self._write_header(self._buf, len(built) - HEADER_SIZE)
+                return
+            out = bytearray(built)
+            self._write_header(out, len(built) - HEADER_SIZE)
             self._built = bytes(out)
 
     # -- closing --------------------------------------------------------------------------------
@@ -430,7 +420,8 @@ class MemoryRecordsBuilder:
             self.base_sequence,
             self._n,
         )
-        _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+        with memoryview(out) as mv:
+            _U32.pack_into(out, CRC_OFFSET, crc32c(mv[ATTRIBUTES_OFFSET:HEADER_SIZE + records_size]))
 
     def close(self) -> None:
         """Finish the batch (compress, write header and CRC); later appends raise. Idempotent."""
@@ -440,19 +431,42 @@ class MemoryRecordsBuilder:
             self._built = b""
             return
         buf = self._buf
-        if self.compression_type == CompressionType.NONE:
-            self._write_header(buf, len(buf) - HEADER_SIZE)
-            self._built = bytes(buf)
-        else:
+        end = self._pos
+        self._raw_size = end
+        if self.compression_type != CompressionType.NONE:
             with memoryview(buf) as mv:
-                payload = compress(self.compression_type, mv[HEADER_SIZE:], self.compression_level)
-            out = bytearray(HEADER_SIZE)
-            out += payload
-            self._write_header(out, len(payload))
-            self._built = bytes(out)
+                payload = compress(self.compression_type, mv[HEADER_SIZE:end], self.compression_level)
+            end = HEADER_SIZE + len(payload)
+            if end > self._cap:  # incompressible data outgrew the pooled buffer
+                self._expand()
+                buf = self._buf
+            # Over the uncompressed records (same-size assignment on a pooled buffer; an owned one shrinks).
+            buf[HEADER_SIZE:self._pos if self._mv is None else end] = payload
+            del payload
+            self._pos = end
+        self._write_header(buf, end - HEADER_SIZE)
+        mv = self._mv
+        if mv is None:
+            self._built = bytes(buf) if len(buf) == end else bytes(memoryview(buf)[:end])
+        else:
+            self._built = mv[:end]  # zero-copy view of the pooled buffer
 
-    def build(self) -> bytes:
-        """Close if needed and return the batch bytes (``b""`` when no record was appended)."""
+    def _expand(self) -> None:
+        """Leave the caller's buffer for a private growing copy (a record did not fit in it)."""
+        mv = self._mv
+        if mv is not None:
+            self._buf = bytearray(mv[: self._pos])
+            self._mv = None
+        self._cap = _UNBOUNDED
+
+    @property
+    def buffer(self) -> bytearray:
+        """The buffer being written (the caller's until a record outgrows it)."""
+        return self._buf
+
+    def build(self) -> bytes | memoryview:
+        """Close if needed and return the batch bytes (``b""`` when no record was appended) — a
+        ``memoryview`` of the caller's buffer when the builder was given one and it still holds the batch."""
         if self._built is None:
             self.close()
         assert self._built is not None

@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any
 
 from strom.common.error_codes import OffsetOutOfRangeError
 from strom.common.structs import TopicPartition
@@ -194,6 +193,3 @@ def _out_of_range(consumer: KafkaConsumer, tp: TopicPartition, offset: int, r: O
            f"[{max(offset, latest)}, {r.end}) are lost")
     return r.end
 
-
-def describe(params: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))

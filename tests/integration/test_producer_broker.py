@@ -18,6 +18,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 N = 600
+#: RSS growth allowed over buffer.memory with the broker down: per-record futures/thunks (~4k records of
+#: 1000 bytes) and allocator noise. Measured: growth 3.89-3.90 MB for 4 MiB over 5 runs (it was 8.3 MB when
+#: batches held a pooled buffer plus a builder copy); 3 MiB of slack still fails that 2x regression.
+_RSS_SLACK = 3 * 1024 * 1024
 
 
 def _producer(bootstrap: str, **config: object) -> KafkaProducer:
@@ -81,7 +85,7 @@ def test_metadata_timeout_and_memory_bound_with_broker_down(fresh_broker) -> Non
     """§18 items 19, 58: with the broker stopped, a send to a new topic blocks for max.block.ms and fails
     with "Topic <t> not present in metadata after <ms> ms."; sends to a known topic fill buffer.memory, then
     block for max.block.ms and fail with "Failed to allocate memory within the configured max blocking time";
-    process memory stays bounded (by twice buffer.memory plus a constant, see below)."""
+    process memory stays within buffer.memory plus a small constant (_RSS_SLACK)."""
     import psutil
 
     fresh_broker.start()
@@ -114,10 +118,10 @@ def test_metadata_timeout_and_memory_bound_with_broker_down(fresh_broker) -> Non
                                                     r"time 1500 ms\.$"):
             failed.get()
         growth = psutil.Process().memory_info().rss - rss_before
-        # Bounded by buffer.memory: each batch holds its BufferPool claim (a bytearray of its size) plus the
-        # builder's own bytes, so the bound today is 2 x buffer.memory + a constant (reported to the owner of
-        # producer/internals: the claim could be a size token instead of real memory).
-        assert growth < 2 * buffer_memory + 8 * 1024 * 1024, growth
+        # Bounded by buffer.memory: each batch's builder writes into its pooled buffer (no second copy), so
+        # growth is buffer.memory plus per-record bookkeeping (~4k futures/thunks) and allocator noise.
+        print(f"RSS growth with buffer.memory={buffer_memory}: {growth} bytes")
+        assert growth <= buffer_memory + _RSS_SLACK, growth
         assert producer.metrics()["buffer-available-bytes"] < 20_000
     finally:
         producer.close(0)

@@ -2,9 +2,10 @@
 
 Kafka counterpart: ``org.apache.kafka.clients.producer.internals.ProducerBatch`` (+ ``CompressionRatioEstimator``).
 
-Life cycle: created by the accumulator around a :class:`~strom.record.records.MemoryRecordsBuilder` whose
-``write_limit`` is the size of the memory claimed from the ``BufferPool`` (kept in :attr:`ProducerBatch.buffer`
-and returned on deallocation) → records appended by caller threads under the partition deque's lock
+Life cycle: created by the accumulator around a :class:`~strom.record.records.MemoryRecordsBuilder` that
+writes into the ``bytearray`` claimed from the ``BufferPool`` (kept in :attr:`ProducerBatch.buffer` and returned
+on deallocation; ``records()`` is then a ``memoryview`` of it, so it must not be read after the batch is
+deallocated) → records appended by caller threads under the partition deque's lock
 (``try_append``) → drained by the Sender (``close`` builds the bytes; producer id/sequence set before) →
 completed exactly once with ``complete`` / ``complete_exceptionally`` / ``abort`` (``done``), which fires every
 record's callback in append order and then releases the batch latch the record futures wait on.
@@ -110,7 +111,7 @@ class ProducerBatch:
         "topic_partition", "records_builder", "created_ms", "last_attempt_ms", "last_append_time", "drained_ms",
         "produce_future", "thunks", "record_count", "attempts", "retry", "reopened", "is_splitting_batch",
         "buffer", "initial_capacity", "_final_state", "_state_lock", "_closed_for_appends", "_records",
-        "compression_ratio_estimator", "__weakref__",
+        "compression_ratio_estimator", "in_flight", "deallocate_pending", "__weakref__",
     )
 
     def __init__(
@@ -137,13 +138,17 @@ class ProducerBatch:
         self.reopened = False
         self.is_splitting_batch = is_splitting_batch
         self.buffer = buffer
-        """The memory claimed from the BufferPool (``None`` for batches made by ``split``)."""
+        """The memory claimed from the BufferPool, the builder's write buffer (``None`` for ``split`` batches)."""
+        self.in_flight = False
+        """A request carrying ``records()`` is outstanding (Sender): the buffer must not be reused yet."""
+        self.deallocate_pending = False
+        """Deallocated while in flight: the buffer goes back when that request completes."""
         self.initial_capacity = len(buffer) if buffer is not None else (records_builder.write_limit or 0)
         self.compression_ratio_estimator = compression_ratio_estimator
         self._final_state: FinalState | None = None
         self._state_lock = threading.Lock()
         self._closed_for_appends = False
-        self._records: bytes | None = None
+        self._records: bytes | memoryview | None = None
 
     # ------------------------------------------------------------------------------------------ append
 
@@ -307,8 +312,8 @@ class ProducerBatch:
                 self.topic_partition.topic, builder.compression_type, builder.compression_ratio)
         self.reopened = False
 
-    def records(self) -> bytes:
-        """The built batch bytes (after :meth:`close`)."""
+    def records(self) -> bytes | memoryview:
+        """The built batch bytes (after :meth:`close`): a view of :attr:`buffer`, valid until deallocation."""
         if self._records is None:
             raise IllegalStateError("the batch has not been closed yet")
         return self._records

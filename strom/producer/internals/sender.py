@@ -144,8 +144,7 @@ class Sender:
     def _maybe_abort_batches(self, exception: BaseException) -> None:
         if self.accumulator.has_incomplete():
             log.error("%sAborting producer batches due to fatal error", self.log_context, exc_info=exception)
-            abort = getattr(self.accumulator, "abort_batches", None) or self.accumulator._abort_batches
-            abort(exception)
+            self.accumulator.abort_batches(exception)
 
     def _maybe_send_and_poll_transactional_request(self) -> bool:
         tm = self.transaction_manager
@@ -254,8 +253,7 @@ class Sender:
     def _get_expired_inflight_batches(self, now: int) -> list[ProducerBatch]:
         expired: list[ProducerBatch] = []
         delivery_timeout_ms = self.accumulator.delivery_timeout_ms
-        update_expiry = (getattr(self.accumulator, "maybe_update_next_batch_expiry_time", None)
-                         or self.accumulator._maybe_update_next_batch_expiry_time)
+        update_expiry = self.accumulator.maybe_update_next_batch_expiry_time
         for tp in list(self.in_flight_batches):
             lst = self.in_flight_batches[tp]
             while lst:
@@ -309,6 +307,8 @@ class Sender:
                                                         self.request_timeout_ms, callback,
                                                         min_version=PRODUCE_MIN_VERSION)
         self.client.send(client_request, now)
+        for batch in batches:
+            batch.in_flight = True  # its buffer is not reused before the response (request_completed)
         log.debug("%sSent produce request to %s: %s", self.log_context, destination, client_request)
 
     # ------------------------------------------------------------------------------ responses
@@ -316,6 +316,9 @@ class Sender:
     def _handle_produce_response(self, response: ClientResponse, batches: dict[TopicPartition, ProducerBatch],
                                  now: int) -> None:
         correlation_id = response.request_header.correlation_id
+        request_completed = self.accumulator.request_completed
+        for batch in batches.values():
+            request_completed(batch)  # the request no longer reads the batch's buffer
         if response.timed_out or response.disconnected:
             reason = (f"Disconnected from node {response.destination} due to timeout" if response.timed_out
                       else f"Disconnected from node {response.destination}")

@@ -1,0 +1,97 @@
+"""Encoded sizes of v2 records and batches, and header encoding (used by ``MemoryRecordsBuilder``).
+
+Kafka counterpart: ``DefaultRecord.sizeInBytes``/``recordSizeUpperBound``,
+``AbstractRecords.estimateSizeInBytesUpperBound``. Pure functions; thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from strom.record.batch import Header
+from strom.record.compression import CompressionType
+from strom.record.header import HEADER_SIZE
+from strom.record.varint import size_of_varint, varint_bytes
+
+__all__ = [
+    "record_size",
+    "record_size_upper_bound",
+    "upper_bound_size",
+    "RECORD_BATCH_OVERHEAD",
+    "MAX_RECORD_OVERHEAD",
+    "COMPRESSION_RATE_ESTIMATION_FACTOR",
+]
+
+RECORD_BATCH_OVERHEAD = HEADER_SIZE
+#: length varint (5) + attributes (1) + timestampDelta varlong (10) + offsetDelta varint (5)
+MAX_RECORD_OVERHEAD = 21
+#: Kafka's pessimism when estimating how full a compressed batch is.
+COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
+
+_NULL = b"\x01"  # varint -1
+
+
+def _encode_headers(headers: Sequence[Header]) -> bytes:
+    parts = [varint_bytes(len(headers))]
+    for hkey, hval in headers:
+        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
+        parts.append(varint_bytes(len(kb)))
+        parts.append(kb)
+        if hval is None:
+            parts.append(_NULL)
+        else:
+            parts.append(varint_bytes(len(hval)))
+            parts.append(hval)
+    return b"".join(parts)
+
+
+def _bytes_field_size(data: bytes | None) -> int:
+    if data is None:
+        return 1
+    n = len(data)
+    return size_of_varint(n) + n
+
+
+def _headers_size(headers: Sequence[Header]) -> int:
+    size = size_of_varint(len(headers))
+    for hkey, hval in headers:
+        klen = len(hkey.encode("utf-8")) if isinstance(hkey, str) else len(hkey)
+        size += size_of_varint(klen) + klen + _bytes_field_size(hval)
+    return size
+
+
+def record_size(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> int:
+    """Exact encoded size of one record, length varint included (``DefaultRecord.sizeInBytes``)."""
+    body = (
+        1
+        + size_of_varint(timestamp_delta)
+        + size_of_varint(offset_delta)
+        + _bytes_field_size(key)
+        + _bytes_field_size(value)
+        + _headers_size(headers)
+    )
+    return size_of_varint(body) + body
+
+
+def record_size_upper_bound(key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()) -> int:
+    """Largest size one record can take whatever its deltas (``DefaultRecord.recordSizeUpperBound``)."""
+    return MAX_RECORD_OVERHEAD + _bytes_field_size(key) + _bytes_field_size(value) + _headers_size(headers)
+
+
+def upper_bound_size(
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+    compression_type: CompressionType | int = CompressionType.NONE,
+) -> int:
+    """Upper bound of a batch holding just this record (``AbstractRecords.estimateSizeInBytesUpperBound``).
+
+    As in Kafka, ``compression_type`` does not change the bound for magic v2.
+    """
+    return RECORD_BATCH_OVERHEAD + record_size_upper_bound(key, value, headers)
