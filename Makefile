@@ -14,7 +14,7 @@ $(VPY):
 	$(VPY) -m pip install -q --upgrade pip
 
 $(STAMP_TEST): pyproject.toml | $(VPY)
-	$(VPY) -m pip install -q -e '.[test,fast]'
+	$(VPY) -m pip install -q -e '.[test,fast,spark]'
 	touch $@
 
 $(STAMP_DEMO): pyproject.toml | $(VPY)
