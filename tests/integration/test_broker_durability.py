@@ -29,16 +29,22 @@ def _create(b: BrokerProcess, topic: str, partitions: int, config: dict[str, str
 
 def _read_all(b: BrokerProcess, topic: str, partitions: int, expect: int,
               timeout: float = 60) -> dict[tuple[int, int], tuple[bytes | None, bytes]]:
+    """Everything in the partitions, read up to each one's end offset (not just ``expect`` records: after a
+    crash the log may also hold written-but-unacknowledged records, so a count alone could stop early)."""
     c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused", "enable.auto.commit": False,
                      "auto.offset.reset": "earliest"})
+    ends = {p: c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    assert sum(ends.values()) >= expect, f"end offsets {ends} hold fewer than the {expect} records expected"
     c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
     out: dict[tuple[int, int], tuple[bytes | None, bytes]] = {}
+    next_offset = dict.fromkeys(range(partitions), 0)
     deadline = time.monotonic() + timeout
-    while len(out) < expect and time.monotonic() < deadline:
+    while any(next_offset[p] < ends[p] for p in ends) and time.monotonic() < deadline:
         for m in c.consume(5000, 0.5):
             if m.error():
                 continue
             out[(m.partition(), m.offset())] = (m.key(), m.value())
+            next_offset[m.partition()] = m.offset() + 1
     c.close()
     return out
 
