@@ -16,11 +16,12 @@ Thread-safety: immutable after construction.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from strom.common.errors import ConfigError
+from strom.config.abstract_config import AbstractConfig
 from strom.config.common_client_configs import (
     CLIENT_ID_CONFIG,
     CONNECTIONS_MAX_IDLE_MS_CONFIG,
@@ -52,12 +53,14 @@ ADMIN_CONFIG_DEF = _build()
 _CLIENT_IDS = itertools.count(1)
 
 
-class AdminClientConfig:
+class AdminClientConfig(AbstractConfig):
     """Parsed, validated admin configuration (Kafka's ``AdminClientConfig``). Immutable, thread-safe.
 
     Keys may be dotted (``request.timeout.ms``) or snake_case keywords (``request_timeout_ms``). Unknown keys
     raise :class:`ConfigError` naming the key.
     """
+
+    CONFIG_DEF = ADMIN_CONFIG_DEF
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         merged = dict(ADMIN_CONFIG_DEF.normalize(dict(configs or {})))
@@ -72,22 +75,3 @@ class AdminClientConfig:
             values[CLIENT_ID_CONFIG] = f"adminclient-{next(_CLIENT_IDS)}"
         self._values: Mapping[str, Any] = MappingProxyType(values)
 
-    @property
-    def values(self) -> Mapping[str, Any]:
-        return self._values
-
-    @property
-    def originals(self) -> Mapping[str, Any]:
-        return self._originals
-
-    def __getitem__(self, name: str) -> Any:
-        canonical = ADMIN_CONFIG_DEF.canonical_name(name)
-        if canonical is None:
-            raise KeyError(name)
-        return self._values[canonical]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __repr__(self) -> str:
-        return f"AdminClientConfig({dict(self._originals)!r})"

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import ItemsView, Iterator, KeysView, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from strom.common.errors import ConfigError
+from strom.config.abstract_config import AbstractConfig
 from strom.config.common_client_configs import (
     CLIENT_ID_CONFIG,
     define_common_client_configs,
@@ -185,7 +186,7 @@ CONSUMER_CONFIG_DEF: ConfigDef = _build_def()
 """The consumer's declared keys."""
 
 
-class ConsumerConfig:
+class ConsumerConfig(AbstractConfig):
     """Parsed, validated consumer configuration. Immutable, thread-safe.
 
     ``ConsumerConfig(configs=None, *, key_deserializer=None, value_deserializer=None, custom_configs=None,
@@ -195,6 +196,8 @@ class ConsumerConfig:
     (``client.id`` filled in, ``enable.auto.commit`` forced off without a group id, ``auto.offset.reset`` and
     ``isolation.level`` lower-cased).
     """
+
+    CONFIG_DEF = CONSUMER_CONFIG_DEF
 
     def __init__(
         self,
@@ -271,47 +274,6 @@ class ConsumerConfig:
             values[CLIENT_ID_CONFIG] = f"consumer-{next(_CLIENT_ID_SEQUENCE)}"
 
     # ----------------------------------------------------------------------------------------- accessors
-
-    @property
-    def values(self) -> Mapping[str, Any]:
-        """Read-only mapping of every key (dotted) to its effective value."""
-        return self._values
-
-    @property
-    def originals(self) -> Mapping[str, Any]:
-        """The keys (dotted) the user supplied, with the raw values."""
-        return self._originals
-
-    def __getitem__(self, name: str) -> Any:
-        canonical = CONSUMER_CONFIG_DEF.canonical_name(name)
-        if canonical is None:
-            raise KeyError(name)
-        return self._values[canonical]
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and CONSUMER_CONFIG_DEF.canonical_name(name) is not None
-
-    def get(self, name: str, default: Any = None) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            return default
-
-    def keys(self) -> KeysView[str]:
-        return self._values.keys()
-
-    def items(self) -> ItemsView[str, Any]:
-        return self._values.items()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        shown = {k: v for k, v in self._values.items() if not k.startswith(("ssl.", "sasl."))}
-        return f"ConsumerConfig({shown!r})"
 
     @property
     def group_id(self) -> str | None:

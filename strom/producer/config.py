@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import ItemsView, Iterator, KeysView, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from strom.common.errors import ConfigError
+from strom.config.abstract_config import AbstractConfig
 from strom.config.common_client_configs import (
     CLIENT_ID_CONFIG,
     REQUEST_TIMEOUT_MS_CONFIG,
@@ -188,7 +189,7 @@ _SERIALIZER_ALIASES = {
 }
 
 
-class ProducerConfig:
+class ProducerConfig(AbstractConfig):
     """Parsed, validated producer configuration. Immutable, thread-safe.
 
     ``ProducerConfig(configs=None, *, key_serializer=None, value_serializer=None, **kwargs)``: ``configs`` and
@@ -200,6 +201,8 @@ class ProducerConfig:
     int, ``client.id`` filled in, idempotence and delivery timeout possibly adjusted); ``originals`` holds the
     keys the user set.
     """
+
+    CONFIG_DEF = PRODUCER_CONFIG_DEF
 
     def __init__(
         self,
@@ -295,47 +298,6 @@ class ProducerConfig:
             values[DELIVERY_TIMEOUT_MS_CONFIG] = linger_and_request
 
     # ----------------------------------------------------------------------------------------- accessors
-
-    @property
-    def values(self) -> Mapping[str, Any]:
-        """Read-only mapping of every key (dotted) to its effective value."""
-        return self._values
-
-    @property
-    def originals(self) -> Mapping[str, Any]:
-        """The keys (dotted) the user supplied, with the raw values."""
-        return self._originals
-
-    def __getitem__(self, name: str) -> Any:
-        canonical = PRODUCER_CONFIG_DEF.canonical_name(name)
-        if canonical is None:
-            raise KeyError(name)
-        return self._values[canonical]
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and PRODUCER_CONFIG_DEF.canonical_name(name) is not None
-
-    def get(self, name: str, default: Any = None) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            return default
-
-    def keys(self) -> KeysView[str]:
-        return self._values.keys()
-
-    def items(self) -> ItemsView[str, Any]:
-        return self._values.items()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        shown = {k: v for k, v in self._values.items() if not k.startswith(("ssl.", "sasl."))}
-        return f"ProducerConfig({shown!r})"
 
     @property
     def idempotence_enabled(self) -> bool:
