@@ -10,1167 +10,652 @@ from __future__ import annotations
 from strom.common.errors import BrokerResponseError
 
 class UnknownServerError(BrokerResponseError):
-    errno = -1
-    name = 'UNKNOWN_SERVER_ERROR'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = -1, 'UNKNOWN_SERVER_ERROR', False, False
     description = 'The server experienced an unexpected error when processing the request.'
 
 
 class OffsetOutOfRangeError(BrokerResponseError):
-    errno = 1
-    name = 'OFFSET_OUT_OF_RANGE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 1, 'OFFSET_OUT_OF_RANGE', False, False
     description = 'The requested offset is not within the range of offsets maintained by the server.'
 
 
 class CorruptMessageError(BrokerResponseError):
-    errno = 2
-    name = 'CORRUPT_MESSAGE'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 2, 'CORRUPT_MESSAGE', True, False
     description = 'This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.'
 
 
 class UnknownTopicOrPartitionError(BrokerResponseError):
-    errno = 3
-    name = 'UNKNOWN_TOPIC_OR_PARTITION'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 3, 'UNKNOWN_TOPIC_OR_PARTITION', True, True
     description = 'This server does not host this topic-partition.'
 
 
 class InvalidFetchSizeError(BrokerResponseError):
-    errno = 4
-    name = 'INVALID_FETCH_SIZE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 4, 'INVALID_FETCH_SIZE', False, False
     description = 'The requested fetch size is invalid.'
 
 
 class LeaderNotAvailableError(BrokerResponseError):
-    errno = 5
-    name = 'LEADER_NOT_AVAILABLE'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 5, 'LEADER_NOT_AVAILABLE', True, True
     description = 'There is no leader for this topic-partition as we are in the middle of a leadership election.'
 
 
 class NotLeaderOrFollowerError(BrokerResponseError):
-    errno = 6
-    name = 'NOT_LEADER_OR_FOLLOWER'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 6, 'NOT_LEADER_OR_FOLLOWER', True, True
     description = 'For requests intended only for the leader, this error indicates that the broker is not the current leader. For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition.'
 
 
 class RequestTimedOutError(BrokerResponseError):
-    errno = 7
-    name = 'REQUEST_TIMED_OUT'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 7, 'REQUEST_TIMED_OUT', True, False
     description = 'The request timed out.'
 
 
 class BrokerNotAvailableError(BrokerResponseError):
-    errno = 8
-    name = 'BROKER_NOT_AVAILABLE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 8, 'BROKER_NOT_AVAILABLE', False, False
     description = 'The broker is not available.'
 
 
 class ReplicaNotAvailableError(BrokerResponseError):
-    errno = 9
-    name = 'REPLICA_NOT_AVAILABLE'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 9, 'REPLICA_NOT_AVAILABLE', True, True
     description = 'The replica is not available for the requested topic-partition. Produce/Fetch requests and other requests intended only for the leader or follower return NOT_LEADER_OR_FOLLOWER if the broker is not a replica of the topic-partition.'
 
 
 class MessageTooLargeError(BrokerResponseError):
-    errno = 10
-    name = 'MESSAGE_TOO_LARGE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 10, 'MESSAGE_TOO_LARGE', False, False
     description = 'The request included a message larger than the max message size the server will accept.'
 
 
 class StaleControllerEpochError(BrokerResponseError):
-    errno = 11
-    name = 'STALE_CONTROLLER_EPOCH'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 11, 'STALE_CONTROLLER_EPOCH', False, False
     description = 'The controller moved to another broker.'
 
 
 class OffsetMetadataTooLargeError(BrokerResponseError):
-    errno = 12
-    name = 'OFFSET_METADATA_TOO_LARGE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 12, 'OFFSET_METADATA_TOO_LARGE', False, False
     description = 'The metadata field of the offset request was too large.'
 
 
 class NetworkExceptionError(BrokerResponseError):
-    errno = 13
-    name = 'NETWORK_EXCEPTION'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 13, 'NETWORK_EXCEPTION', True, True
     description = 'The server disconnected before a response was received.'
 
 
 class CoordinatorLoadInProgressError(BrokerResponseError):
-    errno = 14
-    name = 'COORDINATOR_LOAD_IN_PROGRESS'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 14, 'COORDINATOR_LOAD_IN_PROGRESS', True, False
     description = "The coordinator is loading and hence can't process requests."
 
 
 class CoordinatorNotAvailableError(BrokerResponseError):
-    errno = 15
-    name = 'COORDINATOR_NOT_AVAILABLE'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 15, 'COORDINATOR_NOT_AVAILABLE', True, False
     description = 'The coordinator is not available.'
 
 
 class NotCoordinatorError(BrokerResponseError):
-    errno = 16
-    name = 'NOT_COORDINATOR'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 16, 'NOT_COORDINATOR', True, False
     description = 'This is not the correct coordinator.'
 
 
 class InvalidTopicExceptionError(BrokerResponseError):
-    errno = 17
-    name = 'INVALID_TOPIC_EXCEPTION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 17, 'INVALID_TOPIC_EXCEPTION', False, False
     description = 'The request attempted to perform an operation on an invalid topic.'
 
 
 class RecordListTooLargeError(BrokerResponseError):
-    errno = 18
-    name = 'RECORD_LIST_TOO_LARGE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 18, 'RECORD_LIST_TOO_LARGE', False, False
     description = 'The request included message batch larger than the configured segment size on the server.'
 
 
 class NotEnoughReplicasError(BrokerResponseError):
-    errno = 19
-    name = 'NOT_ENOUGH_REPLICAS'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 19, 'NOT_ENOUGH_REPLICAS', True, False
     description = 'Messages are rejected since there are fewer in-sync replicas than required.'
 
 
 class NotEnoughReplicasAfterAppendError(BrokerResponseError):
-    errno = 20
-    name = 'NOT_ENOUGH_REPLICAS_AFTER_APPEND'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 20, 'NOT_ENOUGH_REPLICAS_AFTER_APPEND', True, False
     description = 'Messages are written to the log, but to fewer in-sync replicas than required.'
 
 
 class InvalidRequiredAcksError(BrokerResponseError):
-    errno = 21
-    name = 'INVALID_REQUIRED_ACKS'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 21, 'INVALID_REQUIRED_ACKS', False, False
     description = 'Produce request specified an invalid value for required acks.'
 
 
 class IllegalGenerationError(BrokerResponseError):
-    errno = 22
-    name = 'ILLEGAL_GENERATION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 22, 'ILLEGAL_GENERATION', False, False
     description = 'Specified group generation id is not valid.'
 
 
 class InconsistentGroupProtocolError(BrokerResponseError):
-    errno = 23
-    name = 'INCONSISTENT_GROUP_PROTOCOL'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 23, 'INCONSISTENT_GROUP_PROTOCOL', False, False
     description = "The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list."
 
 
 class InvalidGroupIdError(BrokerResponseError):
-    errno = 24
-    name = 'INVALID_GROUP_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 24, 'INVALID_GROUP_ID', False, False
     description = 'The configured groupId is invalid.'
 
 
 class UnknownMemberIdError(BrokerResponseError):
-    errno = 25
-    name = 'UNKNOWN_MEMBER_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 25, 'UNKNOWN_MEMBER_ID', False, False
     description = 'The coordinator is not aware of this member.'
 
 
 class InvalidSessionTimeoutError(BrokerResponseError):
-    errno = 26
-    name = 'INVALID_SESSION_TIMEOUT'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 26, 'INVALID_SESSION_TIMEOUT', False, False
     description = 'The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms).'
 
 
 class RebalanceInProgressError(BrokerResponseError):
-    errno = 27
-    name = 'REBALANCE_IN_PROGRESS'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 27, 'REBALANCE_IN_PROGRESS', False, False
     description = 'The group is rebalancing, so a rejoin is needed.'
 
 
 class InvalidCommitOffsetSizeError(BrokerResponseError):
-    errno = 28
-    name = 'INVALID_COMMIT_OFFSET_SIZE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 28, 'INVALID_COMMIT_OFFSET_SIZE', False, False
     description = 'The committing offset data size is not valid.'
 
 
 class TopicAuthorizationFailedError(BrokerResponseError):
-    errno = 29
-    name = 'TOPIC_AUTHORIZATION_FAILED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 29, 'TOPIC_AUTHORIZATION_FAILED', False, False
     description = 'Topic authorization failed.'
 
 
 class GroupAuthorizationFailedError(BrokerResponseError):
-    errno = 30
-    name = 'GROUP_AUTHORIZATION_FAILED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 30, 'GROUP_AUTHORIZATION_FAILED', False, False
     description = 'Group authorization failed.'
 
 
 class ClusterAuthorizationFailedError(BrokerResponseError):
-    errno = 31
-    name = 'CLUSTER_AUTHORIZATION_FAILED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 31, 'CLUSTER_AUTHORIZATION_FAILED', False, False
     description = 'Cluster authorization failed.'
 
 
 class InvalidTimestampError(BrokerResponseError):
-    errno = 32
-    name = 'INVALID_TIMESTAMP'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 32, 'INVALID_TIMESTAMP', False, False
     description = 'The timestamp of the message is out of acceptable range.'
 
 
 class UnsupportedSaslMechanismError(BrokerResponseError):
-    errno = 33
-    name = 'UNSUPPORTED_SASL_MECHANISM'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 33, 'UNSUPPORTED_SASL_MECHANISM', False, False
     description = 'The broker does not support the requested SASL mechanism.'
 
 
 class IllegalSaslStateError(BrokerResponseError):
-    errno = 34
-    name = 'ILLEGAL_SASL_STATE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 34, 'ILLEGAL_SASL_STATE', False, False
     description = 'Request is not valid given the current SASL state.'
 
 
 class UnsupportedVersionError(BrokerResponseError):
-    errno = 35
-    name = 'UNSUPPORTED_VERSION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 35, 'UNSUPPORTED_VERSION', False, False
     description = 'The version of API is not supported.'
 
 
 class TopicAlreadyExistsError(BrokerResponseError):
-    errno = 36
-    name = 'TOPIC_ALREADY_EXISTS'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 36, 'TOPIC_ALREADY_EXISTS', False, False
     description = 'Topic with this name already exists.'
 
 
 class InvalidPartitionsError(BrokerResponseError):
-    errno = 37
-    name = 'INVALID_PARTITIONS'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 37, 'INVALID_PARTITIONS', False, False
     description = 'Number of partitions is below 1.'
 
 
 class InvalidReplicationFactorError(BrokerResponseError):
-    errno = 38
-    name = 'INVALID_REPLICATION_FACTOR'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 38, 'INVALID_REPLICATION_FACTOR', False, False
     description = 'Replication factor is below 1 or larger than the number of available brokers.'
 
 
 class InvalidReplicaAssignmentError(BrokerResponseError):
-    errno = 39
-    name = 'INVALID_REPLICA_ASSIGNMENT'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 39, 'INVALID_REPLICA_ASSIGNMENT', False, False
     description = 'Replica assignment is invalid.'
 
 
 class InvalidConfigError(BrokerResponseError):
-    errno = 40
-    name = 'INVALID_CONFIG'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 40, 'INVALID_CONFIG', False, False
     description = 'Configuration is invalid.'
 
 
 class NotControllerError(BrokerResponseError):
-    errno = 41
-    name = 'NOT_CONTROLLER'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 41, 'NOT_CONTROLLER', True, False
     description = 'This is not the correct controller for this cluster.'
 
 
 class InvalidRequestError(BrokerResponseError):
-    errno = 42
-    name = 'INVALID_REQUEST'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 42, 'INVALID_REQUEST', False, False
     description = 'This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.'
 
 
 class UnsupportedForMessageFormatError(BrokerResponseError):
-    errno = 43
-    name = 'UNSUPPORTED_FOR_MESSAGE_FORMAT'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 43, 'UNSUPPORTED_FOR_MESSAGE_FORMAT', False, False
     description = 'The message format version on the broker does not support the request.'
 
 
 class PolicyViolationError(BrokerResponseError):
-    errno = 44
-    name = 'POLICY_VIOLATION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 44, 'POLICY_VIOLATION', False, False
     description = 'Request parameters do not satisfy the configured policy.'
 
 
 class OutOfOrderSequenceNumberError(BrokerResponseError):
-    errno = 45
-    name = 'OUT_OF_ORDER_SEQUENCE_NUMBER'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 45, 'OUT_OF_ORDER_SEQUENCE_NUMBER', False, False
     description = 'The broker received an out of order sequence number.'
 
 
 class DuplicateSequenceNumberError(BrokerResponseError):
-    errno = 46
-    name = 'DUPLICATE_SEQUENCE_NUMBER'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 46, 'DUPLICATE_SEQUENCE_NUMBER', False, False
     description = 'The broker received a duplicate sequence number.'
 
 
 class InvalidProducerEpochError(BrokerResponseError):
-    errno = 47
-    name = 'INVALID_PRODUCER_EPOCH'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 47, 'INVALID_PRODUCER_EPOCH', False, False
     description = 'Producer attempted to produce with an old epoch.'
 
 
 class InvalidTxnStateError(BrokerResponseError):
-    errno = 48
-    name = 'INVALID_TXN_STATE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 48, 'INVALID_TXN_STATE', False, False
     description = 'The producer attempted a transactional operation in an invalid state.'
 
 
 class InvalidProducerIdMappingError(BrokerResponseError):
-    errno = 49
-    name = 'INVALID_PRODUCER_ID_MAPPING'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 49, 'INVALID_PRODUCER_ID_MAPPING', False, False
     description = 'The producer attempted to use a producer id which is not currently assigned to its transactional id.'
 
 
 class InvalidTransactionTimeoutError(BrokerResponseError):
-    errno = 50
-    name = 'INVALID_TRANSACTION_TIMEOUT'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 50, 'INVALID_TRANSACTION_TIMEOUT', False, False
     description = 'The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms).'
 
 
 class ConcurrentTransactionsError(BrokerResponseError):
-    errno = 51
-    name = 'CONCURRENT_TRANSACTIONS'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 51, 'CONCURRENT_TRANSACTIONS', True, False
     description = 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing.'
 
 
 class TransactionCoordinatorFencedError(BrokerResponseError):
-    errno = 52
-    name = 'TRANSACTION_COORDINATOR_FENCED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 52, 'TRANSACTION_COORDINATOR_FENCED', False, False
     description = 'Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.'
 
 
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
-    errno = 53
-    name = 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 53, 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED', False, False
     description = 'Transactional Id authorization failed.'
 
 
 class SecurityDisabledError(BrokerResponseError):
-    errno = 54
-    name = 'SECURITY_DISABLED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 54, 'SECURITY_DISABLED', False, False
     description = 'Security features are disabled.'
 
 
 class OperationNotAttemptedError(BrokerResponseError):
-    errno = 55
-    name = 'OPERATION_NOT_ATTEMPTED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 55, 'OPERATION_NOT_ATTEMPTED', False, False
     description = 'The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest.'
 
 
 class KafkaStorageError(BrokerResponseError):
-    errno = 56
-    name = 'KAFKA_STORAGE_ERROR'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 56, 'KAFKA_STORAGE_ERROR', True, True
     description = 'Disk error when trying to access log file on the disk.'
 
 
 class LogDirNotFoundError(BrokerResponseError):
-    errno = 57
-    name = 'LOG_DIR_NOT_FOUND'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 57, 'LOG_DIR_NOT_FOUND', False, False
     description = 'The user-specified log directory is not found in the broker config.'
 
 
 class SaslAuthenticationFailedError(BrokerResponseError):
-    errno = 58
-    name = 'SASL_AUTHENTICATION_FAILED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 58, 'SASL_AUTHENTICATION_FAILED', False, False
     description = 'SASL Authentication failed.'
 
 
 class UnknownProducerIdError(BrokerResponseError):
-    errno = 59
-    name = 'UNKNOWN_PRODUCER_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 59, 'UNKNOWN_PRODUCER_ID', False, False
     description = "This exception is raised by the broker if it could not locate the producer metadata associated with the producerId in question. This could happen if, for instance, the producer's records were deleted because their retention time had elapsed. Once the last records of the producerId are removed, the producer's metadata is removed from the broker, and future appends by the producer will return this exception."
 
 
 class ReassignmentInProgressError(BrokerResponseError):
-    errno = 60
-    name = 'REASSIGNMENT_IN_PROGRESS'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 60, 'REASSIGNMENT_IN_PROGRESS', False, False
     description = 'A partition reassignment is in progress.'
 
 
 class DelegationTokenAuthDisabledError(BrokerResponseError):
-    errno = 61
-    name = 'DELEGATION_TOKEN_AUTH_DISABLED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 61, 'DELEGATION_TOKEN_AUTH_DISABLED', False, False
     description = 'Delegation Token feature is not enabled.'
 
 
 class DelegationTokenNotFoundError(BrokerResponseError):
-    errno = 62
-    name = 'DELEGATION_TOKEN_NOT_FOUND'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 62, 'DELEGATION_TOKEN_NOT_FOUND', False, False
     description = 'Delegation Token is not found on server.'
 
 
 class DelegationTokenOwnerMismatchError(BrokerResponseError):
-    errno = 63
-    name = 'DELEGATION_TOKEN_OWNER_MISMATCH'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 63, 'DELEGATION_TOKEN_OWNER_MISMATCH', False, False
     description = 'Specified Principal is not valid Owner/Renewer.'
 
 
 class DelegationTokenRequestNotAllowedError(BrokerResponseError):
-    errno = 64
-    name = 'DELEGATION_TOKEN_REQUEST_NOT_ALLOWED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 64, 'DELEGATION_TOKEN_REQUEST_NOT_ALLOWED', False, False
     description = 'Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels.'
 
 
 class DelegationTokenAuthorizationFailedError(BrokerResponseError):
-    errno = 65
-    name = 'DELEGATION_TOKEN_AUTHORIZATION_FAILED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 65, 'DELEGATION_TOKEN_AUTHORIZATION_FAILED', False, False
     description = 'Delegation Token authorization failed.'
 
 
 class DelegationTokenExpiredError(BrokerResponseError):
-    errno = 66
-    name = 'DELEGATION_TOKEN_EXPIRED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 66, 'DELEGATION_TOKEN_EXPIRED', False, False
     description = 'Delegation Token is expired.'
 
 
 class InvalidPrincipalTypeError(BrokerResponseError):
-    errno = 67
-    name = 'INVALID_PRINCIPAL_TYPE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 67, 'INVALID_PRINCIPAL_TYPE', False, False
     description = 'Supplied principalType is not supported.'
 
 
 class NonEmptyGroupError(BrokerResponseError):
-    errno = 68
-    name = 'NON_EMPTY_GROUP'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 68, 'NON_EMPTY_GROUP', False, False
     description = 'The group is not empty.'
 
 
 class GroupIdNotFoundError(BrokerResponseError):
-    errno = 69
-    name = 'GROUP_ID_NOT_FOUND'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 69, 'GROUP_ID_NOT_FOUND', False, False
     description = 'The group id does not exist.'
 
 
 class FetchSessionIdNotFoundError(BrokerResponseError):
-    errno = 70
-    name = 'FETCH_SESSION_ID_NOT_FOUND'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 70, 'FETCH_SESSION_ID_NOT_FOUND', True, False
     description = 'The fetch session ID was not found.'
 
 
 class InvalidFetchSessionEpochError(BrokerResponseError):
-    errno = 71
-    name = 'INVALID_FETCH_SESSION_EPOCH'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 71, 'INVALID_FETCH_SESSION_EPOCH', True, False
     description = 'The fetch session epoch is invalid.'
 
 
 class ListenerNotFoundError(BrokerResponseError):
-    errno = 72
-    name = 'LISTENER_NOT_FOUND'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 72, 'LISTENER_NOT_FOUND', True, True
     description = 'There is no listener on the leader broker that matches the listener on which metadata request was processed.'
 
 
 class TopicDeletionDisabledError(BrokerResponseError):
-    errno = 73
-    name = 'TOPIC_DELETION_DISABLED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 73, 'TOPIC_DELETION_DISABLED', False, False
     description = 'Topic deletion is disabled.'
 
 
 class FencedLeaderEpochError(BrokerResponseError):
-    errno = 74
-    name = 'FENCED_LEADER_EPOCH'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 74, 'FENCED_LEADER_EPOCH', True, True
     description = 'The leader epoch in the request is older than the epoch on the broker.'
 
 
 class UnknownLeaderEpochError(BrokerResponseError):
-    errno = 75
-    name = 'UNKNOWN_LEADER_EPOCH'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 75, 'UNKNOWN_LEADER_EPOCH', True, False
     description = 'The leader epoch in the request is newer than the epoch on the broker.'
 
 
 class UnsupportedCompressionTypeError(BrokerResponseError):
-    errno = 76
-    name = 'UNSUPPORTED_COMPRESSION_TYPE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 76, 'UNSUPPORTED_COMPRESSION_TYPE', False, False
     description = 'The requesting client does not support the compression type of given partition.'
 
 
 class StaleBrokerEpochError(BrokerResponseError):
-    errno = 77
-    name = 'STALE_BROKER_EPOCH'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 77, 'STALE_BROKER_EPOCH', False, False
     description = 'Broker epoch has changed.'
 
 
 class OffsetNotAvailableError(BrokerResponseError):
-    errno = 78
-    name = 'OFFSET_NOT_AVAILABLE'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 78, 'OFFSET_NOT_AVAILABLE', True, False
     description = 'The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing.'
 
 
 class MemberIdRequiredError(BrokerResponseError):
-    errno = 79
-    name = 'MEMBER_ID_REQUIRED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 79, 'MEMBER_ID_REQUIRED', False, False
     description = 'The group member needs to have a valid member id before actually entering a consumer group.'
 
 
 class PreferredLeaderNotAvailableError(BrokerResponseError):
-    errno = 80
-    name = 'PREFERRED_LEADER_NOT_AVAILABLE'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 80, 'PREFERRED_LEADER_NOT_AVAILABLE', True, True
     description = 'The preferred leader was not available.'
 
 
 class GroupMaxSizeReachedError(BrokerResponseError):
-    errno = 81
-    name = 'GROUP_MAX_SIZE_REACHED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 81, 'GROUP_MAX_SIZE_REACHED', False, False
     description = 'The consumer group has reached its max size.'
 
 
 class FencedInstanceIdError(BrokerResponseError):
-    errno = 82
-    name = 'FENCED_INSTANCE_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 82, 'FENCED_INSTANCE_ID', False, False
     description = 'The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.'
 
 
 class EligibleLeadersNotAvailableError(BrokerResponseError):
-    errno = 83
-    name = 'ELIGIBLE_LEADERS_NOT_AVAILABLE'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 83, 'ELIGIBLE_LEADERS_NOT_AVAILABLE', True, True
     description = 'Eligible topic partition leaders are not available.'
 
 
 class ElectionNotNeededError(BrokerResponseError):
-    errno = 84
-    name = 'ELECTION_NOT_NEEDED'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 84, 'ELECTION_NOT_NEEDED', True, True
     description = 'Leader election not needed for topic partition.'
 
 
 class NoReassignmentInProgressError(BrokerResponseError):
-    errno = 85
-    name = 'NO_REASSIGNMENT_IN_PROGRESS'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 85, 'NO_REASSIGNMENT_IN_PROGRESS', False, False
     description = 'No partition reassignment is in progress.'
 
 
 class GroupSubscribedToTopicError(BrokerResponseError):
-    errno = 86
-    name = 'GROUP_SUBSCRIBED_TO_TOPIC'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 86, 'GROUP_SUBSCRIBED_TO_TOPIC', False, False
     description = 'Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.'
 
 
 class InvalidRecordError(BrokerResponseError):
-    errno = 87
-    name = 'INVALID_RECORD'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 87, 'INVALID_RECORD', False, False
     description = 'This record has failed the validation on broker and hence will be rejected.'
 
 
 class UnstableOffsetCommitError(BrokerResponseError):
-    errno = 88
-    name = 'UNSTABLE_OFFSET_COMMIT'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 88, 'UNSTABLE_OFFSET_COMMIT', True, False
     description = 'There are unstable offsets that need to be cleared.'
 
 
 class ThrottlingQuotaExceededError(BrokerResponseError):
-    errno = 89
-    name = 'THROTTLING_QUOTA_EXCEEDED'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 89, 'THROTTLING_QUOTA_EXCEEDED', True, False
     description = 'The throttling quota has been exceeded.'
 
 
 class ProducerFencedError(BrokerResponseError):
-    errno = 90
-    name = 'PRODUCER_FENCED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 90, 'PRODUCER_FENCED', False, False
     description = 'There is a newer producer with the same transactionalId which fences the current one.'
 
 
 class ResourceNotFoundError(BrokerResponseError):
-    errno = 91
-    name = 'RESOURCE_NOT_FOUND'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 91, 'RESOURCE_NOT_FOUND', False, False
     description = 'A request illegally referred to a resource that does not exist.'
 
 
 class DuplicateResourceError(BrokerResponseError):
-    errno = 92
-    name = 'DUPLICATE_RESOURCE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 92, 'DUPLICATE_RESOURCE', False, False
     description = 'A request illegally referred to the same resource twice.'
 
 
 class UnacceptableCredentialError(BrokerResponseError):
-    errno = 93
-    name = 'UNACCEPTABLE_CREDENTIAL'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 93, 'UNACCEPTABLE_CREDENTIAL', False, False
     description = 'Requested credential would not meet criteria for acceptability.'
 
 
 class InconsistentVoterSetError(BrokerResponseError):
-    errno = 94
-    name = 'INCONSISTENT_VOTER_SET'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 94, 'INCONSISTENT_VOTER_SET', False, False
     description = 'Indicates that the either the sender or recipient of a voter-only request is not one of the expected voters.'
 
 
 class InvalidUpdateVersionError(BrokerResponseError):
-    errno = 95
-    name = 'INVALID_UPDATE_VERSION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 95, 'INVALID_UPDATE_VERSION', False, False
     description = 'The given update version was invalid.'
 
 
 class FeatureUpdateFailedError(BrokerResponseError):
-    errno = 96
-    name = 'FEATURE_UPDATE_FAILED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 96, 'FEATURE_UPDATE_FAILED', False, False
     description = 'Unable to update finalized features due to an unexpected server error.'
 
 
 class PrincipalDeserializationFailureError(BrokerResponseError):
-    errno = 97
-    name = 'PRINCIPAL_DESERIALIZATION_FAILURE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 97, 'PRINCIPAL_DESERIALIZATION_FAILURE', False, False
     description = 'Request principal deserialization failed during forwarding. This indicates an internal error on the broker cluster security setup.'
 
 
 class SnapshotNotFoundError(BrokerResponseError):
-    errno = 98
-    name = 'SNAPSHOT_NOT_FOUND'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 98, 'SNAPSHOT_NOT_FOUND', False, False
     description = 'Requested snapshot was not found.'
 
 
 class PositionOutOfRangeError(BrokerResponseError):
-    errno = 99
-    name = 'POSITION_OUT_OF_RANGE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 99, 'POSITION_OUT_OF_RANGE', False, False
     description = 'Requested position is not greater than or equal to zero, and less than the size of the snapshot.'
 
 
 class UnknownTopicIdError(BrokerResponseError):
-    errno = 100
-    name = 'UNKNOWN_TOPIC_ID'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 100, 'UNKNOWN_TOPIC_ID', True, True
     description = 'This server does not host this topic ID.'
 
 
 class DuplicateBrokerRegistrationError(BrokerResponseError):
-    errno = 101
-    name = 'DUPLICATE_BROKER_REGISTRATION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 101, 'DUPLICATE_BROKER_REGISTRATION', False, False
     description = 'This broker ID is already in use.'
 
 
 class BrokerIdNotRegisteredError(BrokerResponseError):
-    errno = 102
-    name = 'BROKER_ID_NOT_REGISTERED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 102, 'BROKER_ID_NOT_REGISTERED', False, False
     description = 'The given broker ID was not registered.'
 
 
 class InconsistentTopicIdError(BrokerResponseError):
-    errno = 103
-    name = 'INCONSISTENT_TOPIC_ID'
-    retriable = True
-    invalid_metadata = True
+    errno, name, retriable, invalid_metadata = 103, 'INCONSISTENT_TOPIC_ID', True, True
     description = "The log's topic ID did not match the topic ID in the request."
 
 
 class InconsistentClusterIdError(BrokerResponseError):
-    errno = 104
-    name = 'INCONSISTENT_CLUSTER_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 104, 'INCONSISTENT_CLUSTER_ID', False, False
     description = 'The clusterId in the request does not match that found on the server.'
 
 
 class TransactionalIdNotFoundError(BrokerResponseError):
-    errno = 105
-    name = 'TRANSACTIONAL_ID_NOT_FOUND'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 105, 'TRANSACTIONAL_ID_NOT_FOUND', False, False
     description = 'The transactionalId could not be found.'
 
 
 class FetchSessionTopicIdError(BrokerResponseError):
-    errno = 106
-    name = 'FETCH_SESSION_TOPIC_ID_ERROR'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 106, 'FETCH_SESSION_TOPIC_ID_ERROR', True, False
     description = 'The fetch session encountered inconsistent topic ID usage.'
 
 
 class IneligibleReplicaError(BrokerResponseError):
-    errno = 107
-    name = 'INELIGIBLE_REPLICA'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 107, 'INELIGIBLE_REPLICA', False, False
     description = 'The new ISR contains at least one ineligible replica.'
 
 
 class NewLeaderElectedError(BrokerResponseError):
-    errno = 108
-    name = 'NEW_LEADER_ELECTED'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 108, 'NEW_LEADER_ELECTED', False, False
     description = 'The AlterPartition request successfully updated the partition state but the leader has changed.'
 
 
 class OffsetMovedToTieredStorageError(BrokerResponseError):
-    errno = 109
-    name = 'OFFSET_MOVED_TO_TIERED_STORAGE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 109, 'OFFSET_MOVED_TO_TIERED_STORAGE', False, False
     description = 'The requested offset is moved to tiered storage.'
 
 
 class FencedMemberEpochError(BrokerResponseError):
-    errno = 110
-    name = 'FENCED_MEMBER_EPOCH'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 110, 'FENCED_MEMBER_EPOCH', False, False
     description = 'The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin.'
 
 
 class UnreleasedInstanceIdError(BrokerResponseError):
-    errno = 111
-    name = 'UNRELEASED_INSTANCE_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 111, 'UNRELEASED_INSTANCE_ID', False, False
     description = 'The instance ID is still used by another member in the consumer group. That member must leave first.'
 
 
 class UnsupportedAssignorError(BrokerResponseError):
-    errno = 112
-    name = 'UNSUPPORTED_ASSIGNOR'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 112, 'UNSUPPORTED_ASSIGNOR', False, False
     description = 'The assignor or its version range is not supported by the consumer group.'
 
 
 class StaleMemberEpochError(BrokerResponseError):
-    errno = 113
-    name = 'STALE_MEMBER_EPOCH'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 113, 'STALE_MEMBER_EPOCH', False, False
     description = 'The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.'
 
 
 class MismatchedEndpointTypeError(BrokerResponseError):
-    errno = 114
-    name = 'MISMATCHED_ENDPOINT_TYPE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 114, 'MISMATCHED_ENDPOINT_TYPE', False, False
     description = 'The request was sent to an endpoint of the wrong type.'
 
 
 class UnsupportedEndpointTypeError(BrokerResponseError):
-    errno = 115
-    name = 'UNSUPPORTED_ENDPOINT_TYPE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 115, 'UNSUPPORTED_ENDPOINT_TYPE', False, False
     description = 'This endpoint type is not supported yet.'
 
 
 class UnknownControllerIdError(BrokerResponseError):
-    errno = 116
-    name = 'UNKNOWN_CONTROLLER_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 116, 'UNKNOWN_CONTROLLER_ID', False, False
     description = 'This controller ID is not known.'
 
 
 class UnknownSubscriptionIdError(BrokerResponseError):
-    errno = 117
-    name = 'UNKNOWN_SUBSCRIPTION_ID'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 117, 'UNKNOWN_SUBSCRIPTION_ID', False, False
     description = 'Client sent a push telemetry request with an invalid or outdated subscription ID.'
 
 
 class TelemetryTooLargeError(BrokerResponseError):
-    errno = 118
-    name = 'TELEMETRY_TOO_LARGE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 118, 'TELEMETRY_TOO_LARGE', False, False
     description = 'Client sent a push telemetry request larger than the maximum size the broker will accept.'
 
 
 class InvalidRegistrationError(BrokerResponseError):
-    errno = 119
-    name = 'INVALID_REGISTRATION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 119, 'INVALID_REGISTRATION', False, False
     description = 'The controller has considered the broker registration to be invalid.'
 
 
 class TransactionAbortableError(BrokerResponseError):
-    errno = 120
-    name = 'TRANSACTION_ABORTABLE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 120, 'TRANSACTION_ABORTABLE', False, False
     description = 'The server encountered an error with the transaction. The client can abort the transaction to continue using this transactional ID.'
 
 
 class InvalidRecordStateError(BrokerResponseError):
-    errno = 121
-    name = 'INVALID_RECORD_STATE'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 121, 'INVALID_RECORD_STATE', False, False
     description = 'The record state is invalid. The acknowledgement of delivery could not be completed.'
 
 
 class ShareSessionNotFoundError(BrokerResponseError):
-    errno = 122
-    name = 'SHARE_SESSION_NOT_FOUND'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 122, 'SHARE_SESSION_NOT_FOUND', True, False
     description = 'The share session was not found.'
 
 
 class InvalidShareSessionEpochError(BrokerResponseError):
-    errno = 123
-    name = 'INVALID_SHARE_SESSION_EPOCH'
-    retriable = True
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 123, 'INVALID_SHARE_SESSION_EPOCH', True, False
     description = 'The share session epoch is invalid.'
 
 
 class FencedStateEpochError(BrokerResponseError):
-    errno = 124
-    name = 'FENCED_STATE_EPOCH'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 124, 'FENCED_STATE_EPOCH', False, False
     description = 'The share coordinator rejected the request because the share-group state epoch did not match.'
 
 
 class InvalidVoterKeyError(BrokerResponseError):
-    errno = 125
-    name = 'INVALID_VOTER_KEY'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 125, 'INVALID_VOTER_KEY', False, False
     description = "The voter key doesn't match the receiving replica's key."
 
 
 class DuplicateVoterError(BrokerResponseError):
-    errno = 126
-    name = 'DUPLICATE_VOTER'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 126, 'DUPLICATE_VOTER', False, False
     description = 'The voter is already part of the set of voters.'
 
 
 class VoterNotFoundError(BrokerResponseError):
-    errno = 127
-    name = 'VOTER_NOT_FOUND'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 127, 'VOTER_NOT_FOUND', False, False
     description = 'The voter is not part of the set of voters.'
 
 
 class InvalidRegularExpressionError(BrokerResponseError):
-    errno = 128
-    name = 'INVALID_REGULAR_EXPRESSION'
-    retriable = False
-    invalid_metadata = False
+    errno, name, retriable, invalid_metadata = 128, 'INVALID_REGULAR_EXPRESSION', False, False
     description = 'The regular expression is not valid.'
 
 
 ERROR_CLASSES: dict[int, type[BrokerResponseError]] = {
-    -1: UnknownServerError,
-    1: OffsetOutOfRangeError,
-    2: CorruptMessageError,
-    3: UnknownTopicOrPartitionError,
-    4: InvalidFetchSizeError,
-    5: LeaderNotAvailableError,
-    6: NotLeaderOrFollowerError,
-    7: RequestTimedOutError,
-    8: BrokerNotAvailableError,
-    9: ReplicaNotAvailableError,
-    10: MessageTooLargeError,
-    11: StaleControllerEpochError,
-    12: OffsetMetadataTooLargeError,
-    13: NetworkExceptionError,
-    14: CoordinatorLoadInProgressError,
-    15: CoordinatorNotAvailableError,
-    16: NotCoordinatorError,
-    17: InvalidTopicExceptionError,
-    18: RecordListTooLargeError,
-    19: NotEnoughReplicasError,
-    20: NotEnoughReplicasAfterAppendError,
-    21: InvalidRequiredAcksError,
-    22: IllegalGenerationError,
-    23: InconsistentGroupProtocolError,
-    24: InvalidGroupIdError,
-    25: UnknownMemberIdError,
-    26: InvalidSessionTimeoutError,
-    27: RebalanceInProgressError,
-    28: InvalidCommitOffsetSizeError,
-    29: TopicAuthorizationFailedError,
-    30: GroupAuthorizationFailedError,
-    31: ClusterAuthorizationFailedError,
-    32: InvalidTimestampError,
-    33: UnsupportedSaslMechanismError,
-    34: IllegalSaslStateError,
-    35: UnsupportedVersionError,
-    36: TopicAlreadyExistsError,
-    37: InvalidPartitionsError,
-    38: InvalidReplicationFactorError,
-    39: InvalidReplicaAssignmentError,
-    40: InvalidConfigError,
-    41: NotControllerError,
-    42: InvalidRequestError,
-    43: UnsupportedForMessageFormatError,
-    44: PolicyViolationError,
-    45: OutOfOrderSequenceNumberError,
-    46: DuplicateSequenceNumberError,
-    47: InvalidProducerEpochError,
-    48: InvalidTxnStateError,
-    49: InvalidProducerIdMappingError,
-    50: InvalidTransactionTimeoutError,
-    51: ConcurrentTransactionsError,
-    52: TransactionCoordinatorFencedError,
-    53: TransactionalIdAuthorizationFailedError,
-    54: SecurityDisabledError,
-    55: OperationNotAttemptedError,
-    56: KafkaStorageError,
-    57: LogDirNotFoundError,
-    58: SaslAuthenticationFailedError,
-    59: UnknownProducerIdError,
-    60: ReassignmentInProgressError,
-    61: DelegationTokenAuthDisabledError,
-    62: DelegationTokenNotFoundError,
-    63: DelegationTokenOwnerMismatchError,
-    64: DelegationTokenRequestNotAllowedError,
-    65: DelegationTokenAuthorizationFailedError,
-    66: DelegationTokenExpiredError,
-    67: InvalidPrincipalTypeError,
-    68: NonEmptyGroupError,
-    69: GroupIdNotFoundError,
-    70: FetchSessionIdNotFoundError,
-    71: InvalidFetchSessionEpochError,
-    72: ListenerNotFoundError,
-    73: TopicDeletionDisabledError,
-    74: FencedLeaderEpochError,
-    75: UnknownLeaderEpochError,
-    76: UnsupportedCompressionTypeError,
-    77: StaleBrokerEpochError,
-    78: OffsetNotAvailableError,
-    79: MemberIdRequiredError,
-    80: PreferredLeaderNotAvailableError,
-    81: GroupMaxSizeReachedError,
-    82: FencedInstanceIdError,
-    83: EligibleLeadersNotAvailableError,
-    84: ElectionNotNeededError,
-    85: NoReassignmentInProgressError,
-    86: GroupSubscribedToTopicError,
-    87: InvalidRecordError,
-    88: UnstableOffsetCommitError,
-    89: ThrottlingQuotaExceededError,
-    90: ProducerFencedError,
-    91: ResourceNotFoundError,
-    92: DuplicateResourceError,
-    93: UnacceptableCredentialError,
-    94: InconsistentVoterSetError,
-    95: InvalidUpdateVersionError,
-    96: FeatureUpdateFailedError,
-    97: PrincipalDeserializationFailureError,
-    98: SnapshotNotFoundError,
-    99: PositionOutOfRangeError,
-    100: UnknownTopicIdError,
-    101: DuplicateBrokerRegistrationError,
-    102: BrokerIdNotRegisteredError,
-    103: InconsistentTopicIdError,
-    104: InconsistentClusterIdError,
-    105: TransactionalIdNotFoundError,
-    106: FetchSessionTopicIdError,
-    107: IneligibleReplicaError,
-    108: NewLeaderElectedError,
-    109: OffsetMovedToTieredStorageError,
-    110: FencedMemberEpochError,
-    111: UnreleasedInstanceIdError,
-    112: UnsupportedAssignorError,
-    113: StaleMemberEpochError,
-    114: MismatchedEndpointTypeError,
-    115: UnsupportedEndpointTypeError,
-    116: UnknownControllerIdError,
-    117: UnknownSubscriptionIdError,
-    118: TelemetryTooLargeError,
-    119: InvalidRegistrationError,
-    120: TransactionAbortableError,
-    121: InvalidRecordStateError,
-    122: ShareSessionNotFoundError,
-    123: InvalidShareSessionEpochError,
-    124: FencedStateEpochError,
-    125: InvalidVoterKeyError,
-    126: DuplicateVoterError,
-    127: VoterNotFoundError,
-    128: InvalidRegularExpressionError,
+    c.errno: c for c in BrokerResponseError.__subclasses__() if c.__module__ == __name__
 }
 
 

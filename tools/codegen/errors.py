@@ -34,17 +34,14 @@ def generate(tsv_path: Path) -> str:
             continue
         cls = class_name(row["name"])
         names.append((code, row["name"], cls))
+        flags = f"{row['retriable'] == 'true'}, {row['invalid_metadata'] == 'true'}"
         out.append(
             f"class {cls}(BrokerResponseError):\n"
-            f"    errno = {code}\n"
-            f"    name = {row['name']!r}\n"
-            f"    retriable = {row['retriable'] == 'true'}\n"
-            f"    invalid_metadata = {row['invalid_metadata'] == 'true'}\n"
+            f"    errno, name, retriable, invalid_metadata = {code}, {row['name']!r}, {flags}\n"
             f"    description = {row['message']!r}\n\n\n"
         )
     out.append("ERROR_CLASSES: dict[int, type[BrokerResponseError]] = {\n")
-    for code, _name, cls in names:
-        out.append(f"    {code}: {cls},\n")
+    out.append("    c.errno: c for c in BrokerResponseError.__subclasses__() if c.__module__ == __name__\n")
     out.append("}\n\n\n")
     out.append("class ErrorCode:\n    \"\"\"Numeric constants, Kafka's ``Errors`` enum names.\"\"\"\n\n    NONE = 0\n")
     for code, name, _cls in names:
