@@ -44,8 +44,10 @@ def test_topic_configs_round_trip(broker: BrokerProcess) -> None:
     described = configs(broker, "--topic", "sanguo", "--describe")
     assert described.stdout.splitlines() == [
         "Dynamic configs for topic sanguo are:",
-        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
-        "  retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}"]
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
+        "  retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000, "
+        "DEFAULT_CONFIG:log.retention.ms=604800000}"]
     # the topic describe line shows overrides and broker-level settings, not defaults
     topic_line = strom("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", "sanguo")
     configs_field = topic_line.stdout.splitlines()[0].split("\tConfigs: ")[1]
@@ -55,8 +57,8 @@ def test_topic_configs_round_trip(broker: BrokerProcess) -> None:
     everything = configs(broker, "--topic", "sanguo", "--describe", "--all")
     lines = everything.stdout.splitlines()
     assert lines[0] == "All configs for topic sanguo are:"
-    assert "  segment.bytes=536870912 sensitive=false synonyms={STATIC_BROKER_CONFIG:segment.bytes=536870912}" \
-        in lines
+    assert ("  segment.bytes=536870912 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes=536870912, "
+            "DEFAULT_CONFIG:log.segment.bytes=1073741824}") in lines
     assert any(line.startswith("  max.message.bytes=") and "DEFAULT_CONFIG" in line for line in lines)
 
     removed = configs(broker, "--topic", "sanguo", "--alter", "--delete-config", "retention.ms")

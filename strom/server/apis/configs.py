@@ -17,7 +17,7 @@ from strom.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from strom.server.apis import api
-from strom.storage.log_config import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, LogConfig
+from strom.storage.log_config import BROKER_SYNONYMS, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, LogConfig
 
 if TYPE_CHECKING:
     from strom.server.broker import BrokerServer
@@ -35,6 +35,24 @@ def _topic_rows(broker: BrokerServer, overrides: dict[str, str]) -> list[tuple[s
     cfg = LogConfig.from_props(overrides, broker.default_log_config)
     codes = {SOURCE_TOPIC: DYNAMIC_TOPIC_CONFIG, SOURCE_BROKER: STATIC_BROKER_CONFIG, SOURCE_DEFAULT: DEFAULT_CONFIG}
     return [(name, value, codes[cfg.source(name)]) for name, value, _d in cfg.describe()]
+
+
+def _topic_synonyms(broker: BrokerServer, name: str, value: str | None, source: int,
+                    ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
+    """Where a topic config's value could come from, highest precedence first (Kafka's synonyms list)."""
+    S = DescribeConfigsResponse.DescribeConfigsSynonym
+    out = []
+    if source == DYNAMIC_TOPIC_CONFIG:
+        out.append(S(name=name, value=value, source=DYNAMIC_TOPIC_CONFIG))
+    originals = broker.config.originals
+    for broker_key in BROKER_SYNONYMS.get(name, ()):
+        if broker_key in originals:
+            out.append(S(name=broker_key, value=str(originals[broker_key]), source=STATIC_BROKER_CONFIG))
+    # Kafka names the default after the broker key it would come from (DEFAULT_CONFIG:log.retention.hours=168).
+    broker_keys = BROKER_SYNONYMS.get(name, ())
+    out.append(S(name=broker_keys[0] if broker_keys else name, value=LogConfig().value_str(name),
+                 source=DEFAULT_CONFIG))
+    return out
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, 1)
@@ -66,9 +84,11 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest) -> Desc
                              f"{res.resource_type}", resource_type=res.resource_type, resource_name=res.resource_name,
                              configs=[]))
             continue
+        synonyms = request.include_synonyms and ctx.api_version >= 1 and res.resource_type == TOPIC
         configs = [
             C(name=n, value=v, read_only=res.resource_type == BROKER, is_default=src == DEFAULT_CONFIG,
-              config_source=src, is_sensitive=False, synonyms=[])
+              config_source=src, is_sensitive=False,
+              synonyms=_topic_synonyms(broker, n, v, src) if synonyms else [])
             for n, v, src in rows if keys is None or n in keys
         ]
         results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
