@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from strom.common.errors import ConfigError
 from strom.config.abstract_config import AbstractConfig
 from strom.config.common_client_configs import (
     CLIENT_ID_CONFIG,
@@ -63,11 +62,7 @@ class AdminClientConfig(AbstractConfig):
     CONFIG_DEF = ADMIN_CONFIG_DEF
 
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        merged = dict(ADMIN_CONFIG_DEF.normalize(dict(configs or {})))
-        for name, value in ADMIN_CONFIG_DEF.normalize(kwargs).items():
-            if name in merged and merged[name] != value:
-                raise ConfigError(f"Configuration {name} is given twice with different values")
-            merged[name] = value
+        merged = self.merge_originals(configs, kwargs)
         self._originals: Mapping[str, Any] = MappingProxyType(dict(merged))
         values = ADMIN_CONFIG_DEF.parse(merged)
         post_process_reconnect_backoff_configs(merged, values)

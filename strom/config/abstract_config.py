@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import ItemsView, Iterator, KeysView, Mapping
 from typing import Any, ClassVar
 
+from strom.common.errors import ConfigError
 from strom.config.config_def import ConfigDef
 
 __all__ = ["AbstractConfig"]
@@ -19,6 +20,16 @@ class AbstractConfig:
     CONFIG_DEF: ClassVar[ConfigDef]
     _values: Mapping[str, Any]
     _originals: Mapping[str, Any]
+
+    @classmethod
+    def merge_originals(cls, configs: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The user's dict and keyword settings as one dotted-key dict; a key given twice differently is an error."""
+        merged = dict(cls.CONFIG_DEF.normalize(dict(configs or {})))
+        for name, value in cls.CONFIG_DEF.normalize(dict(kwargs)).items():
+            if name in merged and merged[name] != value:
+                raise ConfigError(f"Configuration {name} is given twice with different values")
+            merged[name] = value
+        return merged
 
     @property
     def values(self) -> Mapping[str, Any]:

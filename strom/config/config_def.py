@@ -503,3 +503,24 @@ class ConfigDef:
                 f"{k.importance.value} | {k.doc} |"
             )
         return "\n".join(rows)
+
+
+def get_configured_instance(spec: Any, config_name: str, configs: Mapping[str, Any] | None, method: str,
+                            kind: str) -> Any:
+    """A plug-in from a config value (Kafka's ``AbstractConfig.getConfiguredInstance``).
+
+    A class or dotted path is instantiated without arguments and ``configure(configs)`` is called when it has
+    one; an instance is used as given. It must have a callable ``method`` (else ``TypeError`` naming ``kind``).
+    """
+    if isinstance(spec, str):
+        spec = resolve_class(spec, config_name)
+    if isinstance(spec, type):
+        instance = spec()
+        configure = getattr(instance, "configure", None)
+        if callable(configure):
+            configure(dict(configs or {}))
+    else:
+        instance = spec
+    if not callable(getattr(instance, method, None)):
+        raise TypeError(f"{spec!r} is not a {kind} (it has no {method}() method)")
+    return instance

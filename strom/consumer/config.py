@@ -209,11 +209,7 @@ class ConsumerConfig(AbstractConfig):
         **kwargs: Any,
     ) -> None:
         self._custom: Mapping[str, Any] = MappingProxyType(dict(custom_configs or {}))
-        merged = dict(CONSUMER_CONFIG_DEF.normalize(dict(configs or {})))
-        for name, value in CONSUMER_CONFIG_DEF.normalize(kwargs).items():
-            if name in merged and merged[name] != value:
-                raise ConfigError(f"Configuration {name} is given twice with different values")
-            merged[name] = value
+        merged = self.merge_originals(configs, kwargs)
         for name, deserializer in ((KEY_DESERIALIZER_CLASS_CONFIG, key_deserializer),
                                    (VALUE_DESERIALIZER_CLASS_CONFIG, value_deserializer)):
             if deserializer is not None:

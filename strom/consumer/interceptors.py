@@ -93,22 +93,12 @@ class ConsumerInterceptors:
 def make_interceptors(specs: Sequence[Any], configs: Mapping[str, Any] | None = None) -> ConsumerInterceptors:
     """Build the chain from ``interceptor.classes``: classes / dotted paths are instantiated without arguments
     and ``configure(configs)`` is called when present; instances are used as given."""
-    from strom.config.config_def import resolve_class
+    from strom.config.config_def import get_configured_instance
 
-    built: list[Any] = []
-    for spec in specs:
-        if isinstance(spec, str):
-            spec = resolve_class(spec, "interceptor.classes")
-        if isinstance(spec, type):
-            instance = spec()
-            configure = getattr(instance, "configure", None)
-            if callable(configure):
-                configure(dict(configs or {}))
-        else:
-            instance = spec
-        if not callable(getattr(instance, "on_consume", None)):
-            raise TypeError(f"{spec!r} is not a ConsumerInterceptor (it has no on_consume() method)")
-        built.append(instance)
+    built: list[Any] = [
+        get_configured_instance(spec, "interceptor.classes", configs, "on_consume", "ConsumerInterceptor")
+        for spec in specs
+    ]
     return ConsumerInterceptors(built)
 
 

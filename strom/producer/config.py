@@ -214,11 +214,7 @@ class ProducerConfig(AbstractConfig):
         **kwargs: Any,
     ) -> None:
         self._custom: Mapping[str, Any] = MappingProxyType(dict(custom_configs or {}))
-        merged = dict(PRODUCER_CONFIG_DEF.normalize(dict(configs or {})))
-        for name, value in PRODUCER_CONFIG_DEF.normalize(kwargs).items():
-            if name in merged and merged[name] != value:
-                raise ConfigError(f"Configuration {name} is given twice with different values")
-            merged[name] = value
+        merged = self.merge_originals(configs, kwargs)
         for name, serializer in ((KEY_SERIALIZER_CLASS_CONFIG, key_serializer),
                                  (VALUE_SERIALIZER_CLASS_CONFIG, value_serializer)):
             if serializer is not None:

@@ -139,20 +139,10 @@ class InterceptorCallback:
 def make_interceptors(specs: Sequence[Any], configs: Mapping[str, Any] | None = None) -> ProducerInterceptors:
     """Build the chain from ``interceptor.classes`` entries: classes / dotted paths are instantiated without
     arguments and ``configure(configs)`` is called when present; instances are used as given."""
-    from strom.config.config_def import resolve_class
+    from strom.config.config_def import get_configured_instance
 
-    built: list[ProducerInterceptor] = []
-    for spec in specs:
-        if isinstance(spec, str):
-            spec = resolve_class(spec, "interceptor.classes")
-        if isinstance(spec, type):
-            instance = spec()
-            configure = getattr(instance, "configure", None)
-            if callable(configure):
-                configure(dict(configs or {}))
-        else:
-            instance = spec
-        if not callable(getattr(instance, "on_send", None)):
-            raise TypeError(f"{spec!r} is not a ProducerInterceptor (it has no on_send() method)")
-        built.append(instance)
+    built: list[ProducerInterceptor] = [
+        get_configured_instance(spec, "interceptor.classes", configs, "on_send", "ProducerInterceptor")
+        for spec in specs
+    ]
     return ProducerInterceptors(built)

@@ -187,19 +187,8 @@ def make_partitioner(spec: Any, configs: Mapping[str, Any] | None = None) -> Par
     """Build the partitioner for ``partitioner.class``: ``None`` → :class:`DefaultPartitioner`; a class (or
     dotted path) is instantiated without arguments and ``configure(configs)`` is called when present; an
     instance is used as given."""
-    from strom.config.config_def import resolve_class
+    from strom.config.config_def import get_configured_instance
 
     if spec is None:
         spec = DefaultPartitioner
-    if isinstance(spec, str):
-        spec = resolve_class(spec, "partitioner.class")
-    if isinstance(spec, type):
-        instance = spec()
-        configure = getattr(instance, "configure", None)
-        if callable(configure):
-            configure(dict(configs or {}))
-    else:
-        instance = spec
-    if not callable(getattr(instance, "partition", None)):
-        raise TypeError(f"{spec!r} is not a Partitioner (it has no partition() method)")
-    return instance
+    return get_configured_instance(spec, "partitioner.class", configs, "partition", "Partitioner")
