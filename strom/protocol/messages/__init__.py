@@ -9,40 +9,66 @@ from __future__ import annotations
 
 from strom.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from strom.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from strom.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
+from strom.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from strom.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from strom.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+from strom.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
+from strom.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from strom.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from strom.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from strom.protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from strom.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
+from strom.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from strom.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from strom.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from strom.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from strom.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from strom.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from strom.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from strom.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from strom.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from strom.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from strom.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from strom.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+from strom.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
+from strom.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from strom.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from strom.protocol.messages.fetch import FetchRequest, FetchResponse
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from strom.protocol.messages.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse
 from strom.protocol.messages.group_coordinator_records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from strom.protocol.messages.headers_gen import RequestHeader, ResponseHeader
 from strom.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from strom.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from strom.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from strom.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from strom.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from strom.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from strom.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from strom.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from strom.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+from strom.protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
 from strom.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from strom.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from strom.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from strom.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from strom.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from strom.protocol.messages.produce import ProduceRequest, ProduceResponse
+from strom.protocol.messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
 from strom.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from strom.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from strom.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from strom.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from strom.protocol.messages.transaction_log import TransactionLogKey, TransactionLogValue
 from strom.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from strom.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from strom.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 REQUESTS: dict[int, type] = {
@@ -50,6 +76,10 @@ REQUESTS: dict[int, type] = {
     1: FetchRequest,
     2: ListOffsetsRequest,
     3: MetadataRequest,
+    4: LeaderAndIsrRequest,
+    5: StopReplicaRequest,
+    6: UpdateMetadataRequest,
+    7: ControlledShutdownRequest,
     8: OffsetCommitRequest,
     9: OffsetFetchRequest,
     10: FindCoordinatorRequest,
@@ -71,20 +101,46 @@ REQUESTS: dict[int, type] = {
     26: EndTxnRequest,
     27: WriteTxnMarkersRequest,
     28: TxnOffsetCommitRequest,
+    29: DescribeAclsRequest,
+    30: CreateAclsRequest,
+    31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
+    34: AlterReplicaLogDirsRequest,
+    35: DescribeLogDirsRequest,
     36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
     42: DeleteGroupsRequest,
+    43: ElectLeadersRequest,
     44: IncrementalAlterConfigsRequest,
+    45: AlterPartitionReassignmentsRequest,
+    46: ListPartitionReassignmentsRequest,
+    47: OffsetDeleteRequest,
+    48: DescribeClientQuotasRequest,
+    49: AlterClientQuotasRequest,
+    50: DescribeUserScramCredentialsRequest,
+    51: AlterUserScramCredentialsRequest,
+    56: AlterPartitionRequest,
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
+    65: DescribeTransactionsRequest,
+    66: ListTransactionsRequest,
+    67: AllocateProducerIdsRequest,
+    68: ConsumerGroupHeartbeatRequest,
+    69: ConsumerGroupDescribeRequest,
+    71: GetTelemetrySubscriptionsRequest,
+    72: PushTelemetryRequest,
+    75: DescribeTopicPartitionsRequest,
 }
 RESPONSES: dict[int, type] = {
     0: ProduceResponse,
     1: FetchResponse,
     2: ListOffsetsResponse,
     3: MetadataResponse,
+    4: LeaderAndIsrResponse,
+    5: StopReplicaResponse,
+    6: UpdateMetadataResponse,
+    7: ControlledShutdownResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,
     10: FindCoordinatorResponse,
@@ -106,14 +162,36 @@ RESPONSES: dict[int, type] = {
     26: EndTxnResponse,
     27: WriteTxnMarkersResponse,
     28: TxnOffsetCommitResponse,
+    29: DescribeAclsResponse,
+    30: CreateAclsResponse,
+    31: DeleteAclsResponse,
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
+    34: AlterReplicaLogDirsResponse,
+    35: DescribeLogDirsResponse,
     36: SaslAuthenticateResponse,
     37: CreatePartitionsResponse,
     42: DeleteGroupsResponse,
+    43: ElectLeadersResponse,
     44: IncrementalAlterConfigsResponse,
+    45: AlterPartitionReassignmentsResponse,
+    46: ListPartitionReassignmentsResponse,
+    47: OffsetDeleteResponse,
+    48: DescribeClientQuotasResponse,
+    49: AlterClientQuotasResponse,
+    50: DescribeUserScramCredentialsResponse,
+    51: AlterUserScramCredentialsResponse,
+    56: AlterPartitionResponse,
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
+    65: DescribeTransactionsResponse,
+    66: ListTransactionsResponse,
+    67: AllocateProducerIdsResponse,
+    68: ConsumerGroupHeartbeatResponse,
+    69: ConsumerGroupDescribeResponse,
+    71: GetTelemetrySubscriptionsResponse,
+    72: PushTelemetryResponse,
+    75: DescribeTopicPartitionsResponse,
 }
 DATA_TYPES: dict[str, type] = {
     'ConsumerProtocolAssignment': ConsumerProtocolAssignment,
@@ -128,4 +206,4 @@ DATA_TYPES: dict[str, type] = {
     'TransactionLogValue': TransactionLogValue,
 }
 
-__all__ = ["REQUESTS", "RESPONSES", "DATA_TYPES", 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'EndTxnRequest', 'EndTxnResponse', 'FetchRequest', 'FetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'GroupMetadataKey', 'GroupMetadataValue', 'HeartbeatRequest', 'HeartbeatResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitKey', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetCommitValue', 'OffsetFetchRequest', 'OffsetFetchResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'ProduceRequest', 'ProduceResponse', 'RequestHeader', 'ResponseHeader', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'TransactionLogKey', 'TransactionLogValue', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
+__all__ = ["REQUESTS", "RESPONSES", "DATA_TYPES", 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AllocateProducerIdsRequest', 'AllocateProducerIdsResponse', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'AlterPartitionRequest', 'AlterPartitionResponse', 'AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'ControlledShutdownRequest', 'ControlledShutdownResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'DescribeClientQuotasRequest', 'DescribeClientQuotasResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'ElectLeadersRequest', 'ElectLeadersResponse', 'EndTxnRequest', 'EndTxnResponse', 'FetchRequest', 'FetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', 'GroupMetadataKey', 'GroupMetadataValue', 'HeartbeatRequest', 'HeartbeatResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'LeaderAndIsrRequest', 'LeaderAndIsrResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'MetadataRequest', 'MetadataResponse', 'OffsetCommitKey', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetCommitValue', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'ProduceRequest', 'ProduceResponse', 'PushTelemetryRequest', 'PushTelemetryResponse', 'RequestHeader', 'ResponseHeader', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'StopReplicaRequest', 'StopReplicaResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'TransactionLogKey', 'TransactionLogValue', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'UpdateMetadataRequest', 'UpdateMetadataResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
