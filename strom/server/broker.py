@@ -1,7 +1,8 @@
-"""The broker process: wiring of config, storage, metadata, request handlers and listeners.
+"""The broker process: builds every collaborator, hands each to what uses it, runs the listeners.
 
-Kafka counterpart: ``BrokerServer`` + ``KafkaApis`` (dispatch). Everything runs on one asyncio event loop;
-blocking disk work that can take long (fsync of many segments at shutdown) runs in a thread.
+Kafka counterpart: ``KafkaServer`` (ZooKeeper mode) / ``BrokerServer``. This module is the only place that knows
+the whole broker; request handlers get their collaborators from :class:`KafkaApis`, never from here. Everything
+runs on one asyncio event loop; blocking disk work that can take long runs in a thread.
 """
 
 from __future__ import annotations
@@ -9,28 +10,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import struct
 from pathlib import Path
 
-from strom.common.errors import ProtocolError
 from strom.common.time import SYSTEM_TIME, Time
-from strom.protocol.api_keys import ApiKey
-from strom.protocol.headers import decode_request_header, response_header_version
-from strom.server.apis import ApiSpec, load_all
-from strom.server.broker_config import BrokerConfig
+from strom.server.admin_manager import AdminManager, StandaloneAdminManager
+from strom.server.broker_config import BrokerConfig, Listener
 from strom.server.coordinator.group_coordinator import GroupCoordinator
 from strom.server.coordinator.offsets_log import create_group_coordinator
-from strom.server.metadata_cache import MetadataCache
+from strom.server.kafka_apis import ApiCollaborators, KafkaApis
+from strom.server.metadata_cache import MetadataCache, StandaloneMetadata
+from strom.server.producer_id_manager import ProducerIdManager
 from strom.server.replica_manager import ReplicaManager
-from strom.server.request_context import RequestContext
-from strom.server.socket_server import ConnectionClosed, ConnectionContext, KafkaServerProtocol
+from strom.server.socket_server import ConnectionContext, KafkaServerProtocol
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 
-__all__ = ["BrokerServer"]
+__all__ = ["BrokerServer", "pid_file_path"]
 
 log = logging.getLogger("strom.server")
-_RESP_V0 = struct.Struct(">ii")
 
 
 class BrokerServer:
@@ -40,13 +37,14 @@ class BrokerServer:
         self.config = config
         self.time = time
         self.node_id = config.node_id
-        self.apis: dict[int, ApiSpec] = load_all()
         self.log_dirs = [Path(d).absolute() for d in config.log_dirs]
         self.default_log_config = LogConfig.from_broker_props(config.originals)
         self.metadata: MetadataCache | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.admin: AdminManager | None = None
+        self.apis: KafkaApis | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[KafkaServerProtocol] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -56,10 +54,9 @@ class BrokerServer:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        c = self.config
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.metadata = MetadataCache(self.log_dirs[0])
-        c = self.config
         self.log_manager = LogManager(
             [str(d) for d in self.log_dirs],
             self.default_log_config,
@@ -68,30 +65,55 @@ class BrokerServer:
             retention_check_ms=int(c["log.retention.check.interval.ms"]),
         )
         self.log_manager.load_logs()
-        self.replica_manager = ReplicaManager(self)
-        self.replica_manager.open_all()
-        self.group_coordinator = create_group_coordinator(self)
+        await self._bind_listeners()
+        metadata = StandaloneMetadata(self.log_dirs[0], self.node_id, self._endpoints(), c["broker.rack"])
+        self.metadata = metadata
+        rm = ReplicaManager(self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
+                            replica_lag_time_max_ms=int(c["replica.lag.time.max.ms"]))
+        self.replica_manager = rm
+        rm.open_standalone()
+        self.admin = StandaloneAdminManager(
+            metadata, rm, self.default_log_config, num_partitions=int(c["num.partitions"]),
+            default_replication_factor=int(c["default.replication.factor"]),
+            auto_create_enable=bool(c["auto.create.topics.enable"]))
+        producer_ids = ProducerIdManager(metadata.allocate_producer_id_block)
+        self.group_coordinator = create_group_coordinator(c, self.time, metadata, rm)
         await self.group_coordinator.start()
+        self.apis = KafkaApis(ApiCollaborators(
+            config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
+            group_coordinator=self.group_coordinator, producer_ids=producer_ids,
+            default_log_config=self.default_log_config))
         loop = asyncio.get_running_loop()
-        for lst in c.listeners:
-            server = await loop.create_server(self._new_protocol, host=lst.host or None, port=lst.port, backlog=512,
-                                              reuse_address=True)
+        self._tasks.append(loop.create_task(self._housekeeping()))
+        for s in self._servers:
+            await s.start_serving()
+        log.info("strom broker %d started, listening on %s, data in %s", self.node_id,
+                 ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)))
+
+    async def _bind_listeners(self) -> None:
+        """Bind every listener (not serving yet) so port 0 resolves before the broker advertises itself."""
+        loop = asyncio.get_running_loop()
+        for lst in self.config.listeners:
+            server = await loop.create_server(lambda lst=lst: self._new_protocol(lst.name), host=lst.host or None,
+                                              port=lst.port, backlog=512, reuse_address=True, start_serving=False)
             self._servers.append(server)
             self.bound_ports.append(server.sockets[0].getsockname()[1])
         if any(a.port == 0 for a in self.advertised):
             # Port 0 means "pick one": advertise what was bound (tests start brokers this way).
-            from strom.server.broker_config import Listener
-
             self.advertised = [
                 Listener(a.name, a.host, self.bound_ports[i] if a.port == 0 else a.port)
                 for i, a in enumerate(self.advertised)
             ]
-        self._tasks.append(loop.create_task(self._housekeeping()))
-        log.info("strom broker %d started, listening on %s, data in %s", self.node_id,
-                 ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)))
 
-    def _new_protocol(self) -> KafkaServerProtocol:
-        proto = KafkaServerProtocol(self._dispatch, int(self.config["socket.request.max.bytes"]), self._connections.discard)
+    def _endpoints(self) -> dict[str, tuple[str, int]]:
+        return {a.name: (a.host, a.port) for a in self.advertised}
+
+    def _new_protocol(self, listener_name: str) -> KafkaServerProtocol:
+        async def dispatch(conn: ConnectionContext, frame: memoryview) -> bytes | bytearray | None:
+            assert self.apis is not None
+            return await self.apis.handle(conn, frame, listener_name)
+
+        proto = KafkaServerProtocol(dispatch, int(self.config["socket.request.max.bytes"]), self._connections.discard)
         self._connections.add(proto)
         return proto
 
@@ -116,74 +138,39 @@ class BrokerServer:
         await self._stopped.wait()
 
     async def _housekeeping(self) -> None:
-        """Retention, time-based flush and checkpoints (Kafka's LogManager scheduler)."""
-        assert self.log_manager is not None
-        lm = self.log_manager
+        """Retention, time-based flush, checkpoints and ISR checks (Kafka's LogManager / ReplicaManager schedulers)."""
+        assert self.log_manager is not None and self.replica_manager is not None
+        lm, rm = self.log_manager, self.replica_manager
         c = self.config
         retention_every = int(c["log.retention.check.interval.ms"])
         flush_every = min(int(c["log.flush.scheduler.interval.ms"]), 1000)
         checkpoint_every = int(c["log.flush.offset.checkpoint.interval.ms"])
+        isr_every = max(int(c["replica.lag.time.max.ms"]) // 2, 50)
         now = self.time.hi_res_milliseconds()
-        next_retention, next_checkpoint = now + retention_every, now + checkpoint_every
+        next_retention, next_checkpoint, next_isr = now + retention_every, now + checkpoint_every, now + isr_every
+        loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(max(0.05, min(flush_every, retention_every, 1000) / 1000.0))
+            await asyncio.sleep(max(0.05, min(flush_every, retention_every, isr_every, 1000) / 1000.0))
             now = self.time.hi_res_milliseconds()
             try:
-                await asyncio.get_running_loop().run_in_executor(None, lm.flush_dirty_logs)
+                await loop.run_in_executor(None, lm.flush_dirty_logs)
+                if now >= next_isr:
+                    next_isr = now + isr_every
+                    rm.maybe_shrink_isr()
                 if now >= next_retention:
                     next_retention = now + retention_every
-                    lm.cleanup_logs()
+                    await loop.run_in_executor(None, lm.cleanup_logs)
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
-                    lm.checkpoint_recovery_points()
-                    lm.checkpoint_log_start_offsets()
+                    await loop.run_in_executor(None, self._checkpoint)
             except Exception:
                 log.exception("background log maintenance failed")
 
-    # -- dispatch ---------------------------------------------------------------------------------------------
-    async def _dispatch(self, conn: ConnectionContext, frame: memoryview) -> bytes | bytearray | None:
-        try:
-            header, body_offset = decode_request_header(frame)
-        except ProtocolError as e:
-            log.warning("closing connection %s: unreadable request header (%s)", conn.peer, e)
-            raise ConnectionClosed() from None
-        key, version = header.api_key, header.api_version
-        spec = self.apis.get(key)
-        if spec is None or not spec.min_version <= version <= spec.max_version:
-            if key == ApiKey.API_VERSIONS and spec is not None:
-                # KIP-511: answer an unsupported ApiVersions version with a v0 body carrying UNSUPPORTED_VERSION.
-                from strom.server.apis.api_versions import unsupported_version_response
-
-                return self._frame(header.correlation_id, 0, unsupported_version_response(self), key, 0)
-            log.warning("closing connection %s: unsupported %s v%d", conn.peer,
-                        _api_name(key), version)
-            raise ConnectionClosed()
-        try:
-            request = spec.request_cls.decode(frame[body_offset:], version)
-        except ProtocolError as e:
-            log.warning("closing connection %s: malformed %s v%d request (%s)", conn.peer, _api_name(key), version, e)
-            raise ConnectionClosed() from None
-        ctx = RequestContext(key, version, header.correlation_id, header.client_id, conn, self)
-        response = await spec.handler(ctx, request)
-        if response is None:
-            return None
-        return self._frame(header.correlation_id, response_header_version(key, version), response, key, version)
-
-    @staticmethod
-    def _frame(correlation_id: int, header_version: int, response: object, key: int, version: int) -> bytearray:
-        # One buffer for size + header + body: Fetch bodies carry megabytes of records, copy them once only.
-        head = 8 if header_version == 0 else 9
-        out = bytearray(head)
-        response.encode_into(out, version)  # type: ignore[attr-defined]
-        _RESP_V0.pack_into(out, 0, len(out) - 4, correlation_id)
-        return out
-
-
-def _api_name(key: int) -> str:
-    try:
-        return ApiKey(key).name
-    except ValueError:
-        return f"api key {key}"
+    def _checkpoint(self) -> None:
+        assert self.log_manager is not None and self.replica_manager is not None
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+        self.replica_manager.checkpoint_high_watermarks()
 
 
 def pid_file_path(log_dir: str | os.PathLike[str]) -> Path:

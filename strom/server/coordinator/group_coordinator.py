@@ -91,12 +91,6 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
 
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` if the log behind this coordinator can (FindCoordinator does this)."""
-        ensure = getattr(self.manager.log, "ensure_topic", None)
-        if ensure is not None:
-            ensure()
-
     def _validate(self, group_id: str | None, non_empty: bool) -> int | None:
         if group_id is None or (non_empty and group_id == ""):
             return E.INVALID_GROUP_ID
