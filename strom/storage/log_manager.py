@@ -8,6 +8,7 @@ Per log dir::
     <dir>/.kafka_cleanshutdown                   written last by shutdown(); deleted after loading
     <dir>/recovery-point-offset-checkpoint       OffsetCheckpointFile: offsets below which data is fsynced
     <dir>/log-start-offset-checkpoint            OffsetCheckpointFile: each log's start offset
+    <dir>/replication-offset-checkpoint          OffsetCheckpointFile: each log's high watermark
     <dir>/<topic>-<partition>/                   one Log
     <dir>/<topic>-<partition>.<uuid>-delete/     a deleted partition being removed
 
@@ -15,6 +16,11 @@ Periodic work is driven by the caller (the broker's scheduler), not by threads s
 ``run_periodic_tasks(now)`` runs retention every ``retention_check_ms``, the flusher every ``flush_check_ms`` and
 the checkpoints every ``checkpoint_interval_ms``, or call ``cleanup_logs``/``flush_dirty_logs``/``checkpoint_*``
 directly (``flush_dirty_logs`` is meant for a worker thread; it fsyncs).
+
+High watermarks: each log's HW is restored at load from ``replication-offset-checkpoint`` as
+min(checkpoint, log end), 0 (then clamped to the log start) for a log without an entry, since in a cluster a
+record beyond the checkpointed HW may not be committed. A standalone broker, where every appended record is
+committed, sets the HW to the log end itself (``Log.update_high_watermark(log.log_end_offset)``).
 
 Threading: thread-safe. A lock guards the partition map; each ``Log`` has its own lock.
 """
@@ -44,6 +50,7 @@ __all__ = [
     "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
     "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "REPLICATION_OFFSET_CHECKPOINT_FILE",
     "LOCK_FILE",
 ]
 
@@ -52,6 +59,7 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -128,6 +136,11 @@ class LogManager:
         recovery_points, ok1 = self._read_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE))
         start_offsets, ok2 = self._read_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE))
         clean = clean and ok1 and ok2
+        try:
+            high_watermarks = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT_FILE)).read()
+        except CorruptCheckpointError as e:
+            log.warning("%s; high watermarks of %s start at the log start offsets", e, d)
+            high_watermarks = {}
         count = 0
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
@@ -151,6 +164,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 had_clean_shutdown=clean,
+                high_watermark=high_watermarks.get(tp, 0),
             )
             count += 1
         if os.path.exists(marker):
@@ -274,6 +288,13 @@ class LogManager:
                 {tp: lg.log_start_offset for tp, lg in logs.items()}
             )
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every log's high watermark to ``replication-offset-checkpoint`` in its log dir."""
+        for d, logs in self._logs_by_dir().items():
+            OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT_FILE)).write(
+                {tp: lg.high_watermark for tp, lg in logs.items()}
+            )
+
     def run_periodic_tasks(self, now_ms: int | None = None) -> int:
         """Run whichever of retention, flush and checkpointing is due; returns ms until the next is due."""
         now = self._time.milliseconds() if now_ms is None else now_ms
@@ -286,6 +307,7 @@ class LogManager:
         if now >= self._next_checkpoint_ms:
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
             self._next_checkpoint_ms = now + self.checkpoint_interval_ms
         return max(0, min(self._next_retention_ms, self._next_flush_ms, self._next_checkpoint_ms) - now)
 
@@ -310,6 +332,7 @@ class LogManager:
                     log.exception("could not close %s", lg.dir)
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
             if not failed:
                 for d in self.log_dirs:
                     atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
