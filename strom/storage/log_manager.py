@@ -41,7 +41,7 @@ from strom.common.error_codes import KafkaStorageError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
-from strom.storage.fs import atomic_write, fsync_dir
+from strom.storage.fs import MIN_HANDLE_CAPACITY, atomic_write, count_open_fds, fsync_dir, open_file_limit
 from strom.storage.log import Log, parse_topic_partition
 from strom.storage.log_config import LogConfig
 
@@ -63,6 +63,21 @@ REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+PARTITION_MEMORY_BYTES = 16 * 1024
+"""Heap per idle partition, rounded up from ~5 KB measured (a Log with one segment, its indexes and state)."""
+
+
+def _memory_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class LogManager:
@@ -90,6 +105,7 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
+        self._dir_counts: dict[str, int] = {d: 0 for d in self.log_dirs}  # partitions per log dir
         self._topic_configs: dict[str, LogConfig] = {}
         self._lock_fds: list[int] = []
         now = time.milliseconds()
@@ -166,11 +182,15 @@ class LogManager:
                 had_clean_shutdown=clean,
                 high_watermark=high_watermarks.get(tp, 0),
             )
+            self._dir_counts[d] += 1
             count += 1
         if os.path.exists(marker):
             os.unlink(marker)
             fsync_dir(d)
-        log.info("loaded %d logs from %s (clean shutdown: %s)", count, d, clean)
+        if count:
+            log.info("loaded %d logs from %s (clean shutdown: %s)", count, d, clean)
+        else:  # a new (or emptied) dir: there was nothing to shut down, nothing to recover
+            log.info("no logs in %s", d)
         return count
 
     def _config_for(self, topic: str) -> LogConfig:
@@ -201,23 +221,22 @@ class LogManager:
                 raise ValueError(f"illegal topic partition {tp}")
             if config is not None:
                 self._topic_configs[tp.topic] = config
-            counts = {d: 0 for d in self.log_dirs}
-            for lg in self._logs.values():
-                parent = os.path.dirname(lg.dir)
-                if parent in counts:
-                    counts[parent] += 1
-            parent = min(self.log_dirs, key=lambda d: counts[d])
+            parent = min(self.log_dirs, key=lambda d: self._dir_counts[d])
             path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
             fresh = not os.path.exists(path)
             new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
             fsync_dir(parent)
             self._logs[tp] = new_log
+            self._dir_counts[parent] += 1
             return new_log
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove ``tp``'s log: rename its dir to ``<topic>-<partition>.<uuid>-delete``, then delete it."""
         with self._lock:
             doomed = self._logs.pop(tp, None)
+            if doomed is not None:
+                parent = os.path.dirname(doomed.dir)
+                self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
         if doomed is None:
             return False
         doomed.close_handlers()
@@ -229,6 +248,32 @@ class LogManager:
             raise KafkaStorageError(f"could not delete {doomed.dir}: {e}") from e
         shutil.rmtree(target, ignore_errors=True)
         return True
+
+    def check_capacity(self, new_partitions: int) -> str | None:
+        """Whether ``new_partitions`` more partitions can be created here: None when they fit, else a message
+        for the operator (CreateTopics / CreatePartitions answer it instead of creating them).
+
+        Descriptors do not grow with the partition count (idle segments keep none: see
+        :class:`strom.storage.fs.FileHandleCache`), but storage needs some free ones to work at all. Memory does
+        grow: about ``PARTITION_MEMORY_BYTES`` per partition, checked against half of MemAvailable.
+        """
+        if new_partitions <= 0:
+            return None
+        soft, _hard = open_file_limit()
+        free = soft - count_open_fds()
+        if free < MIN_HANDLE_CAPACITY:
+            return (
+                f"cannot create {new_partitions} partitions: only {free} of {soft} file descriptors "
+                f"(RLIMIT_NOFILE) are free; raise the limit (ulimit -n) and restart the broker"
+            )
+        available = _memory_available()
+        need = new_partitions * PARTITION_MEMORY_BYTES
+        if available is not None and need > available // 2:
+            return (
+                f"cannot create {new_partitions} partitions: they need about {need >> 20} MiB of broker memory "
+                f"and only {available >> 20} MiB is available"
+            )
+        return None
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """Apply a new config to every partition of ``topic`` (and to partitions created later)."""
