@@ -7,7 +7,7 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_DEMO := $(VENV)/.stamp-demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint codegen codegen-check bench clean venv kcat
+.PHONY: demo test lint codegen codegen-check bench clean venv kcat java zookeeper system-deps
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -23,15 +23,25 @@ $(STAMP_DEMO): pyproject.toml | $(VPY)
 
 venv: $(STAMP_TEST)
 
-# kcat (Debian package) is used by the interop tests; install it when missing.
-kcat:
-	@command -v kcat >/dev/null 2>&1 || { \
-	  if command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
-	      || echo "warning: could not install kcat; kcat interop tests will be skipped"; \
-	  else echo "warning: apt-get not found; kcat interop tests will be skipped"; fi; }
+# Debian packages the tests use, installed with apt-get when missing (apt-get update first, once): kcat (interop
+# tests), a Java runtime and ZooKeeper 3.8 (cluster mode: its jars land in /usr/share/java, where
+# `strom zookeeper-server-start` finds them).
+system-deps:
+	@missing=""; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	test -f /usr/share/java/zookeeper.jar || missing="$$missing zookeeper"; \
+	if [ -n "$$missing" ]; then \
+	  command -v apt-get >/dev/null 2>&1 || { echo "error: missing Debian packages:$$missing (apt-get not available)"; exit 1; }; \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
+	    || { echo "error: could not install:$$missing (apt-get install$$missing)"; exit 1; }; \
+	fi
 
-test: $(STAMP_TEST) kcat
+kcat java zookeeper: system-deps
+
+
+test: $(STAMP_TEST) system-deps
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP_TEST)

@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "producer-perf-test": ("strom.cli.producer_perf", "producer throughput/latency test "
                                                       "(kafka-producer-perf-test.sh)"),
     "consumer-perf-test": ("strom.cli.consumer_perf", "consumer throughput test (kafka-consumer-perf-test.sh)"),
+    "zookeeper-server-start": ("strom.cli.zookeeper_server_start",
+                               "start a ZooKeeper server for cluster mode (zookeeper-server-start.sh)"),
+    "zookeeper-server-stop": ("strom.cli.zookeeper_server_stop",
+                              "stop the ZooKeeper servers strom started (zookeeper-server-stop.sh)"),
 }
 
 
