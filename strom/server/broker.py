@@ -12,16 +12,28 @@ import logging
 import os
 from pathlib import Path
 
+from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.server.admin_manager import AdminManager, StandaloneAdminManager
 from strom.server.broker_config import BrokerConfig, Listener
+from strom.server.controller.kafka_controller import KafkaController
+from strom.server.controller_channel import ControllerChannel
 from strom.server.coordinator.group_coordinator import GroupCoordinator
+from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.server.coordinator.offsets_log import create_group_coordinator
 from strom.server.kafka_apis import ApiCollaborators, KafkaApis
+from strom.server.meta_properties import check_meta_properties
 from strom.server.metadata_cache import MetadataCache, StandaloneMetadata
 from strom.server.producer_id_manager import ProducerIdManager
+from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
 from strom.server.socket_server import ConnectionContext, KafkaServerProtocol
+from strom.server.zk.config_change import ConfigChangeWatcher
+from strom.server.zk.kafka_zk_client import KafkaZkClient
+from strom.server.zk.znodes import BrokerRegistration, EndPoint
+from strom.server.zk_admin_manager import ZkAdminManager
+from strom.server.zk_metadata_cache import ZkMetadataCache
+from strom.storage.fs import raise_open_file_limit
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 
@@ -45,6 +57,10 @@ class BrokerServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.admin: AdminManager | None = None
         self.apis: KafkaApis | None = None
+        self.zk: KafkaZkClient | None = None
+        self.controller: KafkaController | None = None
+        self.controller_channel: ControllerChannel | None = None
+        self._config_watch: ConfigChangeWatcher | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[KafkaServerProtocol] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -55,8 +71,15 @@ class BrokerServer:
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
         c = self.config
+        loop = asyncio.get_running_loop()
+        raise_open_file_limit()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        cluster_id = None
+        if c["zookeeper.connect"]:
+            self.zk = await loop.run_in_executor(None, self._connect_zookeeper)
+            cluster_id = self.zk.get_or_create_cluster_id(c["cluster.id"])
+            check_meta_properties(self.log_dirs, cluster_id, self.node_id)
         self.log_manager = LogManager(
             [str(d) for d in self.log_dirs],
             self.default_log_config,
@@ -64,31 +87,130 @@ class BrokerServer:
             flush_check_ms=int(c["log.flush.scheduler.interval.ms"]),
             retention_check_ms=int(c["log.retention.check.interval.ms"]),
         )
-        self.log_manager.load_logs()
+        await loop.run_in_executor(None, self.log_manager.load_logs)
         await self._bind_listeners()
-        metadata = StandaloneMetadata(self.log_dirs[0], self.node_id, self._endpoints(), c["broker.rack"])
+        admin_kw = dict(num_partitions=int(c["num.partitions"]),
+                        default_replication_factor=int(c["default.replication.factor"]),
+                        auto_create_enable=bool(c["auto.create.topics.enable"]))
+        if self.zk is None:
+            metadata: MetadataCache = StandaloneMetadata(self.log_dirs[0], self.node_id, self._endpoints(),
+                                                         c["broker.rack"])
+            rm = self._replica_manager(metadata)
+            rm.open_standalone()
+            assert isinstance(metadata, StandaloneMetadata)
+            self.admin = StandaloneAdminManager(metadata, rm, self.default_log_config, **admin_kw)
+            producer_ids = ProducerIdManager(metadata.allocate_producer_id_block)
+        else:
+            assert cluster_id is not None
+            zk = self.zk
+            metadata = ZkMetadataCache(self.node_id, cluster_id, zk)
+            rm = self._replica_manager(metadata)
+            listener = self.inter_broker_listener
+            self.controller = KafkaController(
+                self.node_id, zk, self.time, inter_broker_listener=listener,
+                unclean_leader_election=bool(c["unclean.leader.election.enable"]),
+                auto_leader_rebalance=bool(c["auto.leader.rebalance.enable"]),
+                imbalance_check_interval_s=int(c["leader.imbalance.check.interval.seconds"]),
+                imbalance_percentage=int(c["leader.imbalance.per.broker.percentage"]),
+                socket_timeout_ms=int(c["controller.socket.timeout.ms"]))
+            self.controller_channel = ControllerChannel(self.node_id, metadata, listener, self.controller,
+                                                        timeout_s=int(c["replica.socket.timeout.ms"]) / 1000)
+            rm.set_alter_partition(self.controller_channel.alter_partition)
+            rm.fetcher_manager = ReplicaFetcherManager(
+                self.node_id, rm, metadata, self.time, listener=listener,
+                wait_max_ms=int(c["replica.fetch.wait.max.ms"]), min_bytes=int(c["replica.fetch.min.bytes"]),
+                max_bytes=int(c["replica.fetch.max.bytes"]),
+                response_max_bytes=int(c["replica.fetch.response.max.bytes"]),
+                backoff_ms=int(c["replica.fetch.backoff.ms"]), socket_timeout_ms=int(c["replica.socket.timeout.ms"]))
+            self.admin = ZkAdminManager(metadata, zk, self.default_log_config, self._apply_topic_config, **admin_kw)
+            producer_ids = ProducerIdManager(
+                lambda size: zk.allocate_producer_id_block(self.node_id, size).first_producer_id, blocking=True)
         self.metadata = metadata
-        rm = ReplicaManager(self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
-                            replica_lag_time_max_ms=int(c["replica.lag.time.max.ms"]))
-        self.replica_manager = rm
-        rm.open_standalone()
-        self.admin = StandaloneAdminManager(
-            metadata, rm, self.default_log_config, num_partitions=int(c["num.partitions"]),
-            default_replication_factor=int(c["default.replication.factor"]),
-            auto_create_enable=bool(c["auto.create.topics.enable"]))
-        producer_ids = ProducerIdManager(metadata.allocate_producer_id_block)
         self.group_coordinator = create_group_coordinator(c, self.time, metadata, rm)
-        await self.group_coordinator.start()
+        await self.group_coordinator.start(load_all=self.zk is None)
+        rm.on_leadership_change = self._on_leadership_change
         self.apis = KafkaApis(ApiCollaborators(
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
-            default_log_config=self.default_log_config))
-        loop = asyncio.get_running_loop()
+            default_log_config=self.default_log_config, controller=self.controller))
         self._tasks.append(loop.create_task(self._housekeeping()))
         for s in self._servers:
             await s.start_serving()
-        log.info("strom broker %d started, listening on %s, data in %s", self.node_id,
-                 ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)))
+        if self.zk is not None:
+            await self._join_cluster()
+        log.info("strom broker %d started, listening on %s, data in %s%s", self.node_id,
+                 ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)),
+                 f", cluster {cluster_id} via ZooKeeper {c['zookeeper.connect']}" if self.zk is not None else "")
+
+    def _replica_manager(self, metadata: MetadataCache) -> ReplicaManager:
+        assert self.log_manager is not None
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
+            replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
+        return self.replica_manager
+
+    @property
+    def inter_broker_listener(self) -> str:
+        name = self.config["inter.broker.listener.name"]
+        return name or self.advertised[0].name
+
+    # -- cluster mode -----------------------------------------------------------------------------------------
+    def _connect_zookeeper(self) -> KafkaZkClient:
+        c = self.config
+        session = int(c["zookeeper.session.timeout.ms"])
+        conn = c["zookeeper.connection.timeout.ms"]
+        zk = KafkaZkClient.connect(c["zookeeper.connect"], session, int(conn) if conn is not None else None)
+        zk.create_top_level_paths()
+        return zk
+
+    def _registration(self) -> BrokerRegistration:
+        return BrokerRegistration(self.node_id, tuple(EndPoint(a.host, a.port, a.name, "PLAINTEXT")
+                                                      for a in self.advertised), self.config["broker.rack"])
+
+    async def _join_cluster(self) -> None:
+        """Register in ZooKeeper (ephemeral /brokers/ids/<id>), watch config changes, run for controller."""
+        assert self.zk is not None and self.controller is not None and self.controller_channel is not None
+        zk, loop = self.zk, asyncio.get_running_loop()
+        wait_ms = int(self.config["zookeeper.session.timeout.ms"]) + 2000
+        # A killed broker's registration lingers until its session expires: wait that long before giving up.
+        epoch = await loop.run_in_executor(None, zk.register_broker, self._registration(), wait_ms)
+        self.controller_channel.broker_epoch = epoch
+        assert isinstance(self.metadata, ZkMetadataCache)
+        metadata = self.metadata
+        self.controller.on_controller_change = metadata.set_controller_id
+        self._config_watch = ConfigChangeWatcher(zk, loop, self._apply_topic_config)
+        self._config_watch.start()
+
+        def after_new_session() -> None:
+            # A new ZooKeeper session (the old one expired): register again, then run for controller again.
+            try:
+                e = zk.register_broker(self._registration(), wait_ms)
+                if self.controller_channel is not None:
+                    self.controller_channel.broker_epoch = e
+            except Exception:
+                log.exception("cannot re-register broker %d after a new ZooKeeper session", self.node_id)
+            if self.controller is not None:
+                self.controller._enqueue("reelect")
+
+        zk.register_state_change_handler("broker", after_new_session)
+        await self.controller.startup()
+
+    def _apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        if isinstance(self.metadata, ZkMetadataCache):
+            self.metadata.set_topic_configs(topic, configs)
+        if self.replica_manager is not None and self.metadata is not None and topic in self.metadata:
+            self.replica_manager.topic_config_changed(topic)
+
+    def _on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
+        gc = self.group_coordinator
+        if gc is None:
+            return
+        for tp in leaders:
+            if tp.topic == GROUP_METADATA_TOPIC_NAME:
+                gc.on_election(tp.partition)
+        for tp in followers:
+            if tp.topic == GROUP_METADATA_TOPIC_NAME:
+                gc.on_resignation(tp.partition)
 
     async def _bind_listeners(self) -> None:
         """Bind every listener (not serving yet) so port 0 resolves before the broker advertises itself."""
@@ -118,7 +240,17 @@ class BrokerServer:
         return proto
 
     async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests, flush and close the logs."""
+        """Controlled shutdown (cluster), stop accepting, finish in-flight requests, flush and close the logs."""
+        c = self.config
+        if self.controller_channel is not None and c["controlled.shutdown.enable"]:
+            moved = await self.controller_channel.controlled_shutdown(int(c["controlled.shutdown.max.retries"]),
+                                                                      int(c["controlled.shutdown.retry.backoff.ms"]))
+            if not moved:
+                log.warning("controlled shutdown did not complete; shutting down anyway")
+        if self._config_watch is not None:
+            self._config_watch.stop()
+        if self.controller is not None:
+            await self.controller.shutdown()
         for s in self._servers:
             s.close()
         if self.group_coordinator is not None:
@@ -129,8 +261,12 @@ class BrokerServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+        if self.controller_channel is not None:
+            self.controller_channel.close()
         if self.log_manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if self.zk is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.zk.close)
         self._stopped.set()
         log.info("strom broker %d stopped", self.node_id)
 

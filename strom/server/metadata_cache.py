@@ -15,6 +15,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from strom.common.structs import TopicPartition
 from strom.storage.fs import atomic_write
@@ -125,6 +126,19 @@ class MetadataCache(ABC):
         if info is None or not 0 <= tp.partition < info.num_partitions:
             return None
         return info.partitions[tp.partition]
+
+    # -- what the controller sends (cluster mode) --------------------------------------------------------------
+    def accepts_controller_requests(self) -> bool:
+        """Whether a controller may send LeaderAndIsr / UpdateMetadata / StopReplica to this broker."""
+        return False
+
+    def apply_update_metadata(self, request: Any) -> tuple[bool, list[TopicPartition]]:
+        """Apply UpdateMetadata: (accepted, partitions it deleted)."""
+        return False, []
+
+    async def load_topic_configs(self, topics: set[str]) -> None:
+        """Make sure the configs of ``topics`` are known before their logs are opened."""
+        return None
 
 
 class StandaloneMetadata(MetadataCache):

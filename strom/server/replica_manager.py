@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from strom.common.error_codes import ErrorCode
@@ -68,6 +68,8 @@ class ReplicaManager:
         self.alter_partition: AlterPartitionCallback | None = None
         self.fetcher_manager: ReplicaFetcherManagerLike | None = None
         self.controller_epoch = -1
+        # (partitions this broker now leads, partitions it now follows): the coordinators load / unload.
+        self.on_leadership_change: Callable[[list[TopicPartition], list[TopicPartition]], None] | None = None
         self._configs: dict[str, LogConfig] = {}
         self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._produce_waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[int]]]] = {}
@@ -154,6 +156,8 @@ class ReplicaManager:
         now = self.time.milliseconds()
         errors: dict[TopicPartition, int] = {}
         followers: dict[TopicPartition, tuple[int, int]] = {}
+        became_leader: list[TopicPartition] = []
+        became_follower: list[TopicPartition] = []
         for tp, st in states:
             if self.node_id not in st.replicas:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -174,6 +178,7 @@ class ReplicaManager:
                 if self.fetcher_manager is not None:
                     self.fetcher_manager.remove_partitions([tp])
                 if p.make_leader(st, now):
+                    became_leader.append(tp)
                     log.info("%s: became leader at epoch %d, ISR %s, LEO %d, HW %d", tp, st.leader_epoch,
                              st.isr, p.log_end_offset, p.high_watermark)
             else:
@@ -181,6 +186,7 @@ class ReplicaManager:
                 changed = p.make_follower(st)
                 if was_leader:
                     self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                became_follower.append(tp)
                 if changed and st.leader >= 0:
                     followers[tp] = (st.leader, st.leader_epoch)
                     log.info("%s: following broker %d at epoch %d", tp, st.leader, st.leader_epoch)
@@ -190,6 +196,8 @@ class ReplicaManager:
             errors[tp] = ErrorCode.NONE
         if followers and self.fetcher_manager is not None:
             self.fetcher_manager.add_partitions(followers)
+        if (became_leader or became_follower) and self.on_leadership_change is not None:
+            self.on_leadership_change(became_leader, became_follower)
         return errors
 
     def stop_replicas(self, controller_epoch: int, tps: list[tuple[TopicPartition, bool]]) -> dict[TopicPartition, int]:
@@ -210,6 +218,15 @@ class ReplicaManager:
                     self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             out[tp] = ErrorCode.NONE
         return out
+
+    def metadata_updated(self, deleted: list[TopicPartition]) -> None:
+        """After UpdateMetadata: drop deleted partitions, wake fetches that wait on a leadership change."""
+        if deleted:
+            self.delete_partitions([tp for tp in deleted if tp in self.partitions])
+        for tp in list(self._fetch_waiters):
+            p = self.partitions.get(tp)
+            if p is None or not p.is_leader:
+                self._wake_fetches(tp)
 
     def set_alter_partition(self, cb: AlterPartitionCallback | None) -> None:
         self.alter_partition = cb

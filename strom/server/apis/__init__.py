@@ -60,6 +60,7 @@ _MODULES = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "inter_broker",
 )
 
 
