@@ -4,6 +4,7 @@ Examples:
   strom broker                                   # PLAINTEXT://127.0.0.1:9092, data in ./strom-data
   strom broker --config config/server.properties
   strom broker --override log.dirs=/tmp/strom --override listeners=PLAINTEXT://127.0.0.1:9093
+  strom broker -daemon config/server.properties  # detached (kafka-server-start.sh -daemon); strom broker-stop
 
 SIGTERM or SIGINT (Ctrl-C) stops it cleanly: it stops accepting connections, finishes the requests in flight,
 flushes and closes the logs, and exits 0.
@@ -28,6 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", dest="config_opt", metavar="FILE", help="server.properties file")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override one property (repeatable)")
+    p.add_argument("-daemon", dest="daemon", action="store_true",
+                   help="run detached: pid in <log dir>/strom-broker.pid, output in stromServer.out "
+                        "(stop it with 'strom broker-stop')")
+    p.add_argument("--daemonized", action="store_true", help=argparse.SUPPRESS)  # marks a -daemon child
 
 
 def _props(args: argparse.Namespace) -> dict[str, str]:
@@ -65,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
                         format="[%(asctime)s] %(levelname)s %(message)s", stream=sys.stderr)
     try:
         props = _props(args)
+        if args.daemon:
+            from strom.cli.broker_daemon import start_daemon
+
+            return start_daemon(args, props)
         try:
             import uvloop  # type: ignore[import-not-found]
 

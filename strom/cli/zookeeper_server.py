@@ -163,7 +163,7 @@ def _classpath() -> str:
         return explicit
     jars: list[str] = []
     home = os.environ.get("ZOOKEEPER_HOME")
-    if home and Path(home, "lib").is_dir():
+    if home:  # an explicit installation: only its jars
         jars = sorted(str(p) for p in Path(home, "lib").glob("*.jar"))
     elif Path("/usr/share/java/zookeeper.jar").is_file():
         jars = ["/usr/share/java/zookeeper.jar"]
@@ -171,8 +171,9 @@ def _classpath() -> str:
             jars.append("/usr/share/java/slf4j-simple.jar")
     if not jars:
         raise ZooKeeperNotInstalledError(
+            f"ZooKeeper is not installed: no jars in {home}/lib" if home else
             "ZooKeeper is not installed: no /usr/share/java/zookeeper.jar (install it with "
-            "'apt-get install zookeeper' or 'make system-deps', or set ZOOKEEPER_HOME)")
+            "'apt-get install zookeeper' or 'make system-deps', or set ZOOKEEPER_HOME to Apache's tarball)")
     return ":".join(jars)
 
 

@@ -164,6 +164,7 @@ class KafkaZkClient:
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
         self._lock = threading.Lock()
+        self._producer_id_lock = threading.Lock()
         self._handlers: dict[str, _StateChangeHandler] = {}
         self._listeners: list[Callable[[str], None]] = []
         self._session_lost = False
@@ -764,10 +765,17 @@ class KafkaZkClient:
                                    size: int = ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE) -> ProducerIdsBlock:
         """Claim the next block of ``size`` producer ids for ``broker_id`` with a compare-and-set on
         ``/latest_producer_id_block``, retrying when another broker wins the race, so no two brokers ever get
-        overlapping ids (Kafka's ``ZkProducerIdManager.getNewProducerIdBlock``)."""
+        overlapping ids (Kafka's ``ZkProducerIdManager.getNewProducerIdBlock``). Broker ids are unique in a
+        cluster (the registration enforces it), so block owners never collide."""
         if size <= 0:
             raise ValueError(f"Producer id block size must be positive, got {size}")
         self.make_sure_persistent_path_exists(ProducerIdBlockZNode.PATH)
+        # One allocation at a time per client: the read-back below tells "our write landed before a connection
+        # loss" from "another writer won" by the bytes, and two threads of one broker would write equal bytes.
+        with self._producer_id_lock:
+            return self._allocate_producer_id_block(broker_id, size)
+
+    def _allocate_producer_id_block(self, broker_id: int, size: int) -> ProducerIdsBlock:
         while True:
             data, version = self.get_data_and_version(ProducerIdBlockZNode.PATH)
             if data:
