@@ -326,7 +326,10 @@ class Log:
 
     def _write(self, result: ValidationResult, now: int, roll_base: int | None = None) -> None:
         """Write validated batches to the (maybe rolled) active segment; on failure leave it as it was."""
-        segment = self._maybe_roll(len(result.records), result.last_offset, now, roll_base)
+        try:
+            segment = self._maybe_roll(len(result.records), result.last_offset, now, roll_base)
+        except OSError as e:
+            raise KafkaStorageError(f"rolling a new segment of {self.dir} failed: {e}") from e
         size_before = segment.size
         try:
             segment.append(result.last_offset, result.max_timestamp, result.offset_of_max_timestamp, result.records)
@@ -702,12 +705,21 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            self.flush()
+            errors: list[Exception] = []
+            try:
+                self.flush()
+            except KafkaStorageError as e:
+                errors.append(e)
             self.producer_state.take_snapshot(self._next_offset)
             for segment in self._segments:
-                segment.close()
+                try:
+                    segment.close()
+                except OSError as e:
+                    errors.append(e)
             self._purge_deleted_segments(0, force=True)
             self._closed = True
+            if errors:  # e.g. a full disk: the caller must not record a clean shutdown
+                raise KafkaStorageError(f"closing {self.dir} failed: {errors[0]}")
 
     def close_handlers(self) -> None:
         """Close file descriptors without flushing (for a directory that is about to be deleted)."""

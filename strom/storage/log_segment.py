@@ -402,13 +402,15 @@ class LogSegment:
         """Write the final time index entry, trim indexes and close the files."""
         if not self._wait_and_mark_closed():
             return
-        if self._max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
-            )
-        self.offset_index.close()
-        self.time_index.close()
-        self.log.close()
+        try:
+            if self._max_timestamp >= 0:
+                self.time_index.maybe_append(
+                    self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+                )
+        finally:  # even on a full disk the descriptors are given back; the caller reports the failure
+            self.offset_index.close()
+            self.time_index.close()
+            self.log.close()
 
     def close_handlers(self) -> None:
         """Close the files without touching them (for deletion)."""
