@@ -439,7 +439,7 @@ def _whole_batches_end(data: bytes, first_size: int) -> int:
         return 0
     while end + LOG_OVERHEAD <= n:
         size = struct.unpack_from(">i", data, end + 8)[0] + LOG_OVERHEAD
-        if end + size > n:
+        if size < HEADER_SIZE or end + size > n:  # a corrupt length ends the read; the next one reports it
             break
         end += size
     return end
