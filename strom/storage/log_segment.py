@@ -56,6 +56,7 @@ class LogSegment:
         time: Time,
         *,
         load_state: bool = True,
+        file_suffix: str = "",
     ) -> None:
         """Open (creating if missing) the segment's files.
 
@@ -67,15 +68,16 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self._time = time
-        self.log = FileRecords(log_file_name(dir, base_offset))
+        self.log = FileRecords(log_file_name(dir, base_offset, LOG_SUFFIX + file_suffix))
         self._indexes_existed = all(
-            os.path.exists(log_file_name(dir, base_offset, sfx)) for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            os.path.exists(log_file_name(dir, base_offset, sfx + file_suffix))
+            for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
         self.offset_index = OffsetIndex(
-            log_file_name(dir, base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            log_file_name(dir, base_offset, INDEX_SUFFIX + file_suffix), base_offset, config.segment_index_bytes
         )
         self.time_index = TimeIndex(
-            log_file_name(dir, base_offset, TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            log_file_name(dir, base_offset, TIME_INDEX_SUFFIX + file_suffix), base_offset, config.segment_index_bytes
         )
         self._next_offset = base_offset
         self._max_timestamp = -1
@@ -386,6 +388,14 @@ class LogSegment:
                 return False
             self._closed = True
             return True
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>`` (compaction's
+        ``.cleaned`` -> ``.swap`` -> final names); open descriptors stay valid."""
+        for f in (self.log, self.offset_index, self.time_index):
+            if not f.path.endswith(old_suffix):
+                raise ValueError(f"{f.path} does not end with {old_suffix!r}")
+            f.rename_to(f.path[: len(f.path) - len(old_suffix)] + new_suffix)
 
     def change_file_suffix(self, suffix: str) -> None:
         """Rename the three files by appending ``suffix`` (e.g. ``.deleted``); open descriptors stay valid."""
