@@ -46,7 +46,14 @@ from strom.common.error_codes import KafkaStorageError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
-from strom.storage.fs import MIN_HANDLE_CAPACITY, atomic_write, count_open_fds, fsync_dir, open_file_limit
+from strom.storage.fs import (
+    FILE_HANDLES,
+    MIN_HANDLE_CAPACITY,
+    atomic_write,
+    count_open_fds,
+    fsync_dir,
+    open_file_limit,
+)
 from strom.storage.log import Log, parse_topic_partition
 from strom.storage.log_cleaner import CleanerConfig, LogCleaner
 from strom.storage.log_config import LogConfig
@@ -274,7 +281,7 @@ class LogManager:
         if new_partitions <= 0:
             return None
         soft, _hard = open_file_limit()
-        free = soft - count_open_fds()
+        free = soft - count_open_fds() + len(FILE_HANDLES)  # idle storage descriptors can be given back
         if free < MIN_HANDLE_CAPACITY:
             return (
                 f"cannot create {new_partitions} partitions: only {free} of {soft} file descriptors "
