@@ -367,3 +367,19 @@ def _copy(src, dst):
 
     shutil.copytree(src, dst)
     return dst
+
+
+def test_compacted_topic_refuses_records_without_key(tmp_path, mock_time):
+    from strom.common.error_codes import ErrorCode, InvalidRecordError
+
+    lg = open_log(tmp_path, mock_time)
+    lg.append_as_leader(build_batch([b"a"], keys=[b"k"]))
+    for compression in (0, 1):
+        with pytest.raises(InvalidRecordError, match="Compacted topic cannot accept message without key") as e:
+            lg.append_as_leader(build_batch([b"b", b"c"], keys=[b"k", None], compression=compression))
+        assert e.value.errno == ErrorCode.INVALID_RECORD
+    assert lg.log_end_offset == 1
+    plain = Log(str(tmp_path / "plain-0"), LogConfig.from_props({}), mock_time)
+    assert plain.append_as_leader(build_batch([b"b"])).first_offset == 0  # delete-policy topics take them
+    plain.close()
+    lg.close()
