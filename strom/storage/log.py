@@ -225,6 +225,13 @@ class Log:
         with self._lock:
             return {e.batches[-1].last_offset for e in self.producer_state.producers.values() if e.batches}
 
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        """OffsetForLeaderEpoch as Kafka's ``UnifiedLog.endOffsetForEpoch``: ``(epoch, end_offset)`` from the epoch
+        cache with the current log end, or None when the epoch is undefined or above every known epoch."""
+        with self._lock:
+            epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self._next_offset)
+            return None if offset < 0 else (epoch, offset)
+
     def update_high_watermark(self, hw: int) -> int:
         """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns it."""
         with self._lock:

@@ -646,9 +646,9 @@ class Cleaner:
         self, data: bytes, h: BatchHeader, now: int, retention_ms: int, producer_last: set[int], stats: CleanerStats
     ) -> tuple[bytes | None, int | None]:
         """(bytes to keep or None, delete horizon of tombstones kept in it or None)."""
-        if h.is_control:
-            return data, None
         m = self.offset_map
+        if h.is_control or (h.base_offset > m.latest_offset and not h.attributes & DELETE_HORIZON_FLAG):
+            return data, None  # wholly past the mapped section (or a marker): nothing in it can go
         has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
         records = RecordBatch(data).records()
         retained: list[Record] = []
