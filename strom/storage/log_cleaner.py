@@ -790,7 +790,10 @@ class LogCleaner:
     def abort_cleaning(self, tp: TopicPartition, log_dir: str) -> None:
         """The log of ``tp`` is being deleted: stop cleaning it and forget its checkpoint entry."""
         self.manager.abort_cleaning(tp)
-        self.manager.update_checkpoint(log_dir, tp, None)
+        try:
+            self.manager.update_checkpoint(log_dir, tp, None)
+        except OSError as e:  # a full disk: the stale entry is reset at the next cleaning of a log of that name
+            log.warning("could not remove %s from the cleaner checkpoint of %s: %s", tp, log_dir, e)
 
     def abort_and_pause_cleaning(self, tp: TopicPartition) -> None:
         self.manager.abort_and_pause_cleaning(tp)

@@ -259,15 +259,20 @@ class LogManager:
                 self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
         if doomed is None:
             return False
-        self.cleaner.abort_cleaning(tp, os.path.dirname(doomed.dir))
+        parent = os.path.dirname(doomed.dir)
+        self.cleaner.manager.abort_cleaning(tp)
         doomed.close_handlers()
         target = f"{doomed.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
-            os.rename(doomed.dir, target)
-            fsync_dir(os.path.dirname(target))
+            os.rename(doomed.dir, target)  # renames and unlinks need no free space: this works on a full disk
+            fsync_dir(parent)
         except OSError as e:
             raise KafkaStorageError(f"could not delete {doomed.dir}: {e}") from e
         shutil.rmtree(target, ignore_errors=True)
+        try:  # after the space is freed; a stale entry would only be reset at the next cleaning
+            self.cleaner.manager.update_checkpoint(parent, tp, None)
+        except (OSError, KafkaStorageError) as e:
+            log.warning("could not remove %s from the cleaner checkpoint of %s: %s", tp, parent, e)
         return True
 
     def check_capacity(self, new_partitions: int) -> str | None:
@@ -425,16 +430,20 @@ class LogManager:
                 except (OSError, KafkaStorageError):
                     failed = True
                     log.exception("could not close %s", lg.dir)
-            self.checkpoint_recovery_points()
-            self.checkpoint_log_start_offsets()
-            self.checkpoint_high_watermarks()
-            if not failed:
-                for d in self.log_dirs:
-                    atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
-            for fd in self._lock_fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._lock_fds = []
+            try:
+                self.checkpoint_recovery_points()
+                self.checkpoint_log_start_offsets()
+                self.checkpoint_high_watermarks()
+                if not failed:  # without the marker the next start recovers what was not flushed
+                    for d in self.log_dirs:
+                        atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+            except OSError as e:
+                log.error("shutdown of the logs in %s was not clean: %s", self.log_dirs, e)
+            finally:
+                for fd in self._lock_fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._lock_fds = []
 
     def __enter__(self) -> LogManager:
         return self

@@ -89,3 +89,70 @@ def test_failed_append_on_full_disk_leaves_no_stray_bytes(tmp_path):
     assert out["truncated_on_recovery"] == 0  # recovery finds no torn tail: there was none left
     assert out["leo_recovered"] == out["acked"] and out["recovered_readable"]
     assert out["tmp_files"] == []
+
+
+DELETE_SCRIPT = """
+    import json, os, resource, signal, sys
+    d, mode = sys.argv[1], sys.argv[2]
+    if mode == "fsize":
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+    from strom.common.error_codes import KafkaStorageError
+    from strom.common.structs import TopicPartition
+    from strom.storage.log_config import LogConfig
+    from strom.storage.log_manager import LogManager
+    from tests.unit.storage._batches import build_batch
+
+    lm = LogManager([d], LogConfig.from_broker_props({"log.segment.bytes": str(1 << 30)}))
+    lm.load_logs()
+    big, small = TopicPartition("big", 0), TopicPartition("small", 0)
+    lm.get_or_create_log(small).append_as_leader(build_batch([b"s"]))
+    lg = lm.get_or_create_log(big)
+    full = None
+    for i in range(1000):
+        try:
+            lg.append_as_leader(build_batch([b"x" * 30000]))
+        except KafkaStorageError as e:
+            full = str(e)
+            break
+    free_before = os.statvfs(d).f_bavail
+    lm.delete_log(big)  # frees the space even though no byte can be written
+    free_after = os.statvfs(d).f_bavail
+    info = lm.get_log(small).append_as_leader(build_batch([b"t" * 30000]))
+    acked = 2
+    for i in range(1000):  # fill the disk again, then shut down on it
+        try:
+            lm.get_log(small).append_as_leader(build_batch([b"u" * 30000]))
+            acked += 1
+        except KafkaStorageError:
+            break
+    dirs = sorted(os.listdir(d))
+    lm.shutdown()  # must not raise: checkpoints that cannot be written make the next start recover instead
+    lm = LogManager([d], LogConfig.from_broker_props({}))
+    lm.load_logs()
+    leo = lm.get_log(small).log_end_offset
+    lm.shutdown()
+    print(json.dumps({"full": full, "freed": free_after > free_before, "after_delete": info.first_offset,
+                      "dirs": dirs, "acked": acked, "leo_after_restart": leo}))
+"""
+
+
+def test_deleting_a_topic_on_a_full_disk_frees_space(tmp_path):
+    disk = tmp_path / "disk"
+    mounted = mount_tmpfs(disk, "2m")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(DELETE_SCRIPT), str(disk), "tmpfs" if mounted else "fsize"],
+            capture_output=True, text=True, cwd=ROOT, timeout=110,
+        )
+    finally:
+        if mounted:
+            unmount(disk)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["full"] is not None
+    assert out["after_delete"] == 1
+    assert out["leo_after_restart"] == out["acked"]  # every acknowledged record survived the full-disk shutdown
+    assert "big-0" not in out["dirs"] and not [n for n in out["dirs"] if n.endswith("-delete")]
+    if mounted:
+        assert out["freed"]
