@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
 
 MUST_NOT_SKIP = ("spark", "interop", "cluster", "integration")
 _TESTS = Path(__file__).parent

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
 
 kafka = pytest.importorskip("kafka")
 from kafka.admin import NewTopic  # noqa: E402
