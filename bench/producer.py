@@ -186,7 +186,7 @@ def main() -> None:
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from strom.testing.broker_process import BrokerProcess
+    from strom.broker_process import BrokerProcess
     from strom.testing.mock_cluster import MockCluster
 
     clients = args.clients.split(",")

@@ -8,8 +8,8 @@ from collections import defaultdict
 
 import pytest
 
+from strom.broker_process import BrokerProcess, free_port
 from strom.producer import KafkaProducer, ProducerRecord
-from strom.testing.broker_process import BrokerProcess, free_port
 
 from .producer_support import ChaosProxy, create_topics, read_back
 

@@ -14,6 +14,11 @@ node gets its own connection (node id ``2**31 - 1 - broker id``, as Kafka does) 
 not queue behind long-polling fetches. Subclasses supply the protocol: ``metadata()``, ``on_join_prepare``,
 ``perform_assignment``, ``on_join_complete``.
 
+Heartbeats (Kafka's ``sendHeartbeatRequest`` + ``HeartbeatResponseHandler``, ``pollHeartbeat``,
+``timeToNextHeartbeat``) are methods of the coordinator, as in Kafka: they read and reset its generation and
+state; the timing is :class:`~strom.consumer.internals.heartbeat.Heartbeat`, the sending thread
+:class:`~strom.consumer.internals.heartbeat.HeartbeatThread`.
+
 Threading: the public methods run on the consumer's thread; the :class:`HeartbeatThread` shares the state.
 Both hold ``self.lock`` (re-entrant; ``self.cond`` wakes the heartbeat thread) while touching it.
 """
@@ -32,7 +37,7 @@ from strom.common.structs import Node
 from strom.common.time import Time
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
 from strom.consumer.internals.group_state import NO_GENERATION, Generation, MemberState
-from strom.consumer.internals.heartbeat import Heartbeat, HeartbeatMixin, HeartbeatThread
+from strom.consumer.internals.heartbeat import Heartbeat, HeartbeatThread
 from strom.consumer.internals.request_future import (
     RequestFuture,
     coordinator_not_available,
@@ -41,6 +46,7 @@ from strom.consumer.internals.request_future import (
 from strom.consumer.internals.timer import Timer
 from strom.protocol.messages import (
     FindCoordinatorRequest,
+    HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     SyncGroupRequest,
@@ -76,7 +82,7 @@ class GroupRebalanceConfig:
     leave_group_on_close: bool = True
 
 
-class AbstractCoordinator(HeartbeatMixin):
+class AbstractCoordinator:
     """Kafka's ``AbstractCoordinator`` (see the module docstring)."""
 
     PROTOCOL_TYPE = "consumer"
@@ -458,3 +464,55 @@ class AbstractCoordinator(HeartbeatMixin):
             self.closed = True
             if thread is not None and thread.ident is not None and thread is not threading.current_thread():
                 thread.join(5)
+
+    def send_heartbeat_request(self) -> RequestFuture:
+        if self.coordinator is None:
+            return coordinator_not_available()
+        generation = self.generation
+        request = HeartbeatRequest(group_id=self.config.group_id, generation_id=generation.generation_id,
+                                   member_id=generation.member_id, group_instance_id=self.config.group_instance_id)
+        sent_generation = generation
+        return self.client.send(self.coordinator, request).compose(
+            lambda response, future: self._handle_heartbeat(response, future, sent_generation))
+
+    def _handle_heartbeat(self, response: Any, future: RequestFuture, sent: Generation) -> None:
+        error = response.error_code
+        if error == ErrorCode.NONE:
+            future.complete(None)
+            return
+        exc = for_code(error)
+        if error in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+            self.mark_coordinator_unknown(exc.name)
+        elif error == ErrorCode.REBALANCE_IN_PROGRESS:
+            with self.lock:
+                if self.state is not MemberState.STABLE:
+                    future.complete(None)  # already rebalancing: nothing to do
+                    return
+            self.request_rejoin("group is already rebalancing")
+        elif error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+            with self.lock:
+                unchanged = self.generation == sent
+                if unchanged and self.state is not MemberState.COMPLETING_REBALANCE:
+                    if error == ErrorCode.FENCED_INSTANCE_ID:
+                        self.fatal_error = exc
+                    self.reset_generation_on_response_error("Heartbeat", error)
+        future.raise_(exc)
+
+    def poll_heartbeat(self, now: int) -> None:
+        """The application polled: reset the poll timer; surface a heartbeat-thread failure."""
+        with self.lock:
+            thread = self.heartbeat_thread
+            if thread is not None and thread.failure is not None:
+                failure, thread.failure = thread.failure, None
+                if isinstance(failure, ec.FencedInstanceIdError):
+                    self.fatal_error = failure
+                raise failure
+            if self.fatal_error is not None:
+                raise self.fatal_error
+            self.heartbeat.poll(now)
+
+    def time_to_next_heartbeat(self, now: int) -> int:
+        with self.lock:
+            if self.state.has_not_joined_group():
+                return 2**31 - 1
+            return self.heartbeat.time_to_next_heartbeat(now)

@@ -79,12 +79,13 @@ def setup():  # type: ignore[no-untyped-def]
 
 def test_required_configs() -> None:
     """§18 item 1: bootstrap.servers, key.serializer and value.serializer are required; no thread starts."""
+    before = set(threading.enumerate())
     for missing in BASE:
         cfg = {k: v for k, v in BASE.items() if k != missing}
         with pytest.raises(ConfigError, match=missing.replace(".", r"\.")):
-            KafkaProducer(cfg)
-    assert not any(t.name.startswith(NETWORK_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
-                   if "unused" in t.name)
+            KafkaProducer({**cfg, "client.id": "required-configs"})
+    left_behind = [t.name for t in set(threading.enumerate()) - before if t.name.startswith(NETWORK_THREAD_PREFIX)]
+    assert left_behind == []
 
 
 def test_construction_failure_closes_and_wraps(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,11 +150,14 @@ def test_send_returns_future_and_runs_callback_once(setup: Setup) -> None:
     """§18 items 8, 9, 15: send returns a future whose get() blocks until acknowledged and yields partition
     and offset; the callback runs once with (metadata, None); a record without timestamp gets now."""
     calls: list[Any] = []
+    setup.time.sleep(1_234_567)  # the mock clock is far from 0 and from the wall clock
+    before = setup.time.milliseconds()
     future = setup.producer.send(ProducerRecord("t", b"v", partition=1), lambda md, e: calls.append((md, e)))
+    after = setup.time.milliseconds()  # the Sender thread may advance the mock clock meanwhile
     eventually(lambda: setup.respond_all(offset=41))
     md = future.get(10)
     assert (md.topic, md.partition, md.offset) == ("t", 1, 41)
-    assert md.timestamp == setup.time.milliseconds() or md.timestamp <= setup.time.milliseconds()
+    assert before <= md.timestamp <= after
     eventually(lambda: calls)
     assert calls == [(md, None)]
 
@@ -342,6 +346,45 @@ def test_sticky_partitioner_switches_on_new_batch() -> None:
         for run in runs:  # a switch happens only when the partition needs a new batch
             assert len({id(f.result_holder) for f in run}) == 1
             assert len(run) == 2  # two 100-byte records fill a 300-byte batch
+    finally:
+        s.close()
+
+
+def test_records_of_a_partition_keep_send_order() -> None:
+    """§18 item 38: per partition, batches are appended at the tail and the Sender takes from the head, so the
+    records of one partition reach the broker, get their offsets and complete their callbacks in send order
+    (several batches per partition, several requests, two partitions interleaved)."""
+    from strom.record.records import MemoryRecords
+    s = Setup({"t": 2}, **{"batch.size": 256})
+    sent: dict[int, list[bytes]] = {0: [], 1: []}
+    on_wire: dict[int, list[bytes]] = {0: [], 1: []}
+    acked: dict[int, list[tuple[bytes, int]]] = {0: [], 1: []}
+    next_offset = {0: 100, 1: 200}
+    try:
+        futures = []
+        for i in range(40):
+            p, value = i % 2, b"%03d" % i + b"." * 60  # three records fill a 256-byte batch
+            sent[p].append(value)
+            futures.append(s.producer.send(ProducerRecord("t", value, partition=p),
+                                           lambda md, e, v=value: acked[md.partition].append((v, md.offset))))
+
+        def answer_like_a_broker() -> bool:
+            for request in [r for r in list(s.client.requests) if isinstance(r.request, ProduceRequest)]:
+                offsets = {}
+                for tp, raw in request_partitions(request.request).items():
+                    values = [r.value for r in MemoryRecords(raw).records()]
+                    on_wire[tp.partition].extend(values)
+                    offsets[tp] = next_offset[tp.partition]
+                    next_offset[tp.partition] += len(values)
+                s.client.respond_to_request(request, produce_response(offsets))
+                s.client.wakeup()
+            return sum(map(len, acked.values())) == len(futures)
+
+        eventually(answer_like_a_broker)
+        assert all(f.exception() is None for f in futures)
+        for p, base in ((0, 100), (1, 200)):
+            assert on_wire[p] == sent[p]
+            assert acked[p] == [(v, base + i) for i, v in enumerate(sent[p])]
     finally:
         s.close()
 
