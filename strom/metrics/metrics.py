@@ -175,6 +175,7 @@ class Metrics:
                  time: Time = SYSTEM_TIME) -> None:
         self.config = config or MetricConfig()
         self.time = time
+        self.jmx_prefix = "kafka"  # the JMX domain a client or the broker reports under (kafka.producer, ...)
         self._lock = threading.RLock()
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self._sensors: dict[str, Sensor] = {}

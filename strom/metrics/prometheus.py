@@ -22,17 +22,25 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from strom.metrics.metrics import Metrics
+from strom.metrics.metric_name import MetricName
+from strom.metrics.metrics import KafkaMetric
 
-__all__ = ["KafkaMetricsCollector", "MetricsHttpServer", "prometheus_name", "parse_listener"]
+__all__ = ["KafkaMetricsCollector", "MetricsHttpServer", "MetricsSource", "prometheus_name", "parse_listener"]
+
+
+class MetricsSource(Protocol):
+    """Anything with Kafka's ``metrics()``: a :class:`~strom.metrics.metrics.Metrics` registry, or a producer,
+    consumer or admin client."""
+
+    def metrics(self) -> Mapping[MetricName, KafkaMetric]: ...
 
 _INVALID = re.compile(r"[^a-z0-9_]")
 
@@ -52,10 +60,10 @@ def _label(tag: str) -> str:
 
 
 class KafkaMetricsCollector(Collector):
-    """A prometheus-client collector for one metrics registry under JMX ``domain`` (``kafka.producer``,
-    ``kafka.consumer``, ``kafka.admin.client``, ``kafka.server``, ...)."""
+    """A prometheus-client collector for one metrics registry (or client) under JMX ``domain``
+    (``kafka.producer``, ``kafka.consumer``, ``kafka.admin.client``, ``kafka.server``, ...)."""
 
-    def __init__(self, metrics: Metrics, domain: str) -> None:
+    def __init__(self, metrics: MetricsSource, domain: str) -> None:
         if not domain:
             raise ValueError("a JMX domain such as 'kafka.server' is required")
         self.metrics = metrics
@@ -107,7 +115,7 @@ class MetricsHttpServer:
     """Serves ``/metrics`` for one or more registries on ``host:port`` (port 0 picks a free one; see
     :attr:`port`). ``close()`` stops it. Thread-safe."""
 
-    def __init__(self, metrics: Metrics | None, host: str = "127.0.0.1", port: int = 0,
+    def __init__(self, metrics: MetricsSource | None, host: str = "127.0.0.1", port: int = 0,
                  domain: str = "kafka.server") -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         if metrics is not None:
@@ -117,8 +125,8 @@ class MetricsHttpServer:
         self.host = host
         self.port: int = self._httpd.server_port
 
-    def add(self, metrics: Metrics, domain: str) -> KafkaMetricsCollector:
-        """Expose another registry (e.g. a broker's second registry, or a client's) under ``domain``."""
+    def add(self, metrics: MetricsSource, domain: str) -> KafkaMetricsCollector:
+        """Expose another registry or client under ``domain`` (``kafka.consumer`` for a consumer, ...)."""
         collector = KafkaMetricsCollector(metrics, domain)
         self.registry.register(collector)
         return collector

@@ -50,6 +50,7 @@ from strom.consumer.internals.consumer_protocol import (
 from strom.consumer.internals.offset_commits import OffsetCommitsMixin
 from strom.consumer.internals.subscription_state import SubscriptionState
 from strom.consumer.internals.timer import Timer
+from strom.metrics import Metrics
 
 __all__ = ["ConsumerCoordinator"]
 
@@ -63,8 +64,8 @@ class ConsumerCoordinator(OffsetCommitsMixin, AbstractCoordinator):
                  subscriptions: SubscriptionState, metadata: Any, assignors: list[Any], *,
                  auto_commit_enabled: bool = True, auto_commit_interval_ms: int = 5000,
                  interceptors: ConsumerInterceptors | None = None, client_rack: str | None = None,
-                 client_id: str = "") -> None:
-        super().__init__(config, client, time, client_id)
+                 client_id: str = "", metrics: Metrics | None = None) -> None:
+        super().__init__(config, client, time, client_id, metrics)
         self.subscriptions = subscriptions
         self.metadata_source = metadata
         self.assignors = list(assignors)
@@ -339,6 +340,17 @@ class ConsumerCoordinator(OffsetCommitsMixin, AbstractCoordinator):
     # --------------------------------------------------------------------------------- listeners
 
     def _invoke(self, method: str, partitions: set[TopicPartition]) -> BaseException | None:
+        """Call the rebalance listener's ``method``; its duration feeds partition-<x>-latency."""
+        start = self.time.milliseconds()
+        try:
+            return self._invoke_listener(method, partitions)
+        finally:
+            now = self.time.milliseconds()
+            sensors = self.sensors
+            {"on_partitions_revoked": sensors.revoked, "on_partitions_assigned": sensors.assigned,
+             "on_partitions_lost": sensors.lost}[method].record(now - start, now)
+
+    def _invoke_listener(self, method: str, partitions: set[TopicPartition]) -> BaseException | None:
         listener = self.subscriptions.rebalance_listener
         if listener is None:
             return None

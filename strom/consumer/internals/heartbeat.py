@@ -223,10 +223,15 @@ class HeartbeatMixin:
         request = HeartbeatRequest(group_id=self.config.group_id, generation_id=generation.generation_id,
                                    member_id=generation.member_id, group_instance_id=self.config.group_instance_id)
         sent_generation = generation
+        sent_ms = self.time.milliseconds()  # type: ignore[attr-defined]
         return self.client.send(self.coordinator, request).compose(
-            lambda response, future: self._handle_heartbeat(response, future, sent_generation))
+            lambda response, future: self._handle_heartbeat(response, future, sent_generation, sent_ms))
 
-    def _handle_heartbeat(self, response: Any, future: RequestFuture, sent: Generation) -> None:
+    def _handle_heartbeat(self, response: Any, future: RequestFuture, sent: Generation,
+                          sent_ms: int | None = None) -> None:
+        if sent_ms is not None:  # heartbeat-response-time-max, heartbeat-rate (Kafka records every response)
+            now = self.time.milliseconds()  # type: ignore[attr-defined]
+            self.sensors.heartbeat.record(now - sent_ms, now)  # type: ignore[attr-defined]
         error = response.error_code
         if error == ErrorCode.NONE:
             future.complete(None)

@@ -204,10 +204,15 @@ class OffsetCommitsMixin:
             retention_time_ms=-1,
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
         log.debug("Sending OffsetCommit request with %s to coordinator %s", dict(offsets), coordinator)
+        sent_ms = self.time.milliseconds()  # type: ignore[attr-defined]
         return self.client.send(coordinator, request).compose(  # type: ignore[attr-defined]
-            lambda response, future: self._handle_offset_commit(response, future, generation))
+            lambda response, future: self._handle_offset_commit(response, future, generation, sent_ms))
 
-    def _handle_offset_commit(self, response: Any, future: RequestFuture, generation: Generation) -> None:
+    def _handle_offset_commit(self, response: Any, future: RequestFuture, generation: Generation,
+                              sent_ms: int | None = None) -> None:
+        if sent_ms is not None:  # commit-latency, commit-rate (Kafka records every response)
+            now = self.time.milliseconds()  # type: ignore[attr-defined]
+            self.sensors.commit.record(now - sent_ms, now)  # type: ignore[attr-defined]
         unauthorized: set[str] = set()
         for topic in response.topics:
             for p in topic.partitions:
