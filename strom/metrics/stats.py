@@ -86,16 +86,21 @@ class SampledStat:
         return Sample(self._initial_value, time_ms)
 
     def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        self.update(self._sample_for(config, time_ms), config, value, time_ms)
+
+    def _sample_for(self, config: MetricConfig, time_ms: int) -> Sample:
+        """The window ``time_ms`` falls in (a new one when the current is complete), its event counted.
+        Subclasses on hot paths call this and update the sample inline."""
         samples = self._samples
         if samples:
             sample = samples[self._current]
+            if time_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
+                sample = self._advance(config, time_ms)
         else:
             sample = self.new_sample(time_ms)
             samples.append(sample)
-        if time_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
-            sample = self._advance(config, time_ms)
-        self.update(sample, config, value, time_ms)
         sample.event_count += 1
+        return sample
 
     def _advance(self, config: MetricConfig, time_ms: int) -> Sample:
         self._current = (self._current + 1) % config.samples
@@ -138,6 +143,9 @@ class WindowedSum(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
+    def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        self._sample_for(config, time_ms).value += value
+
     def update(self, sample: Sample, config: MetricConfig, value: float, time_ms: int) -> None:
         sample.value += value
 
@@ -150,6 +158,9 @@ class WindowedCount(WindowedSum):
 
     __slots__ = ()
 
+    def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        self._sample_for(config, time_ms).value += 1
+
     def update(self, sample: Sample, config: MetricConfig, value: float, time_ms: int) -> None:
         sample.value += 1
 
@@ -161,6 +172,9 @@ class Avg(SampledStat):
 
     def __init__(self) -> None:
         super().__init__(0.0)
+
+    def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        self._sample_for(config, time_ms).value += value
 
     def update(self, sample: Sample, config: MetricConfig, value: float, time_ms: int) -> None:
         sample.value += value
@@ -182,6 +196,11 @@ class Max(SampledStat):
     def __init__(self) -> None:
         super().__init__(-math.inf)
 
+    def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        sample = self._sample_for(config, time_ms)
+        if value > sample.value:
+            sample.value = value
+
     def update(self, sample: Sample, config: MetricConfig, value: float, time_ms: int) -> None:
         if value > sample.value:
             sample.value = value
@@ -198,6 +217,11 @@ class Min(SampledStat):
 
     def __init__(self) -> None:
         super().__init__(math.inf)
+
+    def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        sample = self._sample_for(config, time_ms)
+        if value < sample.value:
+            sample.value = value
 
     def update(self, sample: Sample, config: MetricConfig, value: float, time_ms: int) -> None:
         if value < sample.value:
@@ -301,6 +325,6 @@ class Meter:
         return [NamedMeasurable(self.total_name, self.total), NamedMeasurable(self.rate_name, self.rate)]
 
     def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
-        self.rate.record(config, value, time_ms)
+        self.rate.stat.record(config, value, time_ms)
         # Kafka's Meter records the total with the same value: for WindowedCount it is a count.
         self.total.record(config, value, time_ms)
