@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "producer-perf-test": ("strom.cli.producer_perf", "producer throughput/latency test "
                                                       "(kafka-producer-perf-test.sh)"),
     "consumer-perf-test": ("strom.cli.consumer_perf", "consumer throughput test (kafka-consumer-perf-test.sh)"),
+    "ui": ("strom.cli.ui", "the web console: brokers, topics, messages, consumer groups and lag, rate charts"),
 }
 
 
