@@ -68,7 +68,19 @@ class KafkaMetricsCollector(Collector):
             raise ValueError("a JMX domain such as 'kafka.server' is required")
         self.metrics = metrics
         self.domain = domain
-        self._names: dict[tuple[str, str], str] = {}
+        # series name and labels per metric name: sanitising is done once, not per scrape
+        self._names: dict[MetricName, tuple[str, dict[str, str], str]] = {}
+
+    def _series(self, metric_name: MetricName) -> tuple[str, dict[str, str], str]:
+        known = self._names.get(metric_name)
+        if known is None:
+            if len(self._names) > 100_000:  # metrics come and go (partitions): do not grow forever
+                self._names.clear()
+            series = prometheus_name(self.domain, metric_name.group, metric_name.name)
+            labels = {_label(k): v for k, v in metric_name.tags.items()}
+            doc = metric_name.description or f"{metric_name.group} {metric_name.name}"
+            known = self._names[metric_name] = (series, labels, doc)
+        return known
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         families: dict[str, GaugeMetricFamily] = {}
@@ -77,20 +89,16 @@ class KafkaMetricsCollector(Collector):
                 value: Any = metric.metric_value()
             except Exception:  # one failing gauge must not fail the scrape
                 continue
-            if isinstance(value, bool):
+            if type(value) is not float:
+                if not isinstance(value, (int, float)):  # bool is an int: exported as 0 / 1
+                    continue
                 value = float(value)
-            if not isinstance(value, (int, float)):
-                continue
-            key = (metric_name.group, metric_name.name)
-            series = self._names.get(key)
-            if series is None:
-                series = self._names[key] = prometheus_name(self.domain, *key)
+            series, labels, doc = self._series(metric_name)
             family = families.get(series)
             if family is None:
-                family = families[series] = GaugeMetricFamily(
-                    series, metric_name.description or f"{metric_name.group} {metric_name.name}")
+                family = families[series] = GaugeMetricFamily(series, doc)
             # Labels per sample: metrics of one family may carry different tag sets.
-            family.add_sample(series, {_label(k): v for k, v in metric_name.tags.items()}, float(value))
+            family.add_sample(series, labels, value)
         yield from families.values()
 
 
