@@ -2,6 +2,7 @@
 groups with per-partition lag, and rate charts. It reads the cluster only through the AdminClient and a
 consumer, so it also watches a Kafka cluster.
 
+Examples:
   strom ui --bootstrap-server 127.0.0.1:9092
   strom ui --bootstrap-server 127.0.0.1:9092 --port 8080 --allow-writes
 

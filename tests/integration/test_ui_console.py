@@ -253,3 +253,26 @@ def test_writes_need_allow_writes_and_confirmation(cluster: str, browser: webdri
         # put the lag back for other tests in this module
         assert post(console.url + "/groups/g-lag/reset", {"to": "offset", "offset": "200", "confirm": "g-lag"})[0] \
             == 200
+
+
+def test_strom_ui_command_serves_and_stops_on_sigterm(cluster: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "strom.cli.main", "ui", "--bootstrap-server", cluster, "--port",
+                             "0", "--sample-interval", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("strom console on http://127.0.0.1:") and "(read-only)" in line, line
+        url = line.split()[3]
+        with urllib.request.urlopen(url + "groups/g-lag", timeout=30) as resp:
+            assert resp.status == 200 and 'id="total-lag">300<' in resp.read().decode()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
