@@ -97,7 +97,7 @@ class Sensor:
     """Kafka's ``Sensor``: records values into its stats, then into its parents. Thread-safe."""
 
     __slots__ = ("_registry", "name", "_parents", "_stats", "_metrics", "config", "_time", "recording_level",
-                 "_lock", "_should_record", "last_record_time_ms", "_stat_records")
+                 "_lock", "_should_record", "_stat_records")
 
     def __init__(self, registry: Metrics, name: str, parents: Iterable[Sensor], config: MetricConfig, time: Time,
                  recording_level: RecordingLevel) -> None:
@@ -112,7 +112,6 @@ class Sensor:
         self.recording_level = recording_level
         self._lock = threading.RLock()
         self._should_record = recording_level.should_record(registry.config.recording_level)
-        self.last_record_time_ms = time.milliseconds()
         for parent in self._parents:
             if parent is self:
                 raise ValueError(f"Sensor {name} cannot be its own parent")
@@ -128,13 +127,13 @@ class Sensor:
             return
         if time_ms is None:
             time_ms = self._time.milliseconds()
-        self.last_record_time_ms = time_ms
         config = self.config
         with self._lock:
             for record in self._stat_records:
                 record(config, value, time_ms)
-        for parent in self._parents:
-            parent.record(value, time_ms)
+        if self._parents:
+            for parent in self._parents:
+                parent.record(value, time_ms)
 
     def parents(self) -> tuple[Sensor, ...]:
         return self._parents

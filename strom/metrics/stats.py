@@ -312,14 +312,15 @@ class Meter:
     occurrences (Kafka pairs ``WindowedCount`` with ``CumulativeCount``).
     """
 
-    __slots__ = ("rate_name", "total_name", "rate", "total")
+    __slots__ = ("rate_name", "total_name", "rate", "total", "_counts")
 
     def __init__(self, rate_name: MetricName, total_name: MetricName, rate_stat: SampledStat | None = None) -> None:
         rate_stat = rate_stat if rate_stat is not None else WindowedSum()
         self.rate_name = rate_name
         self.total_name = total_name
         self.rate = Rate(rate_stat)
-        self.total: CumulativeSum = CumulativeCount() if isinstance(rate_stat, WindowedCount) else CumulativeSum()
+        self._counts = isinstance(rate_stat, WindowedCount)
+        self.total: CumulativeSum = CumulativeCount() if self._counts else CumulativeSum()
 
     def stats(self) -> list[NamedMeasurable]:
         return [NamedMeasurable(self.total_name, self.total), NamedMeasurable(self.rate_name, self.rate)]
@@ -327,4 +328,4 @@ class Meter:
     def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
         self.rate.stat.record(config, value, time_ms)
         # Kafka's Meter records the total with the same value: for WindowedCount it is a count.
-        self.total.record(config, value, time_ms)
+        self.total.total += 1 if self._counts else value

@@ -57,6 +57,7 @@ class FetchMetricsManager:
         self._lock = threading.Lock()
         self._topics: dict[str, tuple[Sensor, Sensor]] = {}
         self._partitions: dict[TopicPartition, tuple[Sensor, Sensor]] = {}
+        self._assignment_token: object = None
 
     def _add_bytes_stats(self, s: Sensor, topic: str | None) -> None:
         name = self.metrics.metric_name
@@ -126,6 +127,18 @@ class FetchMetricsManager:
     def record_records_fetched(self, topic: str, count: int, now_ms: int) -> None:
         self._topic(topic)[1].record(count, now_ms)
 
+    def record_partition_fetch(self, tp: TopicPartition, count: int, lag: int | None, lead: int | None,
+                               now_ms: int) -> None:
+        """The application was handed ``count`` records of ``tp``; its lag and lead at the new position."""
+        if count:
+            self._topic(tp.topic)[1].record(count, now_ms)
+        if lag is not None or lead is not None:
+            sensors = self._partitions.get(tp) or self._partition(tp)
+            if lag is not None:
+                sensors[0].record(lag, now_ms)
+            if lead is not None:
+                sensors[1].record(lead, now_ms)
+
     def record_partition_lag(self, tp: TopicPartition, lag: int, now_ms: int) -> None:
         self._partition(tp)[0].record(lag, now_ms)
 
@@ -138,6 +151,10 @@ class FetchMetricsManager:
         partitions = self._partitions
         if not partitions:
             return
+        token = subscriptions.assignment_token()
+        if token is self._assignment_token:
+            return
+        self._assignment_token = token
         is_assigned = subscriptions.is_assigned
         for tp in [tp for tp in partitions if not is_assigned(tp)]:
             del partitions[tp]

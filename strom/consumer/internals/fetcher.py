@@ -256,16 +256,9 @@ class Fetcher:
                 if cf.next_fetch_offset > position:
                     subscriptions.update_position(tp, cf.next_fetch_offset, cf.last_epoch)
                 # Kafka's FetchCollector: records consumed, then the partition's lag and lead at the new position
-                metrics = self.metrics_manager
-                now = self.time.milliseconds()
-                if records:
-                    metrics.record_records_fetched(tp.topic, len(records), now)
-                lag = subscriptions.partition_lag(tp, self.read_committed)
-                if lag is not None:
-                    metrics.record_partition_lag(tp, lag, now)
-                lead = subscriptions.partition_lead(tp)
-                if lead is not None:
-                    metrics.record_partition_lead(tp, lead, now)
+                self.metrics_manager.record_partition_fetch(
+                    tp, len(records), subscriptions.partition_lag(tp, self.read_committed),
+                    subscriptions.partition_lead(tp), self.time.milliseconds())
                 return records
             log.debug("Ignoring fetched records for %s at offset %s since the current position is %s", tp,
                       cf.next_fetch_offset, position)
