@@ -47,10 +47,13 @@ from strom.consumer.internals.completed_fetch import RecordConverter
 from strom.consumer.internals.consumer_coordinator import ConsumerCoordinator
 from strom.consumer.internals.consumer_metadata import ConsumerMetadata
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
+from strom.consumer.internals.fetch_metrics import FetchMetricsManager
 from strom.consumer.internals.fetcher import Fetcher
 from strom.consumer.internals.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
 from strom.consumer.internals.subscription_state import OffsetResetStrategy, SubscriptionState
 from strom.consumer.internals.timer import Timer
+from strom.metrics import Avg, KafkaMetric, Max, MetricName, Metrics
+from strom.metrics.client_metrics import new_client_metrics
 
 __all__ = ["KafkaConsumer", "DEFAULT_CLOSE_TIMEOUT_MS"]
 
@@ -92,6 +95,7 @@ class KafkaConsumer:
                                      value_deserializer=value_deserializer, **kwargs)
         self._client: ConsumerNetworkClient | None = None
         self._coordinator: ConsumerCoordinator | None = None
+        self._metrics: Metrics | None = None
         self._interceptors: Any = None
         self._deserializers: list[Any] = []
         try:
@@ -115,6 +119,19 @@ class KafkaConsumer:
         self._request_timeout_ms: int = c["request.timeout.ms"]
         self._default_api_timeout_ms: int = c["default.api.timeout.ms"]
         self._retry_backoff_ms: int = c["retry.backoff.ms"]
+        self._metrics = metrics = new_client_metrics(c, self.client_id, time, "consumer")
+        # Kafka's KafkaConsumerMetrics: the time between the application's polls
+        self._last_poll_ms = -1
+        self._poll_gap = metrics.sensor("time-between-poll")
+        self._poll_gap.add(metrics.metric_name("time-between-poll-avg", "consumer-metrics",
+                                               "The average delay between invocations of poll() in milliseconds."),
+                           Avg())
+        self._poll_gap.add(metrics.metric_name("time-between-poll-max", "consumer-metrics",
+                                               "The max delay between invocations of poll() in milliseconds."), Max())
+        metrics.add_metric(metrics.metric_name("last-poll-seconds-ago", "consumer-metrics",
+                                               "The number of seconds since the last poll() invocation."),
+                           lambda _c, now: float((now - self._last_poll_ms) // 1000) if self._last_poll_ms >= 0
+                           else -1.0)
         self._interceptors = self.config.make_interceptors()
         key_deserializer = self.config.make_key_deserializer()
         value_deserializer = self.config.make_value_deserializer()
@@ -140,14 +157,15 @@ class KafkaConsumer:
                 rebalance_config, self._client, time, self._subscriptions, self._metadata,
                 self.config.make_assignors(), auto_commit_enabled=c["enable.auto.commit"],
                 auto_commit_interval_ms=c["auto.commit.interval.ms"], interceptors=self._interceptors,
-                client_rack=c["client.rack"], client_id=self.client_id)
+                client_rack=c["client.rack"], client_id=self.client_id, metrics=metrics)
         self._fetcher = Fetcher(
             self._client, self._metadata, self._subscriptions, time, RecordConverter(key_deserializer,
                                                                                      value_deserializer),
             fetch_min_bytes=c["fetch.min.bytes"], fetch_max_bytes=c["fetch.max.bytes"],
             fetch_max_wait_ms=c["fetch.max.wait.ms"], max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
             max_poll_records=c["max.poll.records"], check_crcs=c["check.crcs"], client_rack=c["client.rack"],
-            read_committed=read_committed, request_timeout_ms=self._request_timeout_ms)
+            read_committed=read_committed, request_timeout_ms=self._request_timeout_ms,
+            metrics=FetchMetricsManager(metrics))
         self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, time,
                                              self._retry_backoff_ms, self._request_timeout_ms, read_committed)
         self._has_all_fetch_positions = False
@@ -157,7 +175,8 @@ class KafkaConsumer:
         from strom.network.network_client import NetworkClient
         from strom.network.selector import Selector
 
-        selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context)
+        selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context,
+                            metrics=self._metrics, metric_grp_prefix="consumer")
         return NetworkClient(
             selector, self._metadata, self.client_id, 100, c["reconnect.backoff.ms"], c["reconnect.backoff.max.ms"],
             c["send.buffer.bytes"], c["receive.buffer.bytes"], self._request_timeout_ms,
@@ -293,6 +312,10 @@ class KafkaConsumer:
             if self._subscriptions.has_no_subscription_or_user_assignment():
                 raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
             timer = Timer(self._time, to_ms(timeout, timeout_ms, 0))
+            now = timer.current_ms
+            if self._last_poll_ms >= 0:
+                self._poll_gap.record(now - self._last_poll_ms, now)
+            self._last_poll_ms = now
             client = self._client
             assert client is not None
             while True:
@@ -445,7 +468,19 @@ class KafkaConsumer:
         metadata = getattr(self, "_metadata", None)
         if metadata is not None:
             metadata.close()
+        if self._metrics is not None:
+            self._metrics.close()
         log.debug("%sKafka consumer has been closed", getattr(self, "_log_context", ""))
+
+    def metrics(self) -> dict[MetricName, KafkaMetric]:
+        """The consumer's metrics by :class:`MetricName` (Kafka's ``metrics()``): ``consumer-fetch-manager-metrics``
+        (records-consumed-rate, fetch-latency-avg, records-lag-max; per topic; per partition records-lag and
+        records-lead), ``consumer-coordinator-metrics`` (commit-latency-avg, rebalance-rate-per-hour,
+        last-heartbeat-seconds-ago, assigned-partitions, ...), ``consumer-metrics`` and ``consumer-node-metrics``
+        (network), ``app-info``. Thread-safe (like Kafka's, the one method besides ``wakeup`` that is)."""
+        if self._metrics is None:
+            raise IllegalStateError("The consumer was not constructed")
+        return self._metrics.metrics()
 
     def __enter__(self) -> KafkaConsumer:
         return self

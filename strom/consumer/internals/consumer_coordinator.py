@@ -66,6 +66,7 @@ from strom.consumer.internals.consumer_protocol import (
 from strom.consumer.internals.request_future import RequestFuture, coordinator_not_available
 from strom.consumer.internals.subscription_state import SubscriptionState
 from strom.consumer.internals.timer import Timer
+from strom.metrics import Metrics
 from strom.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 __all__ = ["ConsumerCoordinator", "OffsetCommitCallback", "RetriableCommitFailedError"]
@@ -82,8 +83,8 @@ class ConsumerCoordinator(AbstractCoordinator):
                  subscriptions: SubscriptionState, metadata: Any, assignors: list[Any], *,
                  auto_commit_enabled: bool = True, auto_commit_interval_ms: int = 5000,
                  interceptors: ConsumerInterceptors | None = None, client_rack: str | None = None,
-                 client_id: str = "") -> None:
-        super().__init__(config, client, time, client_id)
+                 client_id: str = "", metrics: Metrics | None = None) -> None:
+        super().__init__(config, client, time, client_id, metrics)
         self.subscriptions = subscriptions
         self.metadata_source = metadata
         self.assignors = list(assignors)
@@ -364,6 +365,17 @@ class ConsumerCoordinator(AbstractCoordinator):
     # --------------------------------------------------------------------------------- listeners
 
     def _invoke(self, method: str, partitions: set[TopicPartition]) -> BaseException | None:
+        """Call the rebalance listener's ``method``; its duration feeds partition-<x>-latency."""
+        start = self.time.milliseconds()
+        try:
+            return self._invoke_listener(method, partitions)
+        finally:
+            now = self.time.milliseconds()
+            sensors = self.sensors
+            {"on_partitions_revoked": sensors.revoked, "on_partitions_assigned": sensors.assigned,
+             "on_partitions_lost": sensors.lost}[method].record(now - start, now)
+
+    def _invoke_listener(self, method: str, partitions: set[TopicPartition]) -> BaseException | None:
         listener = self.subscriptions.rebalance_listener
         if listener is None:
             return None
@@ -561,10 +573,15 @@ class ConsumerCoordinator(AbstractCoordinator):
             retention_time_ms=-1,
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
         log.debug("Sending OffsetCommit request with %s to coordinator %s", dict(offsets), coordinator)
+        sent_ms = self.time.milliseconds()
         return self.client.send(coordinator, request).compose(
-            lambda response, future: self._handle_offset_commit(response, future, generation))
+            lambda response, future: self._handle_offset_commit(response, future, generation, sent_ms))
 
-    def _handle_offset_commit(self, response: Any, future: RequestFuture, generation: Generation) -> None:
+    def _handle_offset_commit(self, response: Any, future: RequestFuture, generation: Generation,
+                              sent_ms: int | None = None) -> None:
+        if sent_ms is not None:  # commit-latency, commit-rate (Kafka records every response)
+            now = self.time.milliseconds()
+            self.sensors.commit.record(now - sent_ms, now)
         unauthorized: set[str] = set()
         for topic in response.topics:
             for p in topic.partitions:

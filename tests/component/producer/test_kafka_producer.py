@@ -13,6 +13,7 @@ from strom.common.errors import ConfigError, IllegalStateError, KafkaError, Kafk
 from strom.common.serialization import SerializationError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME
+from strom.metrics import metric_values
 from strom.producer import KafkaProducer, ProducerRecord, RecordTooLargeError
 from strom.producer.internals.producer_metadata import ProducerMetadata
 from strom.producer.kafka_producer import NETWORK_THREAD_PREFIX
@@ -399,7 +400,7 @@ def test_flush_waits_for_completion(setup: Setup) -> None:
         s.producer.flush(10)
         assert f.done() and f.get().offset == 7
         responder.join(10)
-        assert s.producer.metrics()["flush-time-ns-total"] >= 0
+        assert metric_values(s.producer.metrics(), "producer-metrics")["flush-time-ns-total"] >= 0
     finally:
         s.close()
 
@@ -444,7 +445,7 @@ def test_partitions_for_metrics_and_context_manager() -> None:
         f = producer.send(ProducerRecord("t", b"v", partition=2))
         eventually(lambda: s.respond_all(offset=0))
         f.get(10)
-        metrics = producer.metrics()
+        metrics = metric_values(producer.metrics(), "producer-metrics", client_id=producer.client_id)
         for name in ("record-send-rate", "record-error-rate", "request-latency-avg", "batch-size-avg",
                      "records-per-request-avg", "buffer-available-bytes", "buffer-total-bytes",
                      "bufferpool-wait-time-ns-total", "metadata-wait-time-ns-total", "requests-in-flight"):
