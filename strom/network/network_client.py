@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import random
 import socket
-import struct
 from typing import Any
 
 from strom.common.error_codes import ErrorCode
@@ -30,7 +29,6 @@ from strom.network.api_versions import (
     API_VERSIONS_REQUEST_VERSION,
     ApiVersions,
     NodeApiVersions,
-    decode_api_versions_response,
 )
 from strom.network.client_request import (
     ClientRequest,
@@ -39,7 +37,7 @@ from strom.network.client_request import (
     RequestCompletionHandler,
 )
 from strom.network.connection_states import ClusterConnectionStates
-from strom.network.errors import CorrelationIdMismatchError, DisconnectError
+from strom.network.errors import DisconnectError
 from strom.network.in_flight_requests import InFlightRequests
 from strom.network.kafka_channel import ChannelState
 from strom.network.metadata import Metadata
@@ -47,8 +45,9 @@ from strom.network.metadata_updater import DefaultMetadataUpdater
 from strom.network.network_receive import NetworkSend
 from strom.network.selector import Selector
 from strom.protocol.api_keys import ApiKey
-from strom.protocol.headers import RequestHeader, decode_response_header, encode_request_header
-from strom.protocol.messages import RESPONSES, ApiVersionsRequest
+from strom.protocol.connection import decode_response_frame, encode_request_frame
+from strom.protocol.headers import RequestHeader
+from strom.protocol.messages import ApiVersionsRequest
 
 __all__ = ["NetworkClient", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -56,7 +55,6 @@ log = logging.getLogger(__name__)
 
 CLIENT_SOFTWARE_NAME = "strom"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
-_I32 = struct.Struct(">i")
 _METADATA = int(ApiKey.METADATA)
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 # KIP-219: from these versions on the client, not the broker, delays requests after a throttle.
@@ -255,10 +253,8 @@ class NetworkClient:
                     self.metadata_updater.handle_failed_request(now, e)
                 return
         header = request.make_header(version)
-        out = bytearray(b"\x00\x00\x00\x00")
-        encode_request_header(out, RequestHeader(request.api_key, version, request.correlation_id, self.client_id))
-        request.request.encode_into(out, version)
-        _I32.pack_into(out, 0, len(out) - 4)
+        out = encode_request_frame(RequestHeader(request.api_key, version, request.correlation_id, self.client_id),
+                                   request.request)
         send = NetworkSend(node_id, out)
         self.in_flight_requests.add(InFlightRequest(request, header, is_internal, send, now))
         self.selector.send(send)
@@ -332,15 +328,7 @@ class NetworkClient:
 
     def _parse_response(self, payload: memoryview, request: InFlightRequest) -> Any:
         header = request.header
-        correlation_id, offset = decode_response_header(payload, header.api_key, header.api_version)
-        if correlation_id != header.correlation_id:
-            raise CorrelationIdMismatchError(
-                f"Correlation id for response ({correlation_id}) does not match request "
-                f"({header.correlation_id}), request header: {header}")
-        body = payload[offset:]
-        if header.api_key == _API_VERSIONS:
-            return decode_api_versions_response(body, header.api_version)
-        return RESPONSES[header.api_key].decode(body, header.api_version)
+        return decode_response_frame(payload, header.api_key, header.api_version, header.correlation_id)[1]
 
     def _handle_api_versions_response(self, responses: list[ClientResponse], request: InFlightRequest, now: int,
                                       body: Any) -> None:
