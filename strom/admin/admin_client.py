@@ -63,6 +63,7 @@ from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
 from strom.network.api_versions import ApiVersions
+from strom.network.channel_builder import ClientChannelBuilder
 from strom.network.kafka_client import KafkaClient
 from strom.network.network_client import NetworkClient
 from strom.network.selector import Selector
@@ -119,7 +120,8 @@ class AdminClient:
         log.debug("%sKafka admin client initialized", self._log_context)
 
     def _new_network_client(self, values: Mapping[str, Any]) -> NetworkClient:
-        selector = Selector(values["connections.max.idle.ms"], self._time, log_context=self._log_context)
+        selector = Selector(values["connections.max.idle.ms"], self._time, log_context=self._log_context,
+                            channel_builder=ClientChannelBuilder.from_config(values))
         return NetworkClient(
             selector, self._metadata, self.client_id, 100, values["reconnect.backoff.ms"],
             values["reconnect.backoff.max.ms"], values["send.buffer.bytes"], values["receive.buffer.bytes"],

@@ -40,9 +40,10 @@ def _text(get: Callable[[str], Any], key: str) -> str | None:
 def build_ssl_context(get: Callable[[str], Any], *, server: bool) -> ssl.SSLContext:
     """``get(key)`` returns the setting (or ``None``). ``server=True`` builds a listener's context
     (``ssl.client.auth``), else a client's (``ssl.endpoint.identification.algorithm``)."""
-    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+    for key, location in (("ssl.keystore.type", "ssl.keystore.location"),
+                          ("ssl.truststore.type", "ssl.truststore.location")):
         kind = _text(get, key)
-        if kind is not None and kind.upper() != "PEM":
+        if kind is not None and kind.upper() != "PEM" and _text(get, location):
             raise ConfigError(f"Invalid value {kind} for configuration {key}: strom reads PEM files only "
                               "(convert a JKS/PKCS12 store with keytool/openssl, or use the inline PEM settings)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)

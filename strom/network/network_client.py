@@ -155,7 +155,8 @@ class NetworkClient:
             self.connection_states.connecting(node_id, now, node.host)
             family, address = self._resolve(node)
             log.debug("%sInitiating connection to node %s using address %s", self.log_context, node, address)
-            self.selector.connect(node_id, address, self.socket_send_buffer, self.socket_receive_buffer, family)
+            self.selector.connect(node_id, address, self.socket_send_buffer, self.socket_receive_buffer, family,
+                                  host=node.host)
         except OSError as e:
             log.warning("%sError connecting to node %s: %s", self.log_context, node, e)
             self.connection_states.disconnected(node_id, now)  # try again after the backoff
@@ -358,15 +359,20 @@ class NetworkClient:
 
     def _process_disconnection(self, responses: list[ClientResponse] | None, node: Any, now: int,
                                state: ChannelState, timed_out: bool = False) -> None:
+        auth_error = (self.selector.authentication_errors.get(node)
+                      if state is ChannelState.AUTHENTICATION_FAILED else None)
         if node in self.connection_states:
-            self.connection_states.disconnected(node, now)
+            if auth_error is not None:
+                self.connection_states.authentication_failed(node, now, auth_error)
+            else:
+                self.connection_states.disconnected(node, now)
         self.api_versions.remove(node)
         self._nodes_needing_api_versions.pop(node, None)
         if state is ChannelState.NOT_CONNECTED:
             log.warning("%sConnection to node %s (%s) could not be established. Node may not be available.",
                         self.log_context, node, self._describe(node))
-        self._cancel_in_flight_requests(node, now, responses, timed_out)
-        self.metadata_updater.handle_server_disconnect(now, node, None)
+        self._cancel_in_flight_requests(node, now, responses, timed_out, auth_error)
+        self.metadata_updater.handle_server_disconnect(now, node, auth_error)
 
     def _describe(self, node_id: Any) -> str:
         for n in self.metadata_updater.fetch_nodes():
@@ -375,11 +381,11 @@ class NetworkClient:
         return "unknown address"
 
     def _cancel_in_flight_requests(self, node: Any, now: int, responses: list[ClientResponse] | None,
-                                   timed_out: bool) -> None:
+                                   timed_out: bool, auth_error: BaseException | None = None) -> None:
         for request in self.in_flight_requests.clear_all(node):
             if not request.is_internal:
                 if responses is not None:
-                    responses.append(request.disconnected(now, None, timed_out))
+                    responses.append(request.disconnected(now, auth_error, timed_out))
             elif request.header.api_key == _METADATA:
                 self.metadata_updater.handle_failed_request(now, None)
 

@@ -31,6 +31,7 @@ from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
 from strom.network.api_versions import ApiVersions
+from strom.network.channel_builder import ClientChannelBuilder
 from strom.network.cluster import Cluster, PartitionInfo
 from strom.network.kafka_client import KafkaClient
 from strom.network.metrics import Metrics
@@ -153,7 +154,8 @@ class KafkaProducer:
         log.info("%sKafka producer started", log_context)
 
     def _new_network_client(self, values: Mapping[str, Any], time: Time, log_context: str) -> NetworkClient:
-        selector = Selector(values["connections.max.idle.ms"], time, log_context=log_context)
+        selector = Selector(values["connections.max.idle.ms"], time, log_context=log_context,
+                            channel_builder=ClientChannelBuilder.from_config(values))
         return NetworkClient(
             selector, self._metadata, self.client_id, values["max.in.flight.requests.per.connection"],
             values["reconnect.backoff.ms"], values["reconnect.backoff.max.ms"], values["send.buffer.bytes"],

@@ -323,6 +323,10 @@ class KafkaConnection:
             self._in_flight.append(InFlightRequest(cid, int(api_key), version))
         return cid, bytes(out)
 
+    def receive_frame(self, frame: memoryview) -> tuple[int, int, int, Any]:
+        """One response frame's payload (size prefix stripped) → ``(correlation_id, api_key, version, body)``."""
+        return self._complete(frame)
+
     def _complete(self, frame: memoryview) -> tuple[int, int, int, Any]:
         if len(frame) < 4:
             raise ProtocolError(f"response frame too short: {len(frame)} bytes")

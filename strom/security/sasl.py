@@ -6,14 +6,25 @@ from typing import Protocol
 
 from strom.common.errors import KafkaError
 
-__all__ = ["SaslServer", "SaslClient", "SaslAuthenticationError", "SUPPORTED_MECHANISMS"]
+__all__ = ["SaslServer", "SaslClient", "AuthenticationError", "SaslAuthenticationError", "SslAuthenticationError",
+           "SUPPORTED_MECHANISMS"]
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-class SaslAuthenticationError(KafkaError):
-    """Authentication failed (Kafka's ``SaslAuthenticationException``); the message goes to the client, so it
+class AuthenticationError(KafkaError):
+    """The connection could not be authenticated (Kafka's ``AuthenticationException``): not retriable with the
+    same settings."""
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL authentication failed (Kafka's ``SaslAuthenticationException``); the message goes to the peer, so it
     never holds a password."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: untrusted or mismatched certificate, protocol mismatch (Kafka's
+    ``SslAuthenticationException``)."""
 
 
 class SaslServer(Protocol):
