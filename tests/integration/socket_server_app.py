@@ -30,6 +30,7 @@ _SERVER = KafkaConnection("server")
 _ACL_HANDLERS = {int(ApiKey.CREATE_ACLS): handle_create_acls, int(ApiKey.DESCRIBE_ACLS): handle_describe_acls,
                  int(ApiKey.DELETE_ACLS): handle_delete_acls}
 AUTHORIZER: StandardAuthorizer | None = None
+ADDRESSES: dict[str, tuple[str, int]] = {}  # listener name → advertised host and bound port
 
 
 async def dispatch(ctx: ConnectionContext, frame: memoryview) -> bytes | None:
@@ -39,7 +40,10 @@ async def dispatch(ctx: ConnectionContext, frame: memoryview) -> bytes | None:
                 for k, v in ((18, 3), (3, 9), (17, 1), (36, 2), (29, 3), (30, 3), (31, 3))]
         return _SERVER.encode_response(header, ApiVersionsResponse(api_keys=keys), min(header.api_version, 3))
     if header.api_key == ApiKey.METADATA:
-        return _SERVER.encode_response(header, MetadataResponse(cluster_id=str(ctx.principal)))
+        host, port = ADDRESSES[ctx.listener_name]
+        broker = MetadataResponse.MetadataResponseBroker(node_id=1, host=host, port=port)  # type: ignore[attr-defined]
+        return _SERVER.encode_response(header, MetadataResponse(cluster_id=str(ctx.principal), controller_id=1,
+                                                                brokers=[broker], topics=[]))
     handler = _ACL_HANDLERS.get(header.api_key)
     if handler is not None:
         request = REQUESTS[header.api_key].decode(frame[offset:], header.api_version)
@@ -54,6 +58,7 @@ async def serve(config: BrokerConfig, data_dir: str | None) -> None:
     servers = build_socket_servers(config, dispatch, data_dir=data_dir)
     for s in servers:
         await s.start()
+        ADDRESSES[s.listener.name] = (s.listener.host or "127.0.0.1", int(s.bound_port or 0))
     print("ready on " + ",".join(f"{s.listener.name}={s.bound_port}" for s in servers), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
