@@ -26,6 +26,7 @@ from typing import Any
 from strom.cli.common import add_connection_options, error_message, new_admin, wait
 from strom.cli.errors import CliError
 from strom.common.acl import (
+    SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -44,15 +45,8 @@ __all__ = ["add_arguments", "run"]
 
 CLUSTER_NAME = "kafka-cluster"
 Op = AclOperation
-# Kafka's AclCommand.supportedOps: what each resource type takes.
 SUPPORTED_OPS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
-                         Op.ALTER_CONFIGS, Op.ALL),
-    ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.ALL),
-    ResourceType.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
-                           Op.ALTER, Op.DESCRIBE, Op.ALL),
-    ResourceType.TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE, Op.ALL),
-}
+    rt: ops + (Op.ALL,) for rt, ops in SUPPORTED_OPERATIONS.items()}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "WILDCARD_RESOURCE",
     "WILDCARD_PRINCIPAL",
     "WILDCARD_HOST",
+    "SUPPORTED_OPERATIONS",
 ]
 
 WILDCARD_RESOURCE = "*"
@@ -189,3 +190,16 @@ class AclBindingFilter:
         if self.entry.permission_type is AclPermissionType.UNKNOWN:
             return "Permission type is UNKNOWN"
         return None
+
+
+_Op = AclOperation
+# What each resource type takes (Kafka's AclCommand.supportedOps / the authorized-operations sets of
+# Metadata, DescribeCluster and DescribeGroups).
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (_Op.READ, _Op.WRITE, _Op.CREATE, _Op.DESCRIBE, _Op.DELETE, _Op.ALTER, _Op.DESCRIBE_CONFIGS,
+                         _Op.ALTER_CONFIGS),
+    ResourceType.GROUP: (_Op.READ, _Op.DESCRIBE, _Op.DELETE),
+    ResourceType.CLUSTER: (_Op.CREATE, _Op.CLUSTER_ACTION, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS,
+                           _Op.IDEMPOTENT_WRITE, _Op.ALTER, _Op.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (_Op.DESCRIBE, _Op.WRITE),
+}

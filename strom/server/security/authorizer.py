@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from strom.common.acl import (
+    SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
@@ -39,7 +40,7 @@ from strom.common.errors import ConfigError
 from strom.server.security.principal import KafkaPrincipal
 from strom.storage.fs import atomic_write
 
-__all__ = ["Authorizer", "StandardAuthorizer", "AclStore", "MemoryAclStore", "FileAclStore", "create_authorizer",
+__all__ = ["Authorizer", "StandardAuthorizer", "authorized_operations", "AclStore", "MemoryAclStore", "FileAclStore", "create_authorizer",
            "ACLS_FILE", "AUTHORIZER_CLASS_NAMES"]
 
 ACLS_FILE = "acls.json"
@@ -259,3 +260,15 @@ def create_authorizer(config: Any, data_dir: str | Path | None = None,
         store = FileAclStore(base / ACLS_FILE)
     return StandardAuthorizer(store, super_users=str(config["super.users"] or ""),
                               allow_everyone_if_no_acl_found=bool(config["allow.everyone.if.no.acl.found"]))
+
+
+def authorized_operations(authorizer: Authorizer | None, principal: KafkaPrincipal, host: str,
+                          resource: tuple[ResourceType, str]) -> int:
+    """The ``*_authorized_operations`` bit field of Metadata / DescribeCluster / DescribeGroups: bit ``op`` set
+    for each operation the resource supports that the principal may perform; with no authorizer, all of them
+    (as Kafka answers)."""
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource[0]]:
+        if authorizer is None or authorizer.authorize(principal, host, op, resource):
+            bits |= 1 << int(op)
+    return bits

@@ -153,3 +153,14 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
     assert create_authorizer(BrokerConfig({})) is None
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         create_authorizer(BrokerConfig({"authorizer.class.name": "com.example.Custom"}))
+
+
+def test_authorized_operations_bit_field() -> None:
+    from strom.server.security.authorizer import authorized_operations
+
+    a = auth(acl(T, "t", Op.READ))
+    bits = authorized_operations(a, ALICE, "h", (T, "t"))
+    assert bits == (1 << int(Op.READ)) | (1 << int(Op.DESCRIBE))
+    everything = authorized_operations(None, ALICE, "h", (C, "kafka-cluster"))
+    assert everything == sum(1 << int(o) for o in (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
+                                                   Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE))
