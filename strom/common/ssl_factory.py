@@ -68,7 +68,9 @@ def build_ssl_context(get: Callable[[str], Any], *, server: bool) -> ssl.SSLCont
         ctx.verify_mode = CLIENT_AUTH_MODES[auth]
     else:
         algorithm = get("ssl.endpoint.identification.algorithm")
-        ctx.check_hostname = bool(algorithm and str(algorithm).strip().lower() == "https")
+        if algorithm is None:
+            algorithm = "https"  # Kafka's default: verify the broker's host name
+        ctx.check_hostname = str(algorithm).strip().lower() == "https"
         if get("enable.ssl.certificate.verification") in (False, "false"):
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE

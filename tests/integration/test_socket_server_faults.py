@@ -146,3 +146,41 @@ def test_accept_out_of_file_descriptors_logs_once_and_recovers(server_factory: t
     assert "Traceback" not in log
     failures = int(re.search(r"again after (\d+) failed accept", log).group(1))  # type: ignore[union-attr]
     assert failures >= 2  # it did retry, silently
+
+
+def test_bad_tls_traffic_is_dropped_and_everyone_else_served(server_factory: type[ListenerProcess],
+                                                              tmp_path: object) -> None:
+    import ssl
+    from pathlib import Path
+
+    from strom.testing.certs import make_pki
+
+    pki = make_pki(Path(str(tmp_path)) / "pki")
+    server = server_factory({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                             "ssl.keystore.location": str(pki.broker_keystore),
+                             "connections.max.idle.ms": "500"}).start()
+    stalled = socket.create_connection(("127.0.0.1", server.port("SSL")))
+    stalled.sendall(b"\x16\x03\x01\x02")  # the first bytes of a ClientHello, then nothing
+    plaintext_on_tls = socket.create_connection(("127.0.0.1", server.port("SSL")))
+    plaintext_on_tls.sendall(struct.pack(">ihhi", 10, 18, 0, 1) + b"\x00\x00")  # an ApiVersions v0 request
+    try:
+        for s in (stalled, plaintext_on_tls):
+            assert _closed_within(s, 10.0)
+    finally:
+        stalled.close()
+        plaintext_on_tls.close()
+    client_ctx = ssl.create_default_context(cafile=str(pki.ca))
+    with socket.create_connection(("127.0.0.1", server.port("PLAINTEXT"))) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # a TLS handshake on the plaintext port
+            client_ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    with socket.create_connection(("127.0.0.1", server.port("SSL")), timeout=10) as raw:
+        with client_ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(struct.pack(">ihhi", 10, 18, 0, 7) + b"\x00\x00")
+            size = struct.unpack(">i", tls.recv(4))[0]
+            body = b""
+            while len(body) < size:
+                body += tls.recv(size - len(body))
+            assert struct.unpack(">ih", body[:6]) == (7, 0)  # correlation id 7, error NONE
+    with RawClient(server.bootstrap("PLAINTEXT")) as plain:
+        assert _api_versions(plain) == 0
+    assert "Traceback" not in server.read_log()
