@@ -25,9 +25,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
 
+from strom.admin import acls as _acls
 from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
 from strom.admin import groups as _groups
@@ -58,6 +60,7 @@ from strom.admin.results import (
     ListTopicsResult,
 )
 from strom.admin.runnable import AdminClientRunnable
+from strom.common.acl import AclBinding, AclBindingFilter
 from strom.common.errors import KafkaError
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
@@ -65,6 +68,7 @@ from strom.config.common_client_configs import parse_bootstrap_servers
 from strom.metrics import KafkaMetric, MetricName
 from strom.metrics.client_metrics import new_client_metrics
 from strom.network.api_versions import ApiVersions
+from strom.network.channel_builder import ClientChannelBuilder
 from strom.network.kafka_client import KafkaClient
 from strom.network.network_client import NetworkClient
 from strom.network.selector import Selector
@@ -123,7 +127,8 @@ class AdminClient:
 
     def _new_network_client(self, values: Mapping[str, Any]) -> NetworkClient:
         selector = Selector(values["connections.max.idle.ms"], self._time, log_context=self._log_context,
-                            metrics=self._metrics, metric_grp_prefix="admin-client")
+                            metrics=self._metrics, metric_grp_prefix="admin-client",
+                            channel_builder=ClientChannelBuilder.from_config(values))
         return NetworkClient(
             selector, self._metadata, self.client_id, 100, values["reconnect.backoff.ms"],
             values["reconnect.backoff.max.ms"], values["send.buffer.bytes"], values["receive.buffer.bytes"],
@@ -222,6 +227,23 @@ class AdminClient:
     def describe_cluster(self, *, include_authorized_operations: bool = False,
                          timeout_ms: int | None = None) -> DescribeClusterResult:
         return _cluster.describe_cluster(self._runnable, include_authorized_operations, timeout_ms)
+
+    # -------------------------------------------------------------------------------------------- ACLs
+
+    def create_acls(self, bindings: Iterable[AclBinding], *,
+                    timeout_ms: int | None = None) -> KeyedResult[AclBinding, None]:
+        """Add ACL bindings (Kafka's ``createAcls``): one future per binding."""
+        return _acls.create_acls(self._runnable, list(bindings), timeout_ms)
+
+    def describe_acls(self, acl_filter: AclBindingFilter | None = None, *,
+                      timeout_ms: int | None = None) -> Future[list[AclBinding]]:
+        """The bindings matching ``acl_filter`` (default: all)."""
+        return _acls.describe_acls(self._runnable, acl_filter or AclBindingFilter(), timeout_ms)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                    timeout_ms: int | None = None) -> KeyedResult[AclBindingFilter, list[AclBinding]]:
+        """Remove the bindings each filter matches; per filter, a future of what it removed."""
+        return _acls.delete_acls(self._runnable, filters, timeout_ms)
 
     # ------------------------------------------------------------------------------------- life cycle
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from strom.common.structs import Node
 from strom.network.cluster import Cluster
+from strom.security.sasl import AuthenticationError
 
 __all__ = ["AdminMetadataManager"]
 
@@ -125,9 +126,12 @@ class AdminMetadataManager:
         self.last_metadata_fetch_attempt_ms = now
 
     def update_failed(self, exception: BaseException) -> None:
-        """A metadata call failed: retry after the backoff (an authentication failure would be fatal)."""
+        """A metadata call failed: retry after the backoff; an authentication failure is fatal (every call
+        fails with it until metadata is fetched again), as in Kafka."""
         log.debug("Metadata update failed: %s", exception)
         self.state = UPDATE_REQUESTED
+        if isinstance(exception, AuthenticationError):
+            self.fatal_exception = exception
 
     def bootstrap(self, addresses: list[tuple[str, int]]) -> None:
         self._cluster = Cluster.bootstrap(addresses)

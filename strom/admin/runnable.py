@@ -216,6 +216,10 @@ class AdminClientRunnable:
 
     def _assign(self, call: Call, now: int) -> bool:
         """Choose a broker for ``call``; True if the call left ``pending`` (assigned or failed)."""
+        fatal = self.metadata_manager.fatal_exception
+        if fatal is not None:  # authentication failed: every call fails with it
+            self.fail(call, now, fatal)
+            return True
         try:
             node = call.node_provider.provide(self, now)
         except Exception as e:

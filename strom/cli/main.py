@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "consumer-groups": ("strom.cli.consumer_groups",
                         "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
+    "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
     "producer-perf-test": ("strom.cli.producer_perf", "producer throughput/latency test "
                                                       "(kafka-producer-perf-test.sh)"),
     "consumer-perf-test": ("strom.cli.consumer_perf", "consumer throughput test (kafka-consumer-perf-test.sh)"),

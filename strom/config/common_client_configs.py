@@ -1,8 +1,10 @@
 """Keys shared by the producer, consumer and admin clients, with Kafka 3.x defaults.
 
 Kafka counterpart: ``org.apache.kafka.clients.CommonClientConfigs`` (+ ``SslConfigs``/``SaslConfigs`` key
-names, which are accepted for compatibility with Java ``*.properties`` files but have no effect: strom
-implements ``security.protocol=PLAINTEXT`` only and rejects the other protocols with a clear error).
+names: ``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; PEM key material; SASL PLAIN and
+SCRAM-SHA-256/512. librdkafka's ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+``sasl.username`` and ``sasl.password`` are accepted too. Keys for what strom does not implement (GSSAPI,
+OAUTHBEARER, JKS stores) are accepted so Java property files load; using them gives a clear error).
 
 Thread-safety: module-level constants and pure functions.
 """
@@ -63,7 +65,7 @@ SOCKET_CONNECTION_SETUP_TIMEOUT_MS_CONFIG = "socket.connection.setup.timeout.ms"
 SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS_CONFIG = "socket.connection.setup.timeout.max.ms"
 SECURITY_PROTOCOL_CONFIG = "security.protocol"
 
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _KAFKA_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 # host:port, [ipv6]:port
@@ -165,7 +167,7 @@ def define_common_client_configs(
              "What to do when no known broker is reachable (Kafka 3.8+; 3.x default none).")
     d.define(SECURITY_PROTOCOL_CONFIG, ConfigType.STRING, "PLAINTEXT",
              LambdaValidator(_check_security_protocol, "PLAINTEXT"), Importance.MEDIUM,
-             "Protocol used to communicate with brokers; strom implements PLAINTEXT only.")
+             "Protocol used to communicate with brokers: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")
     define_security_configs(d)
     return d
 
@@ -176,13 +178,13 @@ _SECURITY_KEYS: list[tuple[str, ConfigType, Any]] = [
     ("ssl.provider", ConfigType.STRING, None),
     ("ssl.cipher.suites", ConfigType.LIST, None),
     ("ssl.enabled.protocols", ConfigType.LIST, ["TLSv1.2", "TLSv1.3"]),
-    ("ssl.keystore.type", ConfigType.STRING, "JKS"),
+    ("ssl.keystore.type", ConfigType.STRING, "PEM"),
     ("ssl.keystore.location", ConfigType.STRING, None),
     ("ssl.keystore.password", ConfigType.PASSWORD, None),
     ("ssl.keystore.key", ConfigType.PASSWORD, None),
     ("ssl.keystore.certificate.chain", ConfigType.PASSWORD, None),
     ("ssl.key.password", ConfigType.PASSWORD, None),
-    ("ssl.truststore.type", ConfigType.STRING, "JKS"),
+    ("ssl.truststore.type", ConfigType.STRING, "PEM"),
     ("ssl.truststore.location", ConfigType.STRING, None),
     ("ssl.truststore.password", ConfigType.PASSWORD, None),
     ("ssl.truststore.certificates", ConfigType.PASSWORD, None),
@@ -191,6 +193,11 @@ _SECURITY_KEYS: list[tuple[str, ConfigType, Any]] = [
     ("ssl.endpoint.identification.algorithm", ConfigType.STRING, "https"),
     ("ssl.secure.random.implementation", ConfigType.STRING, None),
     ("ssl.engine.factory.class", ConfigType.STRING, None),
+    ("ssl.ca.location", ConfigType.STRING, None),
+    ("ssl.certificate.location", ConfigType.STRING, None),
+    ("ssl.key.location", ConfigType.STRING, None),
+    ("sasl.username", ConfigType.STRING, None),
+    ("sasl.password", ConfigType.PASSWORD, None),
     ("sasl.mechanism", ConfigType.STRING, "GSSAPI"),
     ("sasl.jaas.config", ConfigType.PASSWORD, None),
     ("sasl.client.callback.handler.class", ConfigType.STRING, None),
@@ -223,10 +230,10 @@ _SECURITY_KEYS: list[tuple[str, ConfigType, Any]] = [
 
 
 def define_security_configs(config_def: ConfigDef) -> ConfigDef:
-    """Declare Kafka's SSL/SASL keys (accepted so Java property files load; they have no effect)."""
+    """Declare Kafka's SSL/SASL keys (and librdkafka's simple ones); see the module docstring."""
     for name, typ, default in _SECURITY_KEYS:
         config_def.define(name, typ, default, None, Importance.LOW,
-                          "Accepted for compatibility with Kafka; has no effect (only PLAINTEXT is supported).")
+                          "SSL/SASL setting, as in Kafka (read by strom.network.channel_builder).")
     return config_def
 
 

@@ -172,11 +172,13 @@ class KafkaConsumer:
         log.debug("%sKafka consumer initialized", self._log_context)
 
     def _new_network_client(self, c: Mapping[str, Any], time: Time) -> Any:
+        from strom.network.channel_builder import ClientChannelBuilder
         from strom.network.network_client import NetworkClient
         from strom.network.selector import Selector
 
         selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context,
-                            metrics=self._metrics, metric_grp_prefix="consumer")
+                            metrics=self._metrics, metric_grp_prefix="consumer",
+                            channel_builder=ClientChannelBuilder.from_config(c))
         return NetworkClient(
             selector, self._metadata, self.client_id, 100, c["reconnect.backoff.ms"], c["reconnect.backoff.max.ms"],
             c["send.buffer.bytes"], c["receive.buffer.bytes"], self._request_timeout_ms,

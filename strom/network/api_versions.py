@@ -19,10 +19,10 @@ import struct
 import threading
 from typing import Any
 
-from strom.common.error_codes import ErrorCode, UnsupportedVersionError
-from strom.common.errors import ProtocolError
+from strom.common.error_codes import UnsupportedVersionError
 from strom.protocol.api_keys import ApiKey
-from strom.protocol.messages import REQUESTS, ApiVersionsResponse
+from strom.protocol.connection import decode_api_versions_response
+from strom.protocol.messages import REQUESTS
 
 __all__ = [
     "NodeApiVersions",
@@ -133,42 +133,3 @@ class ApiVersions:
     def max_usable_produce_magic(self) -> int:
         """strom writes record batch v2 only (brokers ≥ 0.11)."""
         return 2
-
-
-def _scan_for_api_versions_entry(body: memoryview) -> int | None:
-    """Find an ``(ApiKey=18, MinVersion, MaxVersion)`` triple anywhere after the error code."""
-    for pos in range(2, len(body) - 5):
-        key, lo, hi = _HHH.unpack_from(body, pos)
-        if key == ApiKey.API_VERSIONS and 0 <= lo <= hi < 100:
-            return hi
-    return None
-
-
-def decode_api_versions_response(body: bytes | bytearray | memoryview, version: int) -> Any:
-    """Decode an ApiVersionsResponse body sent in answer to a v``version`` request, leniently.
-
-    An ``UNSUPPORTED_VERSION`` answer is read as v0 (what Kafka brokers send), else scanned for the
-    ApiVersions entry (librdkafka's mock); any other body that does not decode at ``version`` is retried as
-    v0. The result's ``api_keys`` may then hold only the ApiVersions entry.
-    """
-    buf = body if isinstance(body, memoryview) else memoryview(body)
-    if len(buf) < 2:
-        raise ProtocolError(f"ApiVersionsResponse too short: {len(buf)} bytes")
-    error_code = _H.unpack_from(buf, 0)[0]
-    if error_code != ErrorCode.UNSUPPORTED_VERSION:
-        try:
-            return ApiVersionsResponse.decode(buf, version)
-        except ProtocolError:
-            if version == 0:
-                raise
-    try:
-        return ApiVersionsResponse.decode(buf, 0)
-    except ProtocolError:
-        if error_code != ErrorCode.UNSUPPORTED_VERSION:
-            raise
-    response = ApiVersionsResponse(error_code=error_code)
-    max_version = _scan_for_api_versions_entry(buf)
-    if max_version is not None:
-        response.api_keys = [ApiVersionsResponse.ApiVersion(api_key=int(ApiKey.API_VERSIONS), min_version=0,
-                                                            max_version=max_version)]
-    return response

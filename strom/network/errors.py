@@ -8,7 +8,8 @@ Plain exception classes; thread-safe.
 
 from __future__ import annotations
 
-from strom.common.errors import KafkaConnectionError, KafkaError, ProtocolError
+from strom.common.errors import KafkaConnectionError
+from strom.protocol.connection import CorrelationIdMismatchError, InvalidFrameError
 
 __all__ = ["DisconnectError", "InvalidReceiveError", "CorrelationIdMismatchError"]
 
@@ -17,10 +18,6 @@ class DisconnectError(KafkaConnectionError):
     """The connection was closed (locally or by the peer) before a response arrived (retriable)."""
 
 
-class InvalidReceiveError(KafkaError):
+class InvalidReceiveError(InvalidFrameError):
     """A frame's size prefix is negative or above the maximum receive size (Kafka's
     ``InvalidReceiveException``): the connection is closed."""
-
-
-class CorrelationIdMismatchError(ProtocolError):
-    """A response's correlation id is not the one of the oldest in-flight request to that node."""

@@ -1,7 +1,8 @@
 """One connection to one broker: the transport plus the receive and the send in progress.
 
-Kafka counterpart: ``org.apache.kafka.common.network.KafkaChannel`` (plaintext only: no authenticator, the
-channel is ready as soon as the TCP connection is). At most one send is in progress (``set_send`` raises
+Kafka counterpart: ``org.apache.kafka.common.network.KafkaChannel``: ready once the TCP connection is up, the
+transport's TLS handshake is done (SSL, SASL_SSL) and the SASL authenticator has completed (SASL_*); until then
+:meth:`prepare` drives the handshake and the authentication exchange. At most one send is in progress (``set_send`` raises
 :class:`IllegalStateError` otherwise); a receive completes when a whole frame has been read; under receive
 memory pressure the channel mutes itself (stops reading) until the pool has memory again.
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from strom.common.errors import IllegalStateError
 from strom.network.network_receive import NetworkReceive, NetworkSend
+from strom.network.sasl_authenticator import SaslClientAuthenticator
 from strom.network.transport import EVENT_READ, EVENT_WRITE, NONE_POOL, MemoryPool, Transport
 
 __all__ = ["KafkaChannel", "ChannelState", "ChannelMuteState"]
@@ -30,6 +32,7 @@ class ChannelState(enum.Enum):
     LOCAL_CLOSE = "LOCAL_CLOSE"
     CLOSED_BY_PEER = "CLOSED_BY_PEER"
     INVALID_RECEIVE = "INVALID_RECEIVE"
+    AUTHENTICATION_FAILED = "AUTHENTICATION_FAILED"
 
 
 class ChannelMuteState(enum.Enum):
@@ -41,10 +44,12 @@ class KafkaChannel:
     """A connection's channel (Kafka's ``KafkaChannel``). I/O thread only."""
 
     __slots__ = ("id", "transport", "max_receive_size", "memory_pool", "receive", "send", "mute_state",
-                 "state", "remote_address", "_connected")
+                 "state", "remote_address", "_connected", "authenticator", "_auth_out", "_auth_receive",
+                 "auth_error")
 
     def __init__(self, id: Any, transport: Transport, max_receive_size: int = -1,
-                 memory_pool: MemoryPool = NONE_POOL, remote_address: Any = None) -> None:
+                 memory_pool: MemoryPool = NONE_POOL, remote_address: Any = None,
+                 authenticator: SaslClientAuthenticator | None = None) -> None:
         self.id = id
         self.transport = transport
         self.max_receive_size = max_receive_size
@@ -55,6 +60,10 @@ class KafkaChannel:
         self.state = ChannelState.NOT_CONNECTED
         self.remote_address = remote_address
         self._connected = False
+        self.authenticator = authenticator
+        self._auth_out: memoryview | None = None
+        self._auth_receive: NetworkReceive | None = None
+        self.auth_error: BaseException | None = None
 
     # ------------------------------------------------------------------------------------ connect
 
@@ -63,6 +72,8 @@ class KafkaChannel:
         if not self.transport.finish_connect():
             return False
         self._connected = True
+        if not self.ready():
+            return True  # prepare() sets the interest while it handshakes and authenticates
         self.state = ChannelState.READY
         ops = (EVENT_READ if self.mute_state is ChannelMuteState.NOT_MUTED else 0) | (
             EVENT_WRITE if self.send is not None else 0)
@@ -77,8 +88,43 @@ class KafkaChannel:
         return self._connected
 
     def ready(self) -> bool:
-        """Plaintext: ready once connected (Kafka: transport ready and authenticated)."""
-        return self._connected
+        """Connected, TLS handshake done and SASL authenticated (what applies to this channel)."""
+        return self._connected and self.transport.ready() and (
+            self.authenticator is None or self.authenticator.complete)
+
+    def prepare(self) -> bool:
+        """Drive the TLS handshake, then the SASL exchange, as far as the socket allows; ``True`` once ready.
+        Raises ``SslAuthenticationError`` / ``SaslAuthenticationError`` on refusal, ``EOFError`` / ``OSError`` when
+        the connection drops."""
+        transport = self.transport
+        if not transport.ready() and not transport.handshake():
+            return False
+        auth = self.authenticator
+        while auth is not None and not auth.complete:
+            if self._auth_out is None:
+                data = auth.next_send()
+                if data is not None:
+                    self._auth_out = memoryview(data)
+            while self._auth_out is not None:
+                n = transport.write([self._auth_out])
+                if n <= 0:
+                    transport.set_interest(EVENT_WRITE)
+                    return False
+                rest = self._auth_out[n:]
+                self._auth_out = rest if len(rest) else None
+            receive = self._auth_receive
+            if receive is None:
+                receive = self._auth_receive = NetworkReceive(self.max_receive_size, self.id)
+            receive.read_from(transport)
+            if not receive.complete():
+                transport.set_interest(EVENT_READ)
+                return False
+            self._auth_receive = None
+            auth.receive(receive.payload())
+        self.state = ChannelState.READY
+        transport.set_interest((EVENT_READ if self.mute_state is ChannelMuteState.NOT_MUTED else 0)
+                               | (EVENT_WRITE if self.send is not None else 0))
+        return True
 
     # --------------------------------------------------------------------------------------- send
 
@@ -122,7 +168,8 @@ class KafkaChannel:
         return None
 
     def has_bytes_buffered(self) -> bool:
-        return False  # plaintext keeps nothing above the socket
+        """Bytes read from the socket but not yet handed out (decrypted TLS data): readiness events miss them."""
+        return self.transport.has_bytes_buffered()
 
     # ------------------------------------------------------------------------------------ muting
 

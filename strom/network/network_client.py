@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import random
 import socket
-import struct
 from typing import Any
 
 from strom.common.error_codes import ErrorCode
@@ -30,7 +29,6 @@ from strom.network.api_versions import (
     API_VERSIONS_REQUEST_VERSION,
     ApiVersions,
     NodeApiVersions,
-    decode_api_versions_response,
 )
 from strom.network.client_request import (
     ClientRequest,
@@ -39,7 +37,7 @@ from strom.network.client_request import (
     RequestCompletionHandler,
 )
 from strom.network.connection_states import ClusterConnectionStates
-from strom.network.errors import CorrelationIdMismatchError, DisconnectError
+from strom.network.errors import DisconnectError
 from strom.network.in_flight_requests import InFlightRequests
 from strom.network.kafka_channel import ChannelState
 from strom.network.metadata import Metadata
@@ -47,8 +45,9 @@ from strom.network.metadata_updater import DefaultMetadataUpdater
 from strom.network.network_receive import NetworkSend
 from strom.network.selector import Selector
 from strom.protocol.api_keys import ApiKey
-from strom.protocol.headers import RequestHeader, decode_response_header, encode_request_header
-from strom.protocol.messages import RESPONSES, ApiVersionsRequest
+from strom.protocol.connection import decode_response_frame, encode_request_frame
+from strom.protocol.headers import RequestHeader
+from strom.protocol.messages import ApiVersionsRequest
 
 __all__ = ["NetworkClient", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -56,7 +55,6 @@ log = logging.getLogger(__name__)
 
 CLIENT_SOFTWARE_NAME = "strom"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
-_I32 = struct.Struct(">i")
 _METADATA = int(ApiKey.METADATA)
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 # KIP-219: from these versions on the client, not the broker, delays requests after a throttle.
@@ -159,7 +157,8 @@ class NetworkClient:
             self.connection_states.connecting(node_id, now, node.host)
             family, address = self._resolve(node)
             log.debug("%sInitiating connection to node %s using address %s", self.log_context, node, address)
-            self.selector.connect(node_id, address, self.socket_send_buffer, self.socket_receive_buffer, family)
+            self.selector.connect(node_id, address, self.socket_send_buffer, self.socket_receive_buffer, family,
+                                  host=node.host)
         except OSError as e:
             log.warning("%sError connecting to node %s: %s", self.log_context, node, e)
             self.connection_states.disconnected(node_id, now)  # try again after the backoff
@@ -257,10 +256,8 @@ class NetworkClient:
                     self.metadata_updater.handle_failed_request(now, e)
                 return
         header = request.make_header(version)
-        out = bytearray(b"\x00\x00\x00\x00")
-        encode_request_header(out, RequestHeader(request.api_key, version, request.correlation_id, self.client_id))
-        request.request.encode_into(out, version)
-        _I32.pack_into(out, 0, len(out) - 4)
+        out = encode_request_frame(RequestHeader(request.api_key, version, request.correlation_id, self.client_id),
+                                   request.request)
         send = NetworkSend(node_id, out)
         self.in_flight_requests.add(InFlightRequest(request, header, is_internal, send, now))
         self.selector.send(send)
@@ -336,15 +333,7 @@ class NetworkClient:
 
     def _parse_response(self, payload: memoryview, request: InFlightRequest) -> Any:
         header = request.header
-        correlation_id, offset = decode_response_header(payload, header.api_key, header.api_version)
-        if correlation_id != header.correlation_id:
-            raise CorrelationIdMismatchError(
-                f"Correlation id for response ({correlation_id}) does not match request "
-                f"({header.correlation_id}), request header: {header}")
-        body = payload[offset:]
-        if header.api_key == _API_VERSIONS:
-            return decode_api_versions_response(body, header.api_version)
-        return RESPONSES[header.api_key].decode(body, header.api_version)
+        return decode_response_frame(payload, header.api_key, header.api_version, header.correlation_id)[1]
 
     def _handle_api_versions_response(self, responses: list[ClientResponse], request: InFlightRequest, now: int,
                                       body: Any) -> None:
@@ -374,15 +363,20 @@ class NetworkClient:
 
     def _process_disconnection(self, responses: list[ClientResponse] | None, node: Any, now: int,
                                state: ChannelState, timed_out: bool = False) -> None:
+        auth_error = (self.selector.authentication_errors.get(node)
+                      if state is ChannelState.AUTHENTICATION_FAILED else None)
         if node in self.connection_states:
-            self.connection_states.disconnected(node, now)
+            if auth_error is not None:
+                self.connection_states.authentication_failed(node, now, auth_error)
+            else:
+                self.connection_states.disconnected(node, now)
         self.api_versions.remove(node)
         self._nodes_needing_api_versions.pop(node, None)
         if state is ChannelState.NOT_CONNECTED:
             log.warning("%sConnection to node %s (%s) could not be established. Node may not be available.",
                         self.log_context, node, self._describe(node))
-        self._cancel_in_flight_requests(node, now, responses, timed_out)
-        self.metadata_updater.handle_server_disconnect(now, node, None)
+        self._cancel_in_flight_requests(node, now, responses, timed_out, auth_error)
+        self.metadata_updater.handle_server_disconnect(now, node, auth_error)
 
     def _describe(self, node_id: Any) -> str:
         for n in self.metadata_updater.fetch_nodes():
@@ -391,11 +385,11 @@ class NetworkClient:
         return "unknown address"
 
     def _cancel_in_flight_requests(self, node: Any, now: int, responses: list[ClientResponse] | None,
-                                   timed_out: bool) -> None:
+                                   timed_out: bool, auth_error: BaseException | None = None) -> None:
         for request in self.in_flight_requests.clear_all(node):
             if not request.is_internal:
                 if responses is not None:
-                    responses.append(request.disconnected(now, None, timed_out))
+                    responses.append(request.disconnected(now, auth_error, timed_out))
             elif request.header.api_key == _METADATA:
                 self.metadata_updater.handle_failed_request(now, None)
 

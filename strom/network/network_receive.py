@@ -4,7 +4,7 @@ Wire layout: ``INT32 size`` (big-endian, signed) then ``size`` payload bytes.
 
 Kafka counterparts: ``org.apache.kafka.common.network.NetworkReceive`` (reads the 4-byte size, validates it
 against ``max_size``, allocates the payload from a memory pool, then reads the payload, possibly across many
-calls) and ``NetworkSend`` / ``ByteBufferSend`` (writes buffers, possibly across many calls, gathering writes).
+calls; the state machine is the shared :class:`~strom.protocol.connection.FrameDecoder`) and ``NetworkSend`` / ``ByteBufferSend`` (writes buffers, possibly across many calls, gathering writes).
 Not thread-safe: owned by one channel on the I/O thread.
 """
 
@@ -15,86 +15,89 @@ from typing import Any
 
 from strom.network.errors import InvalidReceiveError
 from strom.network.transport import NONE_POOL, MemoryPool
+from strom.protocol.connection import FrameDecoder, InvalidFrameError
 
 __all__ = ["NetworkReceive", "NetworkSend", "UNLIMITED"]
 
 UNLIMITED = -1
 _I32 = struct.Struct(">i")
-_EMPTY = bytearray()
 
 
 class NetworkReceive:
-    """One incoming frame being read (Kafka's ``NetworkReceive``)."""
+    """One incoming frame being read (Kafka's ``NetworkReceive``): the I/O side of the shared sans-I/O
+    :class:`~strom.protocol.connection.FrameDecoder`, reading straight into the payload buffer (``recv_into``),
+    which comes from the channel's memory pool."""
 
-    __slots__ = ("source", "max_size", "memory_pool", "_size", "_size_pos", "_buffer", "_pos", "requested_size")
+    __slots__ = ("source", "max_size", "memory_pool", "_decoder", "_payload", "_read")
 
     def __init__(self, max_size: int = UNLIMITED, source: Any = None, memory_pool: MemoryPool = NONE_POOL) -> None:
         self.source = source
         self.max_size = max_size
         self.memory_pool = memory_pool
-        self._size = bytearray(4)
-        self._size_pos = 0
-        self._buffer: bytearray | None = None
-        self._pos = 0
-        self.requested_size = -1
+        self._decoder = FrameDecoder(max_size, memory_pool.try_allocate)
+        self._payload: memoryview | None = None
+        self._read = 0
+
+    @property
+    def requested_size(self) -> int:
+        if self._payload is not None:
+            return len(self._payload)
+        return self._decoder.frame_size
 
     def read_from(self, transport: Any) -> int:
-        """Read what is available; returns the bytes read. Raises ``EOFError`` at end of stream and
-        :class:`InvalidReceiveError` for a bad size."""
+        """Read what is available, up to the end of this frame (never beyond: the next frame is the next
+        receive's); returns the bytes read. Raises ``EOFError`` at end of stream and
+        :class:`InvalidReceiveError` for a bad size. Reads until the transport has nothing more, so nothing stays
+        buffered above the socket (TLS) where readiness events cannot see it."""
         read = 0
-        if self._size_pos < 4:
-            n = transport.read(memoryview(self._size)[self._size_pos:])
+        decoder = self._decoder
+        while self._payload is None:
+            buf = decoder.buffer()
+            if buf is None:  # the pool is out of memory: the channel mutes until it has some again
+                break
+            n = transport.read(buf)
             if n < 0:
                 raise EOFError("connection closed by peer")
+            if n == 0:
+                break
             read += n
-            self._size_pos += n
-            if self._size_pos == 4:
-                receive_size = _I32.unpack(self._size)[0]
-                if receive_size < 0:
-                    raise InvalidReceiveError(f"Invalid receive (size = {receive_size})")
-                if self.max_size != UNLIMITED and receive_size > self.max_size:
-                    raise InvalidReceiveError(
-                        f"Invalid receive (size = {receive_size} larger than {self.max_size})")
-                self.requested_size = receive_size
-                if receive_size == 0:
-                    self._buffer = _EMPTY
-        if self._buffer is None and self.requested_size != -1:
-            self._buffer = self.memory_pool.try_allocate(self.requested_size)
-        buffer = self._buffer
-        if buffer is not None and self._pos < len(buffer):
-            n = transport.read(memoryview(buffer)[self._pos:])
-            if n < 0:
-                raise EOFError("connection closed by peer")
-            read += n
-            self._pos += n
+            try:
+                self._payload = decoder.advance(n)
+            except InvalidFrameError as e:
+                raise InvalidReceiveError(str(e)) from None
+        self._read += read
         return read
 
     def complete(self) -> bool:
-        return self._size_pos == 4 and self._buffer is not None and self._pos == len(self._buffer)
+        return self._payload is not None
 
     def required_memory_amount_known(self) -> bool:
         return self.requested_size != -1
 
     def memory_allocated(self) -> bool:
-        return self._buffer is not None
+        return self._payload is not None or self._decoder.payload_allocated
 
     def payload(self) -> memoryview:
         """The frame payload (size prefix excluded)."""
-        if self._buffer is None:
-            raise ValueError("the payload is not allocated yet")
-        return memoryview(self._buffer)
+        if self._payload is None:
+            raise ValueError("the payload is not complete yet")
+        return self._payload
 
     def size(self) -> int:
         """Bytes of the whole frame read so far (4 + payload)."""
-        return self._size_pos + self._pos
+        return self._read
 
     def release(self) -> None:
-        if self._buffer is not None and self._buffer is not _EMPTY:
-            self.memory_pool.release(self._buffer)
-        self._buffer = None
+        payload = self._payload
+        if payload is not None and len(payload):
+            buf = payload.obj
+            payload.release()
+            if isinstance(buf, bytearray):
+                self.memory_pool.release(buf)
+        self._payload = None
 
     def __repr__(self) -> str:
-        return f"NetworkReceive(source={self.source}, size={self.requested_size}, read={self._pos})"
+        return f"NetworkReceive(source={self.source}, size={self.requested_size}, read={self._read})"
 
 
 class NetworkSend:

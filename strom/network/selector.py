@@ -28,11 +28,13 @@ from typing import Any
 from strom.common.errors import IllegalStateError
 from strom.common.time import SYSTEM_TIME, Time
 from strom.metrics import Metrics
+from strom.network.channel_builder import PLAINTEXT_CHANNELS, ClientChannelBuilder
 from strom.network.errors import InvalidReceiveError
 from strom.network.kafka_channel import ChannelState, KafkaChannel
 from strom.network.network_receive import UNLIMITED, NetworkReceive, NetworkSend
 from strom.network.selector_metrics import SelectorMetrics
-from strom.network.transport import EVENT_READ, EVENT_WRITE, NONE_POOL, MemoryPool, PlaintextTransport
+from strom.network.transport import EVENT_READ, EVENT_WRITE, NONE_POOL, MemoryPool
+from strom.security.sasl import AuthenticationError
 
 __all__ = ["Selector", "IdleExpiryManager", "USE_DEFAULT_BUFFER_SIZE", "NO_IDLE_TIMEOUT_MS"]
 
@@ -79,8 +81,10 @@ class Selector:
 
     def __init__(self, connection_max_idle_ms: int = NO_IDLE_TIMEOUT_MS, time: Time = SYSTEM_TIME, *,
                  max_receive_size: int = UNLIMITED, memory_pool: MemoryPool = NONE_POOL,
-                 log_context: str = "", metrics: Metrics | None = None, metric_grp_prefix: str = "client") -> None:
+                 log_context: str = "", metrics: Metrics | None = None, metric_grp_prefix: str = "client",
+                 channel_builder: ClientChannelBuilder = PLAINTEXT_CHANNELS) -> None:
         self._time = time
+        self._channel_builder = channel_builder
         self._sel = selectors.DefaultSelector()
         self._max_receive_size = max_receive_size
         self._memory_pool = memory_pool
@@ -96,6 +100,8 @@ class Selector:
         self.completed_receives: list[NetworkReceive] = []
         self.connected: list[Any] = []
         self.disconnected: dict[Any, ChannelState] = {}
+        # Why connections in ``disconnected`` failed authentication (TLS or SASL), for this poll.
+        self.authentication_errors: dict[Any, BaseException] = {}
         self._out_of_memory = False
         self._idle = (IdleExpiryManager(connection_max_idle_ms, time.nanoseconds())
                       if connection_max_idle_ms != NO_IDLE_TIMEOUT_MS else None)
@@ -113,7 +119,8 @@ class Selector:
     # ------------------------------------------------------------------------------------- connect
 
     def connect(self, id: Any, address: tuple[Any, ...], send_buffer_size: int = USE_DEFAULT_BUFFER_SIZE,
-                receive_buffer_size: int = USE_DEFAULT_BUFFER_SIZE, family: int = socket.AF_INET) -> None:
+                receive_buffer_size: int = USE_DEFAULT_BUFFER_SIZE, family: int = socket.AF_INET,
+                host: str | None = None) -> None:
         """Begin a non-blocking connection to ``address`` (already resolved) for ``id``.
 
         Raises :class:`IllegalStateError` if ``id`` has a connection and ``OSError`` if the connect fails at
@@ -137,7 +144,12 @@ class Selector:
             sock.close()
             raise
         channel = KafkaChannel(id, None, self._max_receive_size, self._memory_pool, address)  # type: ignore[arg-type]
-        channel.transport = PlaintextTransport(sock, self._sel, EVENT_WRITE, channel)
+        try:
+            channel.transport, channel.authenticator = self._channel_builder.build(
+                id, sock, self._sel, EVENT_WRITE, channel, host if host is not None else str(address[0]))
+        except Exception:
+            sock.close()
+            raise
         self._channels[id] = channel
         if self._idle is not None:
             self._idle.update(id, self._time.nanoseconds())
@@ -176,6 +188,8 @@ class Selector:
         self.completed_receives = []
         self.connected = []
         self.disconnected = {}
+        if self.authentication_errors:
+            self.authentication_errors = {}
         if self._failed_sends:
             for connection_id in self._failed_sends:
                 self.disconnected[connection_id] = ChannelState.FAILED_SEND
@@ -234,6 +248,12 @@ class Selector:
                 log.debug("%sCreated socket to node %s", self._log_context, channel.id)
                 if channel.send is not None:
                     mask |= EVENT_WRITE
+            if not channel.ready():
+                if not channel.prepare():
+                    return
+                if channel.send is not None:
+                    mask |= EVENT_WRITE
+                mask |= EVENT_READ  # the broker may have answered already
             if mask & EVENT_READ and channel not in self._staged and channel not in self._explicitly_muted:
                 self._attempt_read(channel)
             if mask & EVENT_WRITE and channel.send is not None:
@@ -241,6 +261,11 @@ class Selector:
                 if send is not None:
                     self.completed_sends.append(send)
                     self.sensors.record_completed_send(channel.id, send.size, self._now_ms)
+        except AuthenticationError as e:
+            log.error("%sAuthentication with node %s failed: %s", self._log_context, channel.id, e)
+            channel.auth_error = e
+            self.authentication_errors[channel.id] = e
+            self._close_with(channel, ChannelState.AUTHENTICATION_FAILED)
         except EOFError:
             self._close_with(channel, ChannelState.CLOSED_BY_PEER if channel.is_connected()
                              else ChannelState.NOT_CONNECTED)

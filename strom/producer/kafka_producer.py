@@ -33,6 +33,7 @@ from strom.config.common_client_configs import parse_bootstrap_servers
 from strom.metrics import KafkaMetric, MetricName, Metrics
 from strom.metrics.client_metrics import new_client_metrics
 from strom.network.api_versions import ApiVersions
+from strom.network.channel_builder import ClientChannelBuilder
 from strom.network.cluster import Cluster, PartitionInfo
 from strom.network.kafka_client import KafkaClient
 from strom.network.network_client import NetworkClient
@@ -148,7 +149,7 @@ class KafkaProducer:
 
     def _new_network_client(self, values: Mapping[str, Any], time: Time, log_context: str) -> NetworkClient:
         selector = Selector(values["connections.max.idle.ms"], time, log_context=log_context, metrics=self._metrics,
-                            metric_grp_prefix="producer")
+                            metric_grp_prefix="producer", channel_builder=ClientChannelBuilder.from_config(values))
         return NetworkClient(
             selector, self._metadata, self.client_id, values["max.in.flight.requests.per.connection"],
             values["reconnect.backoff.ms"], values["reconnect.backoff.max.ms"], values["send.buffer.bytes"],

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from strom.common.error_codes import ErrorCode
 from strom.common.errors import ProtocolError
+from strom.protocol.api_keys import ApiKey
 from strom.protocol.headers import (
     RequestHeader,
     decode_request_header,
@@ -23,82 +26,231 @@ from strom.protocol.headers import (
     encode_response_header,
     response_header_version,
 )
-from strom.protocol.messages import RESPONSES
+from strom.protocol.messages import RESPONSES, ApiVersionsResponse
 
-__all__ = ["FrameDecoder", "KafkaConnection", "InFlightRequest", "DEFAULT_MAX_FRAME_SIZE"]
+__all__ = [
+    "FrameDecoder",
+    "KafkaConnection",
+    "InFlightRequest",
+    "InvalidFrameError",
+    "CorrelationIdMismatchError",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "check_frame_size",
+    "encode_request_frame",
+    "decode_response_frame",
+    "encode_response_frame",
+    "decode_api_versions_response",
+]
 
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024  # socket.request.max.bytes default
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_API_VERSIONS = 18
-_UNSUPPORTED_VERSION = 35
+_HHH = struct.Struct(">hhh")
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
+
+
+class InvalidFrameError(ProtocolError):
+    """A size prefix that is negative or above the maximum frame size (Kafka's ``InvalidReceiveException``):
+    the connection must be closed."""
+
+
+class CorrelationIdMismatchError(ProtocolError):
+    """A response's correlation id is not the one of the oldest in-flight request on that connection."""
+
+
+def check_frame_size(size: int, max_frame_size: int) -> None:
+    # Kafka's InvalidReceiveException messages, word for word.
+    if size < 0:
+        raise InvalidFrameError(f"Invalid receive (size = {size})")
+    if 0 <= max_frame_size < size:
+        raise InvalidFrameError(f"Invalid receive (size = {size} larger than {max_frame_size})")
+
+
+def _bytearray(size: int) -> bytearray | None:
+    return bytearray(size)
 
 
 class FrameDecoder:
-    """Splits a byte stream into frames (Kafka's ``NetworkReceive``).
+    """Splits a byte stream into frames (Kafka's ``NetworkReceive``): the one framing core of client, broker and
+    test tools. Two ways in, one state machine:
 
-    ``feed`` returns complete frame payloads (size prefix stripped). When ``data`` is an immutable
-    ``bytes`` object, frames lying wholly inside it are zero-copy ``memoryview`` slices of it; otherwise each
-    frame is copied once. Partial frames are buffered; a frame arriving in many chunks is appended to one
-    growing buffer (amortised linear, never re-copied per chunk).
+    * ``feed(data)`` — for callers handed bytes (asyncio protocols, TLS records, tests). Returns the complete
+      frame payloads (size prefix stripped). Frames lying wholly inside an immutable ``bytes`` chunk are
+      zero-copy ``memoryview`` slices of it; a frame spanning chunks is copied once into a buffer of its size.
+    * ``buffer()`` / ``advance(n)`` — for callers that read straight into memory (``recv_into``): ``buffer()``
+      is where the next bytes go (never past the current frame), ``advance(n)`` says ``n`` bytes landed there
+      and returns the payload when the frame is complete. The payload buffer comes from ``allocate`` (a memory
+      pool); ``buffer()`` returns ``None`` while the pool has no memory for it.
+
+    ``max_frame_size < 0`` means unlimited. Not thread-safe: one decoder per connection.
     """
 
-    __slots__ = ("max_frame_size", "_buf")
+    __slots__ = ("max_frame_size", "_allocate", "_head", "_head_n", "_size", "_payload", "_pos")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 allocate: Callable[[int], bytearray | None] = _bytearray) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
+        self._allocate = allocate
+        self._head = bytearray(4)
+        self._head_n = 0
+        self._size = -1  # payload size of the frame in progress, -1 while its size prefix is incomplete
+        self._payload: bytearray | None = None
+        self._pos = 0
 
     @property
     def buffered(self) -> int:
-        """Bytes of an incomplete frame held back."""
-        return len(self._buf)
+        """Bytes of an incomplete frame held back (size prefix included)."""
+        return self._head_n + self._pos
 
-    def _check(self, size: int) -> None:
-        if size < 0:
-            raise ProtocolError(f"invalid frame size {size} (negative)")
-        if size > self.max_frame_size:
-            raise ProtocolError(f"frame size {size} exceeds the maximum of {self.max_frame_size}")
+    @property
+    def frame_size(self) -> int:
+        """Payload size of the frame in progress, ``-1`` while its size prefix is incomplete."""
+        return self._size
 
+    @property
+    def payload_allocated(self) -> bool:
+        return self._payload is not None
+
+    # -- recv_into style ------------------------------------------------------------------------------------
+    def buffer(self) -> memoryview | None:
+        if self._size < 0:
+            return memoryview(self._head)[self._head_n:]
+        if self._payload is None:
+            self._payload = self._allocate(self._size)
+            if self._payload is None:
+                return None
+        return memoryview(self._payload)[self._pos:]
+
+    def advance(self, n: int) -> memoryview | None:
+        if self._size < 0:
+            self._head_n += n
+            if self._head_n < 4:
+                return None
+            size = _I32.unpack(self._head)[0]
+            check_frame_size(size, self.max_frame_size)
+            self._head_n = 0
+            if size == 0:
+                return memoryview(b"")
+            self._size = size
+            return None
+        self._pos += n
+        if self._pos < self._size:
+            return None
+        payload = self._payload
+        assert payload is not None
+        self._size, self._payload, self._pos = -1, None, 0
+        return memoryview(payload)
+
+    # -- bytes style ----------------------------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         frames: list[memoryview] = []
-        if not self._buf:
-            zero_copy = isinstance(data, bytes)
-            mv = memoryview(data)
-            if mv.format != "B" or mv.ndim != 1:
-                mv = mv.cast("B")
-            n = len(mv)
-            pos = 0
-            while n - pos >= 4:
-                size = _I32.unpack_from(mv, pos)[0]
-                self._check(size)
-                end = pos + 4 + size
-                if end > n:
-                    break
-                frames.append(mv[pos + 4:end] if zero_copy else memoryview(bytes(mv[pos + 4:end])))
-                pos = end
-            if pos < n:
-                self._buf += mv[pos:]
-            return frames
-        buf = self._buf
-        buf += data
-        n = len(buf)
-        pos = 0
-        view = memoryview(buf)  # slicing a view copies once (bytes(view[a:b])), not twice
-        try:
-            while n - pos >= 4:
-                size = _I32.unpack_from(buf, pos)[0]
-                self._check(size)
-                end = pos + 4 + size
-                if end > n:
-                    break
-                frames.append(memoryview(bytes(view[pos + 4:end])))
-                pos = end
-        finally:
-            view.release()
-        if pos:
-            del buf[:pos]
+        mv = memoryview(data)
+        if mv.format != "B" or mv.ndim != 1:
+            mv = mv.cast("B")
+        n = len(mv)
+        pos = self._fill(mv, 0, n, frames) if (self._head_n or self._size >= 0) else 0
+        zero_copy = isinstance(data, bytes)
+        max_size = self.max_frame_size
+        while n - pos >= 4:
+            size = _I32.unpack_from(mv, pos)[0]
+            if size < 0 or 0 <= max_size < size:
+                check_frame_size(size, max_size)
+            end = pos + 4 + size
+            if end > n:
+                break
+            frames.append(mv[pos + 4:end] if zero_copy else memoryview(bytes(mv[pos + 4:end])))
+            pos = end
+        if pos < n:
+            self._fill(mv, pos, n, frames)
         return frames
+
+    def _fill(self, mv: memoryview, pos: int, n: int, frames: list[memoryview]) -> int:
+        """Copy ``mv[pos:n]`` into the frame in progress until it is complete or the data ends."""
+        while pos < n:
+            buf = self.buffer()
+            if buf is None:
+                raise InvalidFrameError(f"no memory for a frame of {self._size} bytes")
+            k = min(len(buf), n - pos)
+            buf[:k] = mv[pos:pos + k]
+            pos += k
+            frame = self.advance(k)
+            if frame is not None:
+                frames.append(frame)
+                break
+        return pos
+
+
+def encode_request_frame(header: RequestHeader, body: Any) -> bytearray:
+    """Size prefix + request header + body (a message object, pre-encoded bytes or ``None``), in one buffer."""
+    out = bytearray(b"\x00\x00\x00\x00")
+    encode_request_header(out, header)
+    if isinstance(body, bytes | bytearray | memoryview):
+        out += body
+    elif body is not None:
+        body.encode_into(out, header.api_version)
+    _I32.pack_into(out, 0, len(out) - 4)
+    return out
+
+
+def encode_response_frame(correlation_id: int, header_version: int, response: Any, version: int) -> bytearray:
+    """Size prefix + response header + body, in one buffer (Fetch bodies carry megabytes: copied once)."""
+    out = bytearray(b"\x00\x00\x00\x00")
+    encode_response_header(out, correlation_id, header_version)
+    if isinstance(response, bytes | bytearray | memoryview):
+        out += response
+    elif response is not None:
+        response.encode_into(out, version)
+    _I32.pack_into(out, 0, len(out) - 4)
+    return out
+
+
+def decode_response_frame(payload: memoryview, api_key: int, api_version: int,
+                          correlation_id: int | None = None) -> tuple[int, Any]:
+    """Decode a response frame's payload for the request ``(api_key, api_version)``: returns
+    ``(correlation_id, body)``. ``ProtocolError`` when the correlation id is not ``correlation_id`` (if given)
+    or the body does not decode. ApiVersions is read leniently (:func:`decode_api_versions_response`); an api key
+    without a generated codec gives the raw body."""
+    cid, offset = decode_response_header(payload, api_key, api_version)
+    if correlation_id is not None and cid != correlation_id:
+        raise CorrelationIdMismatchError(
+            f"Correlation id for response ({cid}) does not match request ({correlation_id})")
+    body = payload[offset:]
+    if api_key == _API_VERSIONS:
+        return cid, decode_api_versions_response(body, api_version)
+    cls = RESPONSES.get(api_key)
+    return cid, (body if cls is None else cls.decode(body, api_version))
+
+
+def decode_api_versions_response(body: bytes | bytearray | memoryview, version: int) -> Any:
+    """Decode an ApiVersionsResponse body sent in answer to a v``version`` request, leniently (KIP-511).
+
+    An ``UNSUPPORTED_VERSION`` answer is read as v0 (what Kafka brokers send), else scanned for the
+    ApiVersions entry (librdkafka's mock uses a nonstandard layout); any other body that does not decode at
+    ``version`` is retried as v0. The result's ``api_keys`` may then hold only the ApiVersions entry.
+    """
+    buf = body if isinstance(body, memoryview) else memoryview(body)
+    if len(buf) < 2:
+        raise ProtocolError(f"ApiVersionsResponse too short: {len(buf)} bytes")
+    error_code = _I16.unpack_from(buf, 0)[0]
+    if error_code != ErrorCode.UNSUPPORTED_VERSION:
+        try:
+            return ApiVersionsResponse.decode(buf, version)
+        except ProtocolError:
+            if version == 0:
+                raise
+    try:
+        return ApiVersionsResponse.decode(buf, 0)
+    except ProtocolError:
+        if error_code != ErrorCode.UNSUPPORTED_VERSION:
+            raise
+    response = ApiVersionsResponse(error_code=error_code)
+    for pos in range(2, len(buf) - 5):  # find an (ApiKey=18, MinVersion, MaxVersion) triple
+        key, lo, hi = _HHH.unpack_from(buf, pos)
+        if key == _API_VERSIONS and 0 <= lo <= hi < 100:
+            response.api_keys = [ApiVersionsResponse.ApiVersion(api_key=_API_VERSIONS, min_version=0,
+                                                                max_version=hi)]
+            break
+    return response
 
 
 class InFlightRequest(NamedTuple):
@@ -166,16 +318,14 @@ class KafkaConnection:
             raise ProtocolError("send_request on a server-role connection")
         cid = self.next_correlation_id()
         header = RequestHeader(int(api_key), version, cid, self.client_id if client_id is None else client_id)
-        out = bytearray(b"\x00\x00\x00\x00")
-        encode_request_header(out, header)
-        if isinstance(body, bytes | bytearray | memoryview):
-            out += body
-        elif body is not None:
-            body.encode_into(out, version)
-        _I32.pack_into(out, 0, len(out) - 4)
+        out = encode_request_frame(header, body)
         if expect_response:
             self._in_flight.append(InFlightRequest(cid, int(api_key), version))
         return cid, bytes(out)
+
+    def receive_frame(self, frame: memoryview) -> tuple[int, int, int, Any]:
+        """One response frame's payload (size prefix stripped) → ``(correlation_id, api_key, version, body)``."""
+        return self._complete(frame)
 
     def _complete(self, frame: memoryview) -> tuple[int, int, int, Any]:
         if len(frame) < 4:
@@ -188,23 +338,11 @@ class KafkaConnection:
             raise ProtocolError(
                 f"correlation id mismatch: expected {req.correlation_id} (api key {req.api_key}), got {cid}")
         self._in_flight.popleft()
-        _, offset = decode_response_header(frame, req.api_key, req.api_version)
-        cls = RESPONSES.get(req.api_key)
-        if cls is None:
-            return cid, req.api_key, req.api_version, frame[offset:]
-        body = frame[offset:]
+        _, body = decode_response_frame(frame, req.api_key, req.api_version)
         version = req.api_version
-        if req.api_key == _API_VERSIONS and version > 0:
-            # A broker that does not support our ApiVersions version answers with a v0 body carrying
-            # UNSUPPORTED_VERSION (KIP-511); Kafka's client falls back to parsing v0 the same way.
-            if len(body) >= 2 and _I16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION:
-                version = 0
-            else:
-                try:
-                    return cid, req.api_key, version, cls.decode(body, version)
-                except ProtocolError:
-                    version = 0
-        return cid, req.api_key, version, cls.decode(body, version)
+        if req.api_key == _API_VERSIONS and isinstance(body, ApiVersionsResponse) and body.error_code:
+            version = 0  # the broker answered in v0 (KIP-511)
+        return cid, req.api_key, version, body
 
     # ------------------------------------------------------------------------------ server
 
@@ -215,12 +353,6 @@ class KafkaConnection:
         the response header version always follows the request's api key and version.
         """
         body_version = header.api_version if version is None else version
-        out = bytearray(b"\x00\x00\x00\x00")
-        encode_response_header(out, header.correlation_id,
-                               response_header_version(header.api_key, header.api_version))
-        if isinstance(response, bytes | bytearray | memoryview):
-            out += response
-        elif response is not None:
-            response.encode_into(out, body_version)
-        _I32.pack_into(out, 0, len(out) - 4)
-        return bytes(out)
+        return bytes(encode_response_frame(header.correlation_id,
+                                           response_header_version(header.api_key, header.api_version),
+                                           response, body_version))

@@ -14,17 +14,40 @@ from typing import Any
 from strom.common.errors import ConfigError
 from strom.config.properties import load_properties_file, parse_properties
 
-__all__ = ["BrokerConfig", "Listener", "parse_properties", "load_properties_file"]
+__all__ = [
+    "BrokerConfig",
+    "Listener",
+    "SECURITY_PROTOCOLS",
+    "parse_listeners",
+    "parse_security_protocol_map",
+    "parse_properties",
+    "load_properties_file",
+]
 
 _LONG_MAX = 2**63 - 1
 _INT_MAX = 2**31 - 1
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
+    """One endpoint (Kafka's ``EndPoint``): listener name (upper case), host, port and security protocol."""
+
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str, str], int]:
@@ -69,6 +92,24 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "broker.id": (_int(-1), None),
     "listeners": (_str, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (_str, None),
+    "listener.security.protocol.map": (_str, _DEFAULT_PROTOCOL_MAP),
+    "inter.broker.listener.name": (_str, None),
+    "security.inter.broker.protocol": (_str, "PLAINTEXT"),
+    "max.connections": (_int(0), _INT_MAX),
+    "max.connections.per.ip": (_int(0), _INT_MAX),
+    "max.connections.per.ip.overrides": (_str, ""),
+    "connections.max.reauth.ms": (_int(0), 0),
+    "sasl.enabled.mechanisms": (_str, "GSSAPI"),
+    "ssl.client.auth": (_choice("none", "requested", "required"), "none"),
+    "ssl.keystore.type": (_choice("PEM"), "PEM"),
+    "ssl.truststore.type": (_choice("PEM"), "PEM"),
+    "ssl.endpoint.identification.algorithm": (_str, "https"),
+    "ssl.principal.mapping.rules": (_str, "DEFAULT"),
+    "ssl.enabled.protocols": (_str, "TLSv1.2,TLSv1.3"),
+    "ssl.cipher.suites": (_str, ""),
+    "super.users": (_str, ""),
+    "allow.everyone.if.no.acl.found": (_bool, False),
+    "authorizer.class.name": (_str, ""),
     "log.dirs": (_str, None),
     "log.dir": (_str, "./strom-data"),
     "num.partitions": (_int(1), 1),
@@ -119,7 +160,6 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "zookeeper.connect": (_str, None),
     "zookeeper.session.timeout.ms": (_int(1), 18000),
     "zookeeper.connection.timeout.ms": (_int(1), None),
-    "inter.broker.listener.name": (_str, None),
     "replica.lag.time.max.ms": (_int(1), 30000),
     "replica.fetch.wait.max.ms": (_int(0), 500),
     "replica.fetch.min.bytes": (_int(1), 1),
@@ -143,36 +183,66 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
 # socket buffers): a file written for Kafka must start strom.
 _IGNORED = {
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers", "controller.listener.names",
-    "listener.security.protocol.map", "num.network.threads", "num.io.threads",
+    "num.network.threads", "num.io.threads",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "metadata.log.dir", "log.cleaner.enable",
-    "log.cleaner.threads", "background.threads", "queued.max.request.bytes", "security.inter.broker.protocol",
+    "log.cleaner.threads", "background.threads", "queued.max.request.bytes",
     "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.preallocate",
 }
 
-_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)$")
 
 
-def parse_listeners(key: str, value: str) -> list[Listener]:
-    result = []
+def parse_security_protocol_map(key: str, value: str) -> dict[str, str]:
+    """``NAME:PROTOCOL,...`` (Kafka's ``listener.security.protocol.map``); names upper-cased."""
+    result: dict[str, str] = {}
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or not proto:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: expected LISTENER_NAME:SECURITY_PROTOCOL")
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {item} for configuration {key}: unknown security protocol {proto} "
+                              f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        if name in result:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: listener {name} is mapped twice")
+        result[name] = proto
+    return result
+
+
+def parse_listeners(key: str, value: str, protocol_map: Mapping[str, str] | None = None) -> list[Listener]:
+    """``NAME://host:port,...`` as Kafka's ``listeners``: names unique, ports unique (port 0 excepted), every
+    name mapped to a security protocol."""
+    protocol_map = parse_security_protocol_map("listener.security.protocol.map", _DEFAULT_PROTOCOL_MAP) \
+        if protocol_map is None else protocol_map
+    result: list[Listener] = []
     for item in (v.strip() for v in value.split(",")):
         if not item:
             continue
         m = _LISTENER_RE.match(item)
         if m is None:
-            raise ConfigError(f"Invalid value {item} for configuration {key}: expected NAME://host:port")
+            raise ConfigError(f"Invalid value {item} for configuration {key}: expected LISTENER_NAME://host:port")
         name = m.group("name").upper()
-        if name not in ("PLAINTEXT",):
-            raise ConfigError(
-                f"Invalid value {item} for configuration {key}: only PLAINTEXT listeners are supported by strom"
-            )
         host = m.group("host").strip("[]")
         port = int(m.group("port"))
         if port > 65535:
-            raise ConfigError(f"Invalid value {item} for configuration {key}: port out of range")
-        result.append(Listener(name, host, port))
+            raise ConfigError(f"Invalid value {item} for configuration {key}: port {port} out of range (0-65535)")
+        proto = protocol_map.get(name)
+        if proto is None:
+            raise ConfigError(
+                f"Invalid value {item} for configuration {key}: no security protocol defined for listener {name} "
+                "(add it to listener.security.protocol.map)")
+        if any(lst.name == name for lst in result):
+            raise ConfigError(f"Invalid value {value} for configuration {key}: each listener must have a different "
+                              f"name, listener {name} is given twice")
+        if port != 0 and any(lst.port == port and lst.host == host for lst in result):
+            raise ConfigError(f"Invalid value {value} for configuration {key}: each listener must have a different "
+                              f"port, port {port} is given twice")
+        result.append(Listener(name, host, port, proto))
     if not result:
         raise ConfigError(f"Invalid value {value!r} for configuration {key}: at least one listener is required")
     return result
@@ -196,19 +266,65 @@ class BrokerConfig:
             raise ConfigError(f"Unknown configuration {key}")
         if self.values["broker.id"] is not None and "node.id" not in props:
             self.values["node.id"] = self.values["broker.id"]
-        self.listeners = parse_listeners("listeners", self.values["listeners"])
+        self._init_listeners(props)
+        dirs = self.values["log.dirs"] or self.values["log.dir"]
+        self.log_dirs = [d.strip() for d in str(dirs).split(",") if d.strip()]
+        if not self.log_dirs:
+            raise ConfigError("Invalid value for configuration log.dirs: at least one directory is required")
+
+    def _init_listeners(self, props: Mapping[str, str]) -> None:
+        """Listeners, their security protocols and the inter-broker listener, validated as ``KafkaConfig`` does."""
+        self.security_protocol_map = parse_security_protocol_map(
+            "listener.security.protocol.map", self.values["listener.security.protocol.map"])
+        self.listeners = parse_listeners("listeners", self.values["listeners"], self.security_protocol_map)
         adv = self.values["advertised.listeners"]
-        self.advertised_listeners = parse_listeners("advertised.listeners", adv) if adv else self.listeners
+        self.advertised_listeners = (parse_listeners("advertised.listeners", adv, self.security_protocol_map)
+                                     if adv else self.listeners)
+        names = {lst.name for lst in self.listeners}
         for lst in self.advertised_listeners:
+            if lst.name not in names:
+                raise ConfigError(
+                    f"Invalid value {adv} for configuration advertised.listeners: listener {lst.name} is not defined "
+                    f"in listeners ({', '.join(sorted(names))})")
             if lst.host in ("", "0.0.0.0", "::"):
                 raise ConfigError(
                     f"Invalid value {lst.host or '<empty>'} for configuration advertised.listeners: "
                     "set advertised.listeners to an address clients can reach"
                 )
-        dirs = self.values["log.dirs"] or self.values["log.dir"]
-        self.log_dirs = [d.strip() for d in str(dirs).split(",") if d.strip()]
-        if not self.log_dirs:
-            raise ConfigError("Invalid value for configuration log.dirs: at least one directory is required")
+        if "inter.broker.listener.name" in props and "security.inter.broker.protocol" in props:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        if "inter.broker.listener.name" in props:
+            inter = str(self.values["inter.broker.listener.name"]).upper()
+        else:
+            inter = str(self.values["security.inter.broker.protocol"]).upper()
+            if inter not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Invalid value {inter} for configuration security.inter.broker.protocol: "
+                                  f"String must be one of: {', '.join(SECURITY_PROTOCOLS)}")
+        advertised_names = [lst.name for lst in self.advertised_listeners]
+        if inter not in advertised_names:
+            key = ("inter.broker.listener.name" if "inter.broker.listener.name" in props
+                   else "security.inter.broker.protocol")
+            raise ConfigError(
+                f"Invalid value {inter} for configuration {key}: inter.broker.listener.name must be a listener name "
+                f"defined in advertised.listeners. The valid options based on currently configured listeners are "
+                f"{','.join(advertised_names)}")
+        self.inter_broker_listener_name = inter
+
+    def listener(self, name: str) -> Listener:
+        """The bound listener called ``name`` (case-insensitive)."""
+        for lst in self.listeners:
+            if lst.name == name.upper():
+                return lst
+        raise KeyError(f"no listener named {name}")
+
+    def listener_value(self, listener_name: str, key: str, default: Any = None) -> Any:
+        """``listener.name.<listener>.<key>`` if set, else ``<key>`` (Kafka's per-listener override rule)."""
+        prefixed = f"listener.name.{listener_name.lower()}.{key}"
+        if prefixed in self.originals:
+            return self.originals[prefixed]
+        if key in self.values and self.values[key] is not None:
+            return self.values[key]
+        return self.originals.get(key, default)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -1,38 +1,79 @@
 """Accepts connections and turns bytes into requests and responses (Kafka's ``SocketServer`` + ``RequestChannel``).
 
-One asyncio protocol per connection: a length-prefixed frame reader (sizes checked against
-``socket.request.max.bytes``), then a per-connection worker that handles requests strictly in order — Kafka mutes
-a channel while a request is in flight, which gives clients in-order responses; we keep a bounded queue instead
-and pause reading when it is full. Runs on the broker's event loop only.
+:class:`SocketServer` serves one listener (Kafka's ``Acceptor`` for one ``EndPoint``): it accepts connections
+itself (so it can refuse and back off), applies the connection quotas shared by all listeners
+(:class:`ConnectionQuotas`: ``max.connections``, ``max.connections.per.ip`` and its overrides), wraps TLS when the
+listener's protocol says so and reaps connections idle for longer than ``connections.max.idle.ms``.
+
+Each connection is a :class:`KafkaServerProtocol`: a length-prefixed frame reader (the shared sans-I/O
+:class:`~strom.protocol.connection.FrameDecoder`, sizes checked against ``socket.request.max.bytes``), an optional
+authenticator that sees every frame until the session is authenticated (SASL), then a per-connection worker that
+handles requests strictly in order — Kafka mutes a channel while a request is in flight, which gives clients
+in-order responses; we keep a bounded queue instead and pause reading when it is full. Runs on the broker's
+event loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
+import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from strom.common.errors import ProtocolError
+from strom.common.errors import ConfigError, ProtocolError
+from strom.common.time import SYSTEM_TIME, Time
 from strom.protocol.connection import FrameDecoder
+from strom.server.security.principal import ANONYMOUS, KafkaPrincipal
 
-__all__ = ["KafkaServerProtocol", "ConnectionContext"]
+if TYPE_CHECKING:
+    from strom.server.broker_config import Listener
+
+__all__ = [
+    "KafkaServerProtocol",
+    "ConnectionContext",
+    "ConnectionClosed",
+    "ConnectionQuotas",
+    "SocketServer",
+    "ServerAuthenticator",
+    "parse_max_connections_per_ip_overrides",
+]
 
 log = logging.getLogger("strom.server")
 
 MAX_QUEUED_PER_CONNECTION = 16
+# accept() failures that mean "out of a resource": stop accepting for a while instead of spinning on them.
+_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_ACCEPT_BACKOFF_MIN_S = 0.05
+_ACCEPT_BACKOFF_MAX_S = 1.0
+_ACCEPTS_PER_WAKEUP = 64
+# While descriptors stay scarce, accept() flaps between success and failure; one error line per this period.
+_ACCEPT_ERROR_LOG_INTERVAL_NS = 60 * 1_000_000_000
 
 
 class ConnectionContext:
-    """What a handler knows about the connection a request came on."""
+    """What a handler knows about the connection a request came on (Kafka's ``RequestContext`` connection part).
 
-    __slots__ = ("peer", "connection_id", "closed")
+    ``principal`` is ``User:ANONYMOUS`` on PLAINTEXT, the mapped certificate DN on SSL with a client certificate,
+    or the SASL user once authenticated; the authorizer checks it with ``client_host``.
+    """
 
-    def __init__(self, peer: str, connection_id: int) -> None:
+    __slots__ = ("peer", "connection_id", "closed", "listener_name", "security_protocol", "principal",
+                 "client_host", "sasl_mechanism")
+
+    def __init__(self, peer: str, connection_id: int, listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.peer = peer
         self.connection_id = connection_id
         self.closed = False
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.client_host = peer.rpartition(":")[0] if ":" in peer else peer
+        self.sasl_mechanism: str | None = None
 
 
 # A dispatcher takes (context, frame bytes) and returns the framed response bytes, or None for no response.
@@ -43,10 +84,24 @@ class ConnectionClosed(Exception):
     """Raised by a dispatcher to make the server close the connection (protocol violation)."""
 
 
+class ServerAuthenticator(Protocol):
+    """Sees every frame of a connection before the dispatcher does (Kafka's ``SaslServerAuthenticator``).
+
+    ``handle`` returns ``(response_bytes_or_None, pass_to_dispatcher, close_after)``: ApiVersions before
+    authentication is passed on; SaslHandshake / SaslAuthenticate are answered here; anything else before
+    authentication, or after the session expired (KIP-368), closes the connection.
+    """
+
+    def handle(self, ctx: ConnectionContext, frame: memoryview, now_ms: int) -> tuple[bytes | None, bool, bool]: ...
+
+
 class KafkaServerProtocol(asyncio.Protocol):
     _next_id = 0
 
-    def __init__(self, dispatcher: Dispatcher, max_request_size: int, on_close: Callable[[KafkaServerProtocol], None]) -> None:
+    def __init__(self, dispatcher: Dispatcher, max_request_size: int,
+                 on_close: Callable[[KafkaServerProtocol], None], *, listener: Listener | None = None,
+                 authenticator: ServerAuthenticator | None = None, time: Time = SYSTEM_TIME,
+                 principal_from_cert: Callable[[dict[str, Any]], KafkaPrincipal] | None = None) -> None:
         self._dispatch = dispatcher
         self._max = max_request_size
         self._on_close = on_close
@@ -58,9 +113,19 @@ class KafkaServerProtocol(asyncio.Protocol):
         self._paused = False
         self._write_ready = asyncio.Event()
         self._write_ready.set()
+        self._authenticator = authenticator
+        self._principal_from_cert = principal_from_cert
+        self._time = time
         KafkaServerProtocol._next_id += 1
-        self.ctx = ConnectionContext("?", KafkaServerProtocol._next_id)
+        if listener is None:
+            self.ctx = ConnectionContext("?", KafkaServerProtocol._next_id)
+        else:
+            self.ctx = ConnectionContext("?", KafkaServerProtocol._next_id, listener.name, listener.security_protocol)
         self.busy = False
+        # Activity for connections.max.idle.ms: a whole request received or a response written. Bytes of a frame
+        # that never completes do not count, so a client trickling a request (slowloris) is reaped too.
+        self.last_active_ns = time.nanoseconds()
+        self.released = False  # the connection quota slot was given back
 
     # -- asyncio callbacks -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -73,6 +138,12 @@ class KafkaServerProtocol(asyncio.Protocol):
                 pass
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.ctx.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
+        if self._principal_from_cert is not None:
+            cert = transport.get_extra_info("peercert")
+            if cert:
+                self.ctx.principal = self._principal_from_cert(cert)
+        self.last_active_ns = self._time.nanoseconds()
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
     def data_received(self, data: bytes) -> None:
@@ -83,6 +154,7 @@ class KafkaServerProtocol(asyncio.Protocol):
             self._abort()
             return
         if frames:
+            self.last_active_ns = self._time.nanoseconds()
             self._queue.extend(frames)
             self._wakeup.set()
             if len(self._queue) >= MAX_QUEUED_PER_CONNECTION and not self._paused and self._transport:
@@ -115,18 +187,29 @@ class KafkaServerProtocol(asyncio.Protocol):
                 if self._paused and len(self._queue) < MAX_QUEUED_PER_CONNECTION // 2 and self._transport:
                     self._paused = False
                     self._transport.resume_reading()
-                self.busy = True
-                try:
-                    response = await self._dispatch(self.ctx, frame)
-                except ConnectionClosed:
-                    self._abort()
-                    return
-                finally:
-                    self.busy = False
+                response: bytes | bytearray | None = None
+                close_after = False
+                dispatch = True
+                if self._authenticator is not None:
+                    response, dispatch, close_after = self._authenticator.handle(
+                        self.ctx, frame, self._time.milliseconds())
+                if dispatch:
+                    self.busy = True
+                    try:
+                        response = await self._dispatch(self.ctx, frame)
+                    except ConnectionClosed:
+                        self._abort()
+                        return
+                    finally:
+                        self.busy = False
                 if response is not None and not self.ctx.closed and self._transport is not None:
                     self._transport.write(response)
+                    self.last_active_ns = self._time.nanoseconds()
                     if not self._write_ready.is_set():
                         await self._write_ready.wait()
+                if close_after:
+                    self._abort()
+                    return
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler must not take the broker down
@@ -137,6 +220,10 @@ class KafkaServerProtocol(asyncio.Protocol):
         self.ctx.closed = True
         if self._transport is not None:
             self._transport.close()
+
+    def close(self) -> None:
+        """Close at once (idle expiry, broker shutdown)."""
+        self._abort()
 
     @property
     def idle(self) -> bool:
@@ -152,3 +239,307 @@ class KafkaServerProtocol(asyncio.Protocol):
                 break
             await asyncio.sleep(0.01)
         self._abort()
+
+
+def parse_max_connections_per_ip_overrides(value: str) -> dict[str, int]:
+    """``host:count,...`` (Kafka's ``max.connections.per.ip.overrides``); host names are resolved to addresses."""
+    result: dict[str, int] = {}
+    for item in (v.strip() for v in (value or "").split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host:
+            raise ConfigError(f"Invalid value {item} for configuration max.connections.per.ip.overrides: "
+                              "expected host:count")
+        try:
+            n = int(count)
+        except ValueError:
+            raise ConfigError(f"Invalid value {item} for configuration max.connections.per.ip.overrides: "
+                              f"{count!r} is not a number") from None
+        if n < 0:
+            raise ConfigError(f"Invalid value {item} for configuration max.connections.per.ip.overrides: "
+                              "count must be at least 0")
+        try:
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        except OSError as e:
+            raise ConfigError(f"Invalid value {item} for configuration max.connections.per.ip.overrides: "
+                              f"cannot resolve {host} ({e})") from None
+        for address in addresses | {host}:
+            result[address] = n
+    return result
+
+
+class ConnectionQuotas:
+    """Connection counts shared by every listener of a broker (Kafka's ``ConnectionQuotas``). Event loop only.
+
+    Over ``max.connections.per.ip`` (or the address's override) a new connection is closed at once; at
+    ``max.connections`` the listeners stop accepting until a connection closes (new clients wait in the
+    listen backlog), as Kafka's acceptor blocks.
+    """
+
+    def __init__(self, max_connections: int = 2**31 - 1, max_connections_per_ip: int = 2**31 - 1,
+                 overrides: Mapping[str, int] | None = None) -> None:
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.overrides = dict(overrides or {})
+        self.total = 0
+        self._per_ip: dict[str, int] = {}
+        self._waiters: list[Callable[[], None]] = []
+
+    @classmethod
+    def from_config(cls, config: Any) -> ConnectionQuotas:
+        return cls(int(config["max.connections"]), int(config["max.connections.per.ip"]),
+                   parse_max_connections_per_ip_overrides(str(config["max.connections.per.ip.overrides"] or "")))
+
+    def count(self, ip: str) -> int:
+        return self._per_ip.get(ip, 0)
+
+    def at_broker_limit(self) -> bool:
+        return self.total >= self.max_connections
+
+    def try_acquire(self, ip: str) -> bool:
+        """Count a new connection from ``ip``; ``False`` (nothing counted) when ``ip`` is at its limit."""
+        limit = self.overrides.get(ip, self.max_connections_per_ip)
+        n = self._per_ip.get(ip, 0)
+        if n >= limit:
+            return False
+        self._per_ip[ip] = n + 1
+        self.total += 1
+        return True
+
+    def release(self, ip: str) -> None:
+        n = self._per_ip.get(ip, 0) - 1
+        if n > 0:
+            self._per_ip[ip] = n
+        else:
+            self._per_ip.pop(ip, None)
+        self.total = max(0, self.total - 1)
+        if self._waiters and not self.at_broker_limit():
+            waiters, self._waiters = self._waiters, []
+            for resume in waiters:
+                resume()
+
+    def wait_for_slot(self, resume: Callable[[], None]) -> None:
+        """Call ``resume`` once a connection has closed and a slot is free."""
+        self._waiters.append(resume)
+
+
+class SocketServer:
+    """Serves one listener: accept, quotas, TLS, idle expiry; requests go to ``dispatch``. Event loop only.
+
+    ``await start()`` binds (port 0 picks one: see :attr:`bound_port`), ``await stop()`` stops accepting and
+    drains the connections. ``ssl_context`` is required for SSL / SASL_SSL listeners;
+    ``authenticator_factory`` (one authenticator per connection) for SASL listeners.
+    """
+
+    def __init__(self, listener: Listener, dispatch: Dispatcher, *, max_request_size: int = 104857600,
+                 connections_max_idle_ms: int = 600000, quotas: ConnectionQuotas | None = None,
+                 ssl_context: ssl.SSLContext | None = None,
+                 authenticator_factory: Callable[[], ServerAuthenticator] | None = None,
+                 principal_from_cert: Callable[[dict[str, Any]], KafkaPrincipal] | None = None,
+                 time: Time = SYSTEM_TIME, backlog: int = 512) -> None:
+        if listener.uses_ssl and ssl_context is None:
+            raise ConfigError(f"listener {listener.name} ({listener.security_protocol}) needs an SSL context")
+        if listener.uses_sasl and authenticator_factory is None:
+            raise ConfigError(f"listener {listener.name} ({listener.security_protocol}) needs a SASL authenticator")
+        self.listener = listener
+        self._dispatch = dispatch
+        self._max_request_size = max_request_size
+        self._max_idle_ns = connections_max_idle_ms * 1_000_000
+        self.quotas = quotas if quotas is not None else ConnectionQuotas()
+        self._ssl = ssl_context if listener.uses_ssl else None
+        self._authenticator_factory = authenticator_factory if listener.uses_sasl else None
+        self._principal_from_cert = principal_from_cert
+        self._time = time
+        self._backlog = backlog
+        self.connections: set[KafkaServerProtocol] = set()
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._accepting = False
+        self._accept_failures = 0
+        self._accept_error_logged_ns: int | None = None
+        self._accept_episode_logged = False
+        self._backoff_s = _ACCEPT_BACKOFF_MIN_S
+        self._retry: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopped = False
+        self.bound_port: int | None = None
+
+    @classmethod
+    def from_config(cls, listener: Listener, dispatch: Dispatcher, config: Any, quotas: ConnectionQuotas,
+                    **kwargs: Any) -> SocketServer:
+        """The settings a broker config gives a listener (``socket.request.max.bytes``,
+        ``connections.max.idle.ms``)."""
+        return cls(listener, dispatch, max_request_size=int(config["socket.request.max.bytes"]),
+                   connections_max_idle_ms=int(config["connections.max.idle.ms"]), quotas=quotas, **kwargs)
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        host = self.listener.host or None
+        infos = await self._loop.getaddrinfo(host, self.listener.port, type=socket.SOCK_STREAM,
+                                             flags=socket.AI_PASSIVE)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(self._backlog)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self.bound_port = int(sock.getsockname()[1])
+        self._resume_accepting()
+        self._tasks.add(self._loop.create_task(self._reap_idle()))
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish, close every connection."""
+        self._stopped = True
+        self._pause_accepting()
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)), return_exceptions=True)
+
+    def close_listening(self) -> None:
+        """Stop accepting new connections (the first step of a broker shutdown)."""
+        self._stopped = True
+        self._pause_accepting()
+
+    # -- accept -----------------------------------------------------------------------------------------------
+    def _resume_accepting(self) -> None:
+        if self._stopped or self._accepting or self._sock is None or self._loop is None:
+            return
+        self._accepting = True
+        self._loop.add_reader(self._sock.fileno(), self._on_acceptable)
+
+    def _pause_accepting(self) -> None:
+        if self._accepting and self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+        self._accepting = False
+
+    def _on_acceptable(self) -> None:
+        assert self._sock is not None
+        for _ in range(_ACCEPTS_PER_WAKEUP):
+            if self.quotas.at_broker_limit():
+                # max.connections: leave new clients in the backlog until a connection closes.
+                self._pause_accepting()
+                self.quotas.wait_for_slot(self._resume_accepting)
+                return
+            try:
+                conn, addr = self._sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as e:
+                if e.errno in _RESOURCE_ERRNOS:
+                    self._accept_failed(e)
+                    return
+                log.warning("accept() failed on listener %s: %s", self.listener.name, e)
+                return
+            if self._accept_failures:
+                if self._accept_episode_logged:
+                    log.info("listener %s accepts connections again after %d failed accept() calls",
+                             self.listener.name, self._accept_failures)
+                self._accept_failures = 0
+                self._accept_episode_logged = False
+                self._backoff_s = _ACCEPT_BACKOFF_MIN_S
+            self._accepted(conn, addr)
+
+    def _accept_failed(self, e: OSError) -> None:
+        """Out of file descriptors (or memory): log once per episode, stop accepting for a while, retry."""
+        now = self._time.nanoseconds()
+        if self._accept_failures == 0 and (self._accept_error_logged_ns is None
+                                           or now - self._accept_error_logged_ns > _ACCEPT_ERROR_LOG_INTERVAL_NS):
+            self._accept_error_logged_ns = now
+            self._accept_episode_logged = True
+            log.error("accept() failed on listener %s: %s; retrying with back-off up to %.0f ms, "
+                      "further failures are not logged for a minute",
+                      self.listener.name, e, _ACCEPT_BACKOFF_MAX_S * 1000)
+        self._accept_failures += 1
+        self._pause_accepting()
+        assert self._loop is not None
+        self._retry = self._loop.call_later(self._backoff_s, self._retry_accept)
+        self._backoff_s = min(self._backoff_s * 2, _ACCEPT_BACKOFF_MAX_S)
+
+    def _retry_accept(self) -> None:
+        self._retry = None
+        self._resume_accepting()
+
+    def _accepted(self, conn: socket.socket, addr: Any) -> None:
+        ip = addr[0] if isinstance(addr, tuple) else str(addr)
+        if not self.quotas.try_acquire(ip):
+            log.info("rejected connection from %s on listener %s: max.connections.per.ip (%d) reached",
+                     ip, self.listener.name, self.quotas.overrides.get(ip, self.quotas.max_connections_per_ip))
+            conn.close()
+            return
+        conn.setblocking(False)
+        proto = KafkaServerProtocol(self._dispatch, self._max_request_size, self._connection_closed,
+                                    listener=self.listener,
+                                    authenticator=self._authenticator_factory() if self._authenticator_factory else None,
+                                    time=self._time, principal_from_cert=self._principal_from_cert)
+        proto.ctx.client_host = ip
+        self.connections.add(proto)
+        assert self._loop is not None
+        if self._ssl is None:
+            coro = self._loop.connect_accepted_socket(lambda: proto, conn)
+        else:
+            # A client that never finishes the TLS handshake is dropped after the idle limit (or 60 s).
+            timeout = min(60.0, max(0.1, self._max_idle_ns / 1e9))
+            coro = self._loop.connect_accepted_socket(lambda: proto, conn, ssl=self._ssl,
+                                                      ssl_handshake_timeout=timeout)
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._connect_done(t, proto, conn))
+
+    def _connect_done(self, task: asyncio.Task[Any], proto: KafkaServerProtocol, conn: socket.socket) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            exc: BaseException | None = asyncio.CancelledError()
+        else:
+            exc = task.exception()
+        if exc is not None:
+            # Failed TLS handshake (plaintext on a TLS port, untrusted certificate, a stalled client): Kafka logs
+            # "Failed authentication" at INFO and closes; the broker goes on serving everyone else.
+            if isinstance(exc, ssl.SSLError | OSError | asyncio.TimeoutError | TimeoutError | ConnectionError):
+                log.info("failed TLS handshake from %s on listener %s: %s", proto.ctx.client_host,
+                         self.listener.name, exc)
+            elif not isinstance(exc, asyncio.CancelledError):
+                log.warning("connection from %s on listener %s failed: %r", proto.ctx.client_host,
+                            self.listener.name, exc)
+            try:
+                conn.close()
+            except OSError:
+                pass
+            if proto._transport is None:  # connection_made never ran, so connection_lost never will
+                self._connection_closed(proto)
+
+    def _connection_closed(self, proto: KafkaServerProtocol) -> None:
+        self.connections.discard(proto)
+        if not proto.released:
+            proto.released = True
+            self.quotas.release(proto.ctx.client_host)
+
+    # -- idle expiry ------------------------------------------------------------------------------------------
+    async def _reap_idle(self) -> None:
+        """Close connections idle for longer than ``connections.max.idle.ms`` (Kafka's Processor does this in
+        its poll loop). A connection with a request being handled is never idle."""
+        interval = min(1.0, max(0.01, self._max_idle_ns / 4e9))
+        while True:
+            await asyncio.sleep(interval)
+            now = self._time.nanoseconds()
+            for proto in list(self.connections):
+                # A connection still in its TLS handshake has no transport yet: ssl_handshake_timeout drops it.
+                if proto._transport is None or proto.ctx.closed:
+                    continue
+                if proto.idle and now - proto.last_active_ns > self._max_idle_ns:
+                    log.debug("closing connection %s idle for more than %d ms", proto.ctx.peer,
+                              self._max_idle_ns // 1_000_000)
+                    proto.close()

@@ -52,6 +52,7 @@ class MockSelector:
         self.completed_receives: list[FakeReceive] = []
         self.connected: list[Any] = []
         self.disconnected: dict[Any, ChannelState] = {}
+        self.authentication_errors: dict[Any, BaseException] = {}
         self.poll_timeouts: list[int] = []
         self.wakeups = 0
         self.closed_connections: list[Any] = []
@@ -62,7 +63,7 @@ class MockSelector:
 
     # ---- Selector API
     def connect(self, id: Any, address: Any, send_buffer: int = -1, receive_buffer: int = -1,
-                family: int = 0) -> None:
+                family: int = 0, host: str | None = None) -> None:
         if self.connect_error is not None:
             raise self.connect_error
         if id in self._fail_connects:

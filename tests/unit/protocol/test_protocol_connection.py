@@ -74,9 +74,9 @@ def test_large_frame_in_many_chunks_is_linear() -> None:
 def test_oversize_and_negative_frames() -> None:
     d = FrameDecoder(max_frame_size=10)
     assert [bytes(f) for f in d.feed(frame(b"0123456789"))] == [b"0123456789"]
-    with pytest.raises(ProtocolError, match="exceeds"):
+    with pytest.raises(ProtocolError, match="larger than 10"):
         FrameDecoder(max_frame_size=10).feed(frame(b"0123456789A"))
-    with pytest.raises(ProtocolError, match="negative"):
+    with pytest.raises(ProtocolError, match=r"size = -1\)"):
         FrameDecoder().feed(struct.pack(">i", -1))
     d = FrameDecoder(max_frame_size=10)
     d.feed(b"\x00\x00")  # size split across chunks

@@ -1,0 +1,1 @@
+"""Broker-side security: principals, TLS contexts, SASL authentication (sans-I/O) and ACL authorization."""
