@@ -8,6 +8,7 @@ runs on one asyncio event loop; blocking disk work that can take long runs in a 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.server.admin_manager import AdminManager, StandaloneAdminManager
-from strom.server.broker_config import BrokerConfig, Listener
+from strom.server.broker_config import BrokerConfig
 from strom.server.controller.kafka_controller import KafkaController
 from strom.server.controller_channel import ControllerChannel
 from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -27,7 +28,9 @@ from strom.server.metadata_cache import BrokerInfo, MetadataCache, StandaloneMet
 from strom.server.producer_id_manager import ProducerIdManager
 from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
-from strom.server.socket_server import ConnectionContext, KafkaServerProtocol
+from strom.server.security.authorizer import create_authorizer
+from strom.server.security.channel_builders import build_socket_servers
+from strom.server.socket_server import ConnectionContext, SocketServer
 from strom.server.zk.config_change import ConfigChangeWatcher
 from strom.server.zk.kafka_zk_client import KafkaZkClient
 from strom.server.zk.znodes import BrokerRegistration, EndPoint
@@ -61,8 +64,8 @@ class BrokerServer:
         self.controller: KafkaController | None = None
         self.controller_channel: ControllerChannel | None = None
         self._config_watch: ConfigChangeWatcher | None = None
-        self._servers: list[asyncio.base_events.Server] = []
-        self._connections: set[KafkaServerProtocol] = set()
+        self.socket_servers: list[SocketServer] = []
+        self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_ports: list[int] = []
         self.advertised = config.advertised_listeners
@@ -133,10 +136,10 @@ class BrokerServer:
         self.apis = KafkaApis(ApiCollaborators(
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
-            default_log_config=self.default_log_config, controller=self.controller))
+            default_log_config=self.default_log_config, controller=self.controller,
+            authorizer=create_authorizer(c, self.log_dirs[0])))
         self._tasks.append(loop.create_task(self._housekeeping()))
-        for s in self._servers:
-            await s.start_serving()
+        self._ready.set()
         if self.zk is not None:
             await self._join_cluster()
         log.info("strom broker %d started, listening on %s, data in %s%s", self.node_id,
@@ -152,8 +155,7 @@ class BrokerServer:
 
     @property
     def inter_broker_listener(self) -> str:
-        name = self.config["inter.broker.listener.name"]
-        return name or self.advertised[0].name
+        return self.config.inter_broker_listener_name
 
     # -- cluster mode -----------------------------------------------------------------------------------------
     def _connect_zookeeper(self) -> KafkaZkClient:
@@ -165,7 +167,7 @@ class BrokerServer:
         return zk
 
     def _registration(self) -> BrokerRegistration:
-        return BrokerRegistration(self.node_id, tuple(EndPoint(a.host, a.port, a.name, "PLAINTEXT")
+        return BrokerRegistration(self.node_id, tuple(EndPoint(a.host, a.port, a.name, a.security_protocol)
                                                       for a in self.advertised), self.config["broker.rack"])
 
     async def _join_cluster(self) -> None:
@@ -214,31 +216,26 @@ class BrokerServer:
                 gc.on_resignation(tp.partition)
 
     async def _bind_listeners(self) -> None:
-        """Bind every listener (not serving yet) so port 0 resolves before the broker advertises itself."""
-        loop = asyncio.get_running_loop()
-        for lst in self.config.listeners:
-            server = await loop.create_server(lambda lst=lst: self._new_protocol(lst.name), host=lst.host or None,
-                                              port=lst.port, backlog=512, reuse_address=True, start_serving=False)
-            self._servers.append(server)
-            self.bound_ports.append(server.sockets[0].getsockname()[1])
-        if any(a.port == 0 for a in self.advertised):
-            # Port 0 means "pick one": advertise what was bound (tests start brokers this way).
-            self.advertised = [
-                Listener(a.name, a.host, self.bound_ports[i] if a.port == 0 else a.port)
-                for i, a in enumerate(self.advertised)
-            ]
+        """Start a socket server per listener (TLS, SASL, quotas, idle expiry); requests wait for ``_ready``.
+
+        Port 0 means "pick one": what was bound is advertised (tests start brokers this way)."""
+
+        async def dispatch(conn: ConnectionContext, frame: memoryview) -> bytes | bytearray | None:
+            if self.apis is None:
+                await self._ready.wait()
+            assert self.apis is not None
+            return await self.apis.handle(conn, frame, conn.listener_name)
+
+        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0])
+        for server in self.socket_servers:
+            await server.start()
+            self.bound_ports.append(server.bound_port or 0)
+        bound = {s.listener.name: s.bound_port for s in self.socket_servers}
+        self.advertised = [dataclasses.replace(a, port=bound.get(a.name, a.port)) if a.port == 0 else a
+                           for a in self.advertised]
 
     def _endpoints(self) -> dict[str, tuple[str, int]]:
         return {a.name: (a.host, a.port) for a in self.advertised}
-
-    def _new_protocol(self, listener_name: str) -> KafkaServerProtocol:
-        async def dispatch(conn: ConnectionContext, frame: memoryview) -> bytes | bytearray | None:
-            assert self.apis is not None
-            return await self.apis.handle(conn, frame, listener_name)
-
-        proto = KafkaServerProtocol(dispatch, int(self.config["socket.request.max.bytes"]), self._connections.discard)
-        self._connections.add(proto)
-        return proto
 
     async def stop(self) -> None:
         """Controlled shutdown (cluster), stop accepting, finish in-flight requests, flush and close the logs."""
@@ -252,11 +249,11 @@ class BrokerServer:
             self._config_watch.stop()
         if self.controller is not None:
             await self.controller.shutdown()
-        for s in self._servers:
-            s.close()
+        for server in self.socket_servers:
+            server.close_listening()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers parked JoinGroup/SyncGroup before the drain
-        await asyncio.gather(*(c.drain_and_close() for c in list(self._connections)), return_exceptions=True)
+        await asyncio.gather(*(server.stop() for server in self.socket_servers), return_exceptions=True)
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

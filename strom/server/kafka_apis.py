@@ -52,6 +52,7 @@ class ApiCollaborators:
     producer_ids: ProducerIdManager
     default_log_config: LogConfig
     controller: Any = None  # the KafkaController in cluster mode (answers controller APIs when active)
+    authorizer: Any = None  # the Authorizer (authorizer.class.name), None: every request is allowed
     supported_apis: dict[int, ApiSpec] = field(default_factory=dict)
 
 

@@ -61,6 +61,7 @@ _MODULES = (
     "describe_groups",
     "delete_groups",
     "inter_broker",
+    "security_apis",
 )
 
 
