@@ -378,3 +378,34 @@ def test_requests_wait_for_a_restarted_zookeeper() -> None:
             assert result == [[1]]
         finally:
             client.close()
+
+
+def test_bulk_partition_state_create_and_update(clients: Callable[..., KafkaZkClient]) -> None:
+    controller, other = clients(), clients()
+    assert controller.register_controller(0) == 1
+    epoch = controller.get_controller_epoch()
+    assert epoch is not None
+    tps = [TopicPartition("bulk", p) for p in range(40)]
+    created = controller.create_partition_states({tp: LeaderAndIsr(p % 3, 0, (p % 3, (p + 1) % 3), 1)
+                                                  for p, tp in enumerate(tps)}, epoch[1])
+    assert created == {tp: None for tp in tps}
+    again = controller.create_partition_states({tps[0]: LeaderAndIsr(0, 0, (0,), 1)}, epoch[1])
+    assert isinstance(again[tps[0]], ZkNodeExistsError)
+    states = other.get_partition_states(tps)
+    assert len(states) == 40 and all(s.zk_version == 0 for s in states.values())
+    # another writer gets to partition 5 first: that one must come back for a retry, the rest are written
+    assert other.update_leader_and_isr(tps[5], states[tps[5]].new_isr([2]), 0) == (True, 1)
+    updated = controller.update_leader_and_isrs({tp: s.new_leader_and_isr(s.isr[-1], s.isr[-1:])
+                                                 for tp, s in states.items()}, epoch[1])
+    assert updated[tps[5]] is None
+    assert all(updated[tp] is not None and updated[tp].zk_version == 1 for tp in tps if tp != tps[5])  # type: ignore[union-attr]
+    now = other.get_partition_states(tps)
+    for tp in tps:
+        if tp != tps[5]:
+            assert now[tp] == updated[tp]
+            assert now[tp].leader_epoch == 1
+    assert now[tps[5]].isr == (2,) and now[tps[5]].leader_epoch == 0
+    # a deposed controller's bulk write is refused whole
+    with pytest.raises(ControllerMovedError):
+        controller.update_leader_and_isrs({tps[0]: now[tps[0]].new_isr([0])}, epoch[1] - 1)
+    assert other.get_partition_state(tps[0]) == now[tps[0]]
