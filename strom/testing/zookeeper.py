@@ -8,11 +8,13 @@ quick-start JIT so a dozen servers fit the test machine.
         client = KafkaZkClient.connect(zk.connect_string + "/kafka")
 
 ``stop()`` is SIGTERM, ``kill()`` is SIGKILL (a crash), ``restart()`` comes back on the same port with the same
-``dataDir`` (the znodes survive). Never imported by production code.
+``dataDir`` (the znodes survive). The server is killed if the process that started it dies (start it from a
+thread that lives as long as the server, e.g. the test's main thread). Never imported by production code.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -35,6 +37,15 @@ TEST_JVM_ENV = {
     "KAFKA_HEAP_OPTS": "-Xmx192M -Xms32M",
     "KAFKA_JVM_PERFORMANCE_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1",
 }
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process (thread) that started it dies, so a test run that
+    is killed never leaves a JVM behind on the shared machine (the setting survives the exec into java)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 class ZooKeeperServer:
@@ -67,7 +78,7 @@ class ZooKeeperServer:
         env = {**os.environ, **TEST_JVM_ENV}
         with open(self.log_file, "ab") as out:
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, env=env)
+                                         stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:
