@@ -102,6 +102,11 @@ class ZooKeeperConfig:
     properties: Mapping[str, str]
 
     @property
+    def is_ensemble_member(self) -> bool:
+        """A ``server.N`` line makes this server one member of a replicated ensemble (quorum mode)."""
+        return any(k.startswith("server.") for k in self.properties)
+
+    @property
     def connect_host(self) -> str:
         """Where a local client reaches the server (the wildcard address binds every interface)."""
         addr = self.client_port_address
@@ -251,18 +256,20 @@ def start_daemon(config: ZooKeeperConfig, log_dir: str | os.PathLike[str]) -> su
 
 
 def wait_until_serving(config: ZooKeeperConfig, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
-    """Poll until the client port accepts connections; False when ``proc`` exited or the deadline passed."""
+    """Poll until the server is up; False when ``proc`` exited or the deadline passed. A standalone server must
+    serve; a member of an ensemble only has to answer on its client port, since it cannot serve before a quorum
+    of its peers runs (and a script starts the members one after another)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             return False
-        if _answers_srvr(config.connect_host, config.client_port):
+        if _answers_srvr(config.connect_host, config.client_port, require_serving=not config.is_ensemble_member):
             return True
         time.sleep(0.05)
     return False
 
 
-def _answers_srvr(host: str, port: int) -> bool:
+def _answers_srvr(host: str, port: int, require_serving: bool = True) -> bool:
     """Ask ZooKeeper's ``srvr`` four-letter word (whitelisted by default): a server still loading its
     database answers "not currently serving"; one that excludes srvr from its whitelist still answers, and
     that too means it is up. A bare connect-and-close would make ZooKeeper log an exception."""
@@ -274,6 +281,8 @@ def _answers_srvr(host: str, port: int) -> bool:
                 reply += chunk
     except OSError:
         return False
+    if not require_serving and b"not currently serving" in reply:
+        return True
     return reply.startswith(b"Zookeeper version") or b"whitelist" in reply
 
 
