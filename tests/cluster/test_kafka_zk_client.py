@@ -282,6 +282,7 @@ def test_topic_assignment_create_get_set_and_kafka_json(zookeeper: ZooKeeperServ
     with pytest.raises(ZkVersionConflictError):
         c.set_topic_assignment("sanguo", topic_id, {0: [1]}, expected_version=0)
     assert c.get_all_topics() == ["sanguo"]
+    assert c.get_topic_assignments(["sanguo", "absent"]) == {"sanguo": c.get_topic_assignment("sanguo")}
     raw = _raw(zookeeper)
     try:
         js = json.loads(raw.get(zk_connect[zk_connect.index("/"):] + "/brokers/topics/sanguo")[0])

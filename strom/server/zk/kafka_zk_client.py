@@ -510,6 +510,25 @@ class KafkaZkClient:
             return None
         return TopicZNode.decode(topic, data, version)
 
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Many topics' assignments in one round of pipelined reads; missing topics are left out (Kafka's
+        ``getReplicaAssignmentAndTopicIdForTopics``, what a new controller loads first)."""
+        names = list(topics)
+        pending = [(t, self._zk.get_async(TopicZNode.path(t))) for t in names]
+        out: dict[str, TopicAssignment] = {}
+        for topic, result in pending:
+            try:
+                data, stat = result.get(timeout=self.connection_timeout_ms / 1000)
+            except NoNodeError:
+                continue
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError):
+                again = self.get_topic_assignment(topic)  # this one again, with the retry
+                if again is not None:
+                    out[topic] = again
+                continue
+            out[topic] = TopicZNode.decode(topic, data, stat.version)
+        return out
+
     def set_topic_assignment(self, topic: str, topic_id: uuid.UUID | None,
                              assignment: Mapping[int, ReplicaAssignment | Sequence[int]],
                              expected_version: int = ZkVersion.MATCH_ANY_VERSION,
