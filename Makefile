@@ -7,7 +7,7 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_DEMO := $(VENV)/.stamp-demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint codegen codegen-check bench clean venv kcat java zookeeper system-deps
+.PHONY: demo test test-cluster lint codegen codegen-check bench clean venv kcat java zookeeper system-deps
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,10 @@ kcat java zookeeper: system-deps
 
 test: $(STAMP_TEST) system-deps
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
+
+# Only the cluster-mode tests (real ZooKeeper and broker processes on loopback).
+test-cluster: $(STAMP_TEST) system-deps
+	$(VPY) -m pytest -q tests/cluster $(PYTEST_ARGS)
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check strom tests tools bench
