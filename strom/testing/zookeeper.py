@@ -7,7 +7,7 @@ quick-start JIT so a dozen servers fit the test machine.
     with ZooKeeperServer() as zk:
         client = KafkaZkClient.connect(zk.connect_string + "/kafka")
 
-``stop()`` is SIGTERM, ``kill()`` is SIGKILL (a crash), ``restart()`` comes back on the same port with the same
+``stop()`` is SIGTERM, ``kill()`` is SIGKILL (a crash), ``pause()`` / ``resume()`` SIGSTOP / SIGCONT, ``restart()`` comes back on the same port with the same
 ``dataDir`` (the znodes survive). The server is killed if the process that started it dies (start it from a
 thread that lives as long as the server, e.g. the test's main thread). Never imported by production code.
 """
@@ -116,6 +116,7 @@ class ZooKeeperServer:
         """SIGTERM and wait; the exit code."""
         if self.proc is None or self.proc.poll() is not None:
             return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGCONT)  # a paused JVM would not act on SIGTERM
         self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout_s)
@@ -128,6 +129,16 @@ class ZooKeeperServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: ZooKeeper hangs (no answers, connections stay open), as on a long GC pause or a frozen VM."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
 
     def restart(self, timeout_s: float = 60.0) -> ZooKeeperServer:
         """Stop (if running) and start again on the same port and dataDir."""

@@ -410,3 +410,28 @@ def test_bulk_partition_state_create_and_update(clients: Callable[..., KafkaZkCl
     with pytest.raises(ControllerMovedError):
         controller.update_leader_and_isrs({tps[0]: now[tps[0]].new_isr([0])}, epoch[1] - 1)
     assert other.get_partition_state(tps[0]) == now[tps[0]]
+
+
+def test_a_paused_zookeeper_delays_requests_until_it_resumes() -> None:
+    with ZooKeeperServer(extra_config={"maxSessionTimeout": "60000"}) as server:
+        client = KafkaZkClient.connect(server.connect_string, session_timeout_ms=60000, connection_timeout_ms=60000)
+        try:
+            client.register_broker(_broker(2))
+            server.pause()
+            done = threading.Event()
+            result: list[int] = []
+
+            def create() -> None:
+                result.append(client.create_topic_assignment("during-pause", None, {0: [2]}))
+                done.set()
+
+            writer = threading.Thread(target=create)
+            writer.start()
+            assert not done.wait(1.0)  # a frozen ZooKeeper answers nothing
+            server.resume()
+            assert done.wait(60)
+            writer.join(10)
+            assert result == [0] and client.get_topic_assignment("during-pause") is not None
+            assert client.get_all_broker_ids() == [2]  # the session outlived the pause
+        finally:
+            client.close()
