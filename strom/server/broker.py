@@ -1,7 +1,8 @@
-"""The broker process: wiring of config, storage, metadata, request handlers and listeners.
+"""The broker process: builds every collaborator, hands each to what uses it, runs the listeners.
 
-Kafka counterpart: ``BrokerServer`` + ``KafkaApis`` (dispatch). Everything runs on one asyncio event loop;
-blocking disk work that can take long (fsync of many segments at shutdown) runs in a thread.
+Kafka counterpart: ``KafkaServer`` (ZooKeeper mode) / ``BrokerServer``. This module is the only place that knows
+the whole broker; request handlers get their collaborators from :class:`KafkaApis`, never from here. Everything
+runs on one asyncio event loop; blocking disk work that can take long runs in a thread.
 """
 
 from __future__ import annotations
@@ -9,28 +10,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import struct
 from pathlib import Path
 
-from strom.common.errors import ProtocolError
+from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
-from strom.protocol.api_keys import ApiKey
-from strom.protocol.headers import decode_request_header, response_header_version
-from strom.server.apis import ApiSpec, load_all
-from strom.server.broker_config import BrokerConfig
+from strom.server.admin_manager import AdminManager, StandaloneAdminManager
+from strom.server.broker_config import BrokerConfig, Listener
+from strom.server.controller.kafka_controller import KafkaController
+from strom.server.controller_channel import ControllerChannel
 from strom.server.coordinator.group_coordinator import GroupCoordinator
+from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.server.coordinator.offsets_log import create_group_coordinator
-from strom.server.metadata_cache import MetadataCache
+from strom.server.kafka_apis import ApiCollaborators, KafkaApis
+from strom.server.meta_properties import check_meta_properties
+from strom.server.metadata_cache import MetadataCache, StandaloneMetadata
+from strom.server.producer_id_manager import ProducerIdManager
+from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
-from strom.server.request_context import RequestContext
-from strom.server.socket_server import ConnectionClosed, ConnectionContext, KafkaServerProtocol
+from strom.server.socket_server import ConnectionContext, KafkaServerProtocol
+from strom.server.zk.config_change import ConfigChangeWatcher
+from strom.server.zk.kafka_zk_client import KafkaZkClient
+from strom.server.zk.znodes import BrokerRegistration, EndPoint
+from strom.server.zk_admin_manager import ZkAdminManager
+from strom.server.zk_metadata_cache import ZkMetadataCache
+from strom.storage.fs import raise_open_file_limit
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 
-__all__ = ["BrokerServer"]
+__all__ = ["BrokerServer", "pid_file_path"]
 
 log = logging.getLogger("strom.server")
-_RESP_V0 = struct.Struct(">ii")
 
 
 class BrokerServer:
@@ -40,13 +49,18 @@ class BrokerServer:
         self.config = config
         self.time = time
         self.node_id = config.node_id
-        self.apis: dict[int, ApiSpec] = load_all()
         self.log_dirs = [Path(d).absolute() for d in config.log_dirs]
         self.default_log_config = LogConfig.from_broker_props(config.originals)
         self.metadata: MetadataCache | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.admin: AdminManager | None = None
+        self.apis: KafkaApis | None = None
+        self.zk: KafkaZkClient | None = None
+        self.controller: KafkaController | None = None
+        self.controller_channel: ControllerChannel | None = None
+        self._config_watch: ConfigChangeWatcher | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[KafkaServerProtocol] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -56,10 +70,16 @@ class BrokerServer:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        c = self.config
+        loop = asyncio.get_running_loop()
+        raise_open_file_limit()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.metadata = MetadataCache(self.log_dirs[0])
-        c = self.config
+        cluster_id = None
+        if c["zookeeper.connect"]:
+            self.zk = await loop.run_in_executor(None, self._connect_zookeeper)
+            cluster_id = self.zk.get_or_create_cluster_id(c["cluster.id"])
+            check_meta_properties(self.log_dirs, cluster_id, self.node_id)
         self.log_manager = LogManager(
             [str(d) for d in self.log_dirs],
             self.default_log_config,
@@ -67,36 +87,170 @@ class BrokerServer:
             flush_check_ms=int(c["log.flush.scheduler.interval.ms"]),
             retention_check_ms=int(c["log.retention.check.interval.ms"]),
         )
-        self.log_manager.load_logs()
-        self.replica_manager = ReplicaManager(self)
-        self.replica_manager.open_all()
-        self.group_coordinator = create_group_coordinator(self)
-        await self.group_coordinator.start()
+        await loop.run_in_executor(None, self.log_manager.load_logs)
+        await self._bind_listeners()
+        admin_kw = dict(num_partitions=int(c["num.partitions"]),
+                        default_replication_factor=int(c["default.replication.factor"]),
+                        auto_create_enable=bool(c["auto.create.topics.enable"]))
+        if self.zk is None:
+            metadata: MetadataCache = StandaloneMetadata(self.log_dirs[0], self.node_id, self._endpoints(),
+                                                         c["broker.rack"])
+            rm = self._replica_manager(metadata)
+            rm.open_standalone()
+            assert isinstance(metadata, StandaloneMetadata)
+            self.admin = StandaloneAdminManager(metadata, rm, self.default_log_config, **admin_kw)
+            producer_ids = ProducerIdManager(metadata.allocate_producer_id_block)
+        else:
+            assert cluster_id is not None
+            zk = self.zk
+            metadata = ZkMetadataCache(self.node_id, cluster_id, zk)
+            rm = self._replica_manager(metadata)
+            listener = self.inter_broker_listener
+            self.controller = KafkaController(
+                self.node_id, zk, self.time, inter_broker_listener=listener,
+                unclean_leader_election=bool(c["unclean.leader.election.enable"]),
+                auto_leader_rebalance=bool(c["auto.leader.rebalance.enable"]),
+                imbalance_check_interval_s=int(c["leader.imbalance.check.interval.seconds"]),
+                imbalance_percentage=int(c["leader.imbalance.per.broker.percentage"]),
+                socket_timeout_ms=int(c["controller.socket.timeout.ms"]))
+            self.controller_channel = ControllerChannel(self.node_id, metadata, listener, self.controller,
+                                                        timeout_s=int(c["replica.socket.timeout.ms"]) / 1000)
+            rm.set_alter_partition(self.controller_channel.alter_partition)
+            rm.fetcher_manager = ReplicaFetcherManager(
+                self.node_id, rm, metadata, self.time, listener=listener,
+                wait_max_ms=int(c["replica.fetch.wait.max.ms"]), min_bytes=int(c["replica.fetch.min.bytes"]),
+                max_bytes=int(c["replica.fetch.max.bytes"]),
+                response_max_bytes=int(c["replica.fetch.response.max.bytes"]),
+                backoff_ms=int(c["replica.fetch.backoff.ms"]), socket_timeout_ms=int(c["replica.socket.timeout.ms"]))
+            self.admin = ZkAdminManager(metadata, zk, self.default_log_config, self._apply_topic_config, **admin_kw)
+            producer_ids = ProducerIdManager(
+                lambda size: zk.allocate_producer_id_block(self.node_id, size).first_producer_id, blocking=True)
+        self.metadata = metadata
+        self.group_coordinator = create_group_coordinator(c, self.time, metadata, rm)
+        await self.group_coordinator.start(load_all=self.zk is None)
+        rm.on_leadership_change = self._on_leadership_change
+        self.apis = KafkaApis(ApiCollaborators(
+            config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
+            group_coordinator=self.group_coordinator, producer_ids=producer_ids,
+            default_log_config=self.default_log_config, controller=self.controller))
+        self._tasks.append(loop.create_task(self._housekeeping()))
+        for s in self._servers:
+            await s.start_serving()
+        if self.zk is not None:
+            await self._join_cluster()
+        log.info("strom broker %d started, listening on %s, data in %s%s", self.node_id,
+                 ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)),
+                 f", cluster {cluster_id} via ZooKeeper {c['zookeeper.connect']}" if self.zk is not None else "")
+
+    def _replica_manager(self, metadata: MetadataCache) -> ReplicaManager:
+        assert self.log_manager is not None
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
+            replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
+        return self.replica_manager
+
+    @property
+    def inter_broker_listener(self) -> str:
+        name = self.config["inter.broker.listener.name"]
+        return name or self.advertised[0].name
+
+    # -- cluster mode -----------------------------------------------------------------------------------------
+    def _connect_zookeeper(self) -> KafkaZkClient:
+        c = self.config
+        session = int(c["zookeeper.session.timeout.ms"])
+        conn = c["zookeeper.connection.timeout.ms"]
+        zk = KafkaZkClient.connect(c["zookeeper.connect"], session, int(conn) if conn is not None else None)
+        zk.create_top_level_paths()
+        return zk
+
+    def _registration(self) -> BrokerRegistration:
+        return BrokerRegistration(self.node_id, tuple(EndPoint(a.host, a.port, a.name, "PLAINTEXT")
+                                                      for a in self.advertised), self.config["broker.rack"])
+
+    async def _join_cluster(self) -> None:
+        """Register in ZooKeeper (ephemeral /brokers/ids/<id>), watch config changes, run for controller."""
+        assert self.zk is not None and self.controller is not None and self.controller_channel is not None
+        zk, loop = self.zk, asyncio.get_running_loop()
+        wait_ms = int(self.config["zookeeper.session.timeout.ms"]) + 2000
+        # A killed broker's registration lingers until its session expires: wait that long before giving up.
+        epoch = await loop.run_in_executor(None, zk.register_broker, self._registration(), wait_ms)
+        self.controller_channel.broker_epoch = epoch
+        assert isinstance(self.metadata, ZkMetadataCache)
+        metadata = self.metadata
+        self.controller.on_controller_change = metadata.set_controller_id
+        self._config_watch = ConfigChangeWatcher(zk, loop, self._apply_topic_config)
+        self._config_watch.start()
+
+        def after_new_session() -> None:
+            # A new ZooKeeper session (the old one expired): register again, then run for controller again.
+            try:
+                e = zk.register_broker(self._registration(), wait_ms)
+                if self.controller_channel is not None:
+                    self.controller_channel.broker_epoch = e
+            except Exception:
+                log.exception("cannot re-register broker %d after a new ZooKeeper session", self.node_id)
+            if self.controller is not None:
+                self.controller._enqueue("reelect")
+
+        zk.register_state_change_handler("broker", after_new_session)
+        await self.controller.startup()
+
+    def _apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        if isinstance(self.metadata, ZkMetadataCache):
+            self.metadata.set_topic_configs(topic, configs)
+        if self.replica_manager is not None and self.metadata is not None and topic in self.metadata:
+            self.replica_manager.topic_config_changed(topic)
+
+    def _on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
+        gc = self.group_coordinator
+        if gc is None:
+            return
+        for tp in leaders:
+            if tp.topic == GROUP_METADATA_TOPIC_NAME:
+                gc.on_election(tp.partition)
+        for tp in followers:
+            if tp.topic == GROUP_METADATA_TOPIC_NAME:
+                gc.on_resignation(tp.partition)
+
+    async def _bind_listeners(self) -> None:
+        """Bind every listener (not serving yet) so port 0 resolves before the broker advertises itself."""
         loop = asyncio.get_running_loop()
-        for lst in c.listeners:
-            server = await loop.create_server(self._new_protocol, host=lst.host or None, port=lst.port, backlog=512,
-                                              reuse_address=True)
+        for lst in self.config.listeners:
+            server = await loop.create_server(lambda lst=lst: self._new_protocol(lst.name), host=lst.host or None,
+                                              port=lst.port, backlog=512, reuse_address=True, start_serving=False)
             self._servers.append(server)
             self.bound_ports.append(server.sockets[0].getsockname()[1])
         if any(a.port == 0 for a in self.advertised):
             # Port 0 means "pick one": advertise what was bound (tests start brokers this way).
-            from strom.server.broker_config import Listener
-
             self.advertised = [
                 Listener(a.name, a.host, self.bound_ports[i] if a.port == 0 else a.port)
                 for i, a in enumerate(self.advertised)
             ]
-        self._tasks.append(loop.create_task(self._housekeeping()))
-        log.info("strom broker %d started, listening on %s, data in %s", self.node_id,
-                 ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)))
 
-    def _new_protocol(self) -> KafkaServerProtocol:
-        proto = KafkaServerProtocol(self._dispatch, int(self.config["socket.request.max.bytes"]), self._connections.discard)
+    def _endpoints(self) -> dict[str, tuple[str, int]]:
+        return {a.name: (a.host, a.port) for a in self.advertised}
+
+    def _new_protocol(self, listener_name: str) -> KafkaServerProtocol:
+        async def dispatch(conn: ConnectionContext, frame: memoryview) -> bytes | bytearray | None:
+            assert self.apis is not None
+            return await self.apis.handle(conn, frame, listener_name)
+
+        proto = KafkaServerProtocol(dispatch, int(self.config["socket.request.max.bytes"]), self._connections.discard)
         self._connections.add(proto)
         return proto
 
     async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests, flush and close the logs."""
+        """Controlled shutdown (cluster), stop accepting, finish in-flight requests, flush and close the logs."""
+        c = self.config
+        if self.controller_channel is not None and c["controlled.shutdown.enable"]:
+            moved = await self.controller_channel.controlled_shutdown(int(c["controlled.shutdown.max.retries"]),
+                                                                      int(c["controlled.shutdown.retry.backoff.ms"]))
+            if not moved:
+                log.warning("controlled shutdown did not complete; shutting down anyway")
+        if self._config_watch is not None:
+            self._config_watch.stop()
+        if self.controller is not None:
+            await self.controller.shutdown()
         for s in self._servers:
             s.close()
         if self.group_coordinator is not None:
@@ -107,8 +261,12 @@ class BrokerServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+        if self.controller_channel is not None:
+            self.controller_channel.close()
         if self.log_manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if self.zk is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.zk.close)
         self._stopped.set()
         log.info("strom broker %d stopped", self.node_id)
 
@@ -116,74 +274,39 @@ class BrokerServer:
         await self._stopped.wait()
 
     async def _housekeeping(self) -> None:
-        """Retention, time-based flush and checkpoints (Kafka's LogManager scheduler)."""
-        assert self.log_manager is not None
-        lm = self.log_manager
+        """Retention, time-based flush, checkpoints and ISR checks (Kafka's LogManager / ReplicaManager schedulers)."""
+        assert self.log_manager is not None and self.replica_manager is not None
+        lm, rm = self.log_manager, self.replica_manager
         c = self.config
         retention_every = int(c["log.retention.check.interval.ms"])
         flush_every = min(int(c["log.flush.scheduler.interval.ms"]), 1000)
         checkpoint_every = int(c["log.flush.offset.checkpoint.interval.ms"])
+        isr_every = max(int(c["replica.lag.time.max.ms"]) // 2, 50)
         now = self.time.hi_res_milliseconds()
-        next_retention, next_checkpoint = now + retention_every, now + checkpoint_every
+        next_retention, next_checkpoint, next_isr = now + retention_every, now + checkpoint_every, now + isr_every
+        loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(max(0.05, min(flush_every, retention_every, 1000) / 1000.0))
+            await asyncio.sleep(max(0.05, min(flush_every, retention_every, isr_every, 1000) / 1000.0))
             now = self.time.hi_res_milliseconds()
             try:
-                await asyncio.get_running_loop().run_in_executor(None, lm.flush_dirty_logs)
+                await loop.run_in_executor(None, lm.flush_dirty_logs)
+                if now >= next_isr:
+                    next_isr = now + isr_every
+                    rm.maybe_shrink_isr()
                 if now >= next_retention:
                     next_retention = now + retention_every
-                    lm.cleanup_logs()
+                    await loop.run_in_executor(None, lm.cleanup_logs)
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
-                    lm.checkpoint_recovery_points()
-                    lm.checkpoint_log_start_offsets()
+                    await loop.run_in_executor(None, self._checkpoint)
             except Exception:
                 log.exception("background log maintenance failed")
 
-    # -- dispatch ---------------------------------------------------------------------------------------------
-    async def _dispatch(self, conn: ConnectionContext, frame: memoryview) -> bytes | bytearray | None:
-        try:
-            header, body_offset = decode_request_header(frame)
-        except ProtocolError as e:
-            log.warning("closing connection %s: unreadable request header (%s)", conn.peer, e)
-            raise ConnectionClosed() from None
-        key, version = header.api_key, header.api_version
-        spec = self.apis.get(key)
-        if spec is None or not spec.min_version <= version <= spec.max_version:
-            if key == ApiKey.API_VERSIONS and spec is not None:
-                # KIP-511: answer an unsupported ApiVersions version with a v0 body carrying UNSUPPORTED_VERSION.
-                from strom.server.apis.api_versions import unsupported_version_response
-
-                return self._frame(header.correlation_id, 0, unsupported_version_response(self), key, 0)
-            log.warning("closing connection %s: unsupported %s v%d", conn.peer,
-                        _api_name(key), version)
-            raise ConnectionClosed()
-        try:
-            request = spec.request_cls.decode(frame[body_offset:], version)
-        except ProtocolError as e:
-            log.warning("closing connection %s: malformed %s v%d request (%s)", conn.peer, _api_name(key), version, e)
-            raise ConnectionClosed() from None
-        ctx = RequestContext(key, version, header.correlation_id, header.client_id, conn, self)
-        response = await spec.handler(ctx, request)
-        if response is None:
-            return None
-        return self._frame(header.correlation_id, response_header_version(key, version), response, key, version)
-
-    @staticmethod
-    def _frame(correlation_id: int, header_version: int, response: object, key: int, version: int) -> bytearray:
-        # One buffer for size + header + body: Fetch bodies carry megabytes of records, copy them once only.
-        head = 8 if header_version == 0 else 9
-        out = bytearray(head)
-        response.encode_into(out, version)  # type: ignore[attr-defined]
-        _RESP_V0.pack_into(out, 0, len(out) - 4, correlation_id)
-        return out
-
-
-def _api_name(key: int) -> str:
-    try:
-        return ApiKey(key).name
-    except ValueError:
-        return f"api key {key}"
+    def _checkpoint(self) -> None:
+        assert self.log_manager is not None and self.replica_manager is not None
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+        self.replica_manager.checkpoint_high_watermarks()
 
 
 def pid_file_path(log_dir: str | os.PathLike[str]) -> Path:

@@ -115,19 +115,40 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "queued.max.requests": (_int(1), 500),
     "cluster.id": (_str, None),
     "broker.rack": (_str, None),
+    # Cluster mode (Kafka's ZooKeeper mode): empty zookeeper.connect runs a standalone broker.
+    "zookeeper.connect": (_str, None),
+    "zookeeper.session.timeout.ms": (_int(1), 18000),
+    "zookeeper.connection.timeout.ms": (_int(1), None),
+    "inter.broker.listener.name": (_str, None),
+    "replica.lag.time.max.ms": (_int(1), 30000),
+    "replica.fetch.wait.max.ms": (_int(0), 500),
+    "replica.fetch.min.bytes": (_int(1), 1),
+    "replica.fetch.max.bytes": (_int(0), 1048576),
+    "replica.fetch.response.max.bytes": (_int(0), 10485760),
+    "replica.fetch.backoff.ms": (_int(0), 1000),
+    "replica.socket.timeout.ms": (_int(1), 30000),
+    "replica.high.watermark.checkpoint.interval.ms": (_int(1), 5000),
+    "num.replica.fetchers": (_int(1), 1),
+    "unclean.leader.election.enable": (_bool, False),
+    "auto.leader.rebalance.enable": (_bool, True),
+    "leader.imbalance.check.interval.seconds": (_int(1), 300),
+    "leader.imbalance.per.broker.percentage": (_int(0), 10),
+    "controlled.shutdown.enable": (_bool, True),
+    "controlled.shutdown.max.retries": (_int(0), 3),
+    "controlled.shutdown.retry.backoff.ms": (_int(0), 5000),
+    "controller.socket.timeout.ms": (_int(1), 30000),
 }
 
 # Keys a real Kafka server.properties carries that strom accepts and ignores (threads, ZooKeeper, KRaft quorum,
 # socket buffers): a file written for Kafka must start strom.
 _IGNORED = {
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers", "controller.listener.names",
-    "inter.broker.listener.name", "listener.security.protocol.map", "num.network.threads", "num.io.threads",
+    "listener.security.protocol.map", "num.network.threads", "num.io.threads",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
-    "zookeeper.connect", "zookeeper.connection.timeout.ms", "num.replica.fetchers", "replica.lag.time.max.ms",
-    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "metadata.log.dir", "log.cleaner.enable",
+    "metadata.log.dir", "log.cleaner.enable",
     "log.cleaner.threads", "background.threads", "queued.max.request.bytes", "security.inter.broker.protocol",
     "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
-    "controlled.shutdown.enable", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.preallocate",
 }
 
@@ -169,7 +190,8 @@ class BrokerConfig:
         for key in props:
             if key in _DEFS or key in _IGNORED:
                 continue
-            if key.startswith(("log.cleaner.", "listener.name.", "ssl.", "sasl.", "controller.", "remote.log.")):
+            if key.startswith(("log.cleaner.", "listener.name.", "ssl.", "sasl.", "controller.", "remote.log.",
+                               "zookeeper.")):
                 continue
             raise ConfigError(f"Unknown configuration {key}")
         if self.values["broker.id"] is not None and "node.id" not in props:
@@ -187,9 +209,6 @@ class BrokerConfig:
         self.log_dirs = [d.strip() for d in str(dirs).split(",") if d.strip()]
         if not self.log_dirs:
             raise ConfigError("Invalid value for configuration log.dirs: at least one directory is required")
-        if self.values["default.replication.factor"] != 1:
-            # One broker: a replication factor above 1 can never be met (Kafka would refuse topic creation).
-            pass
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

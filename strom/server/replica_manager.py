@@ -1,134 +1,411 @@
-"""Partition logs as the request handlers see them: append, read, and the fetch purgatory.
+"""The partitions this broker hosts: appends, reads, leadership changes and the produce/fetch purgatories.
 
-Kafka counterpart: ``ReplicaManager`` (appendRecords / fetchMessages) with ``DelayedFetch`` in a purgatory.
-A single broker leads every partition, so the high watermark is the log end offset once the append is done
-(and flushed when the flush policy says so). Event loop only.
+Kafka counterpart: ``ReplicaManager`` (appendRecords / fetchMessages / becomeLeaderOrFollower / stopReplicas)
+with ``DelayedProduce`` and ``DelayedFetch`` kept in per-partition waiter lists: an append wakes only the fetches
+parked on that partition, a high-watermark move completes only the acks=all produces waiting on it.
+A standalone broker leads every partition with an ISR of itself; in a cluster the controller's LeaderAndIsr
+requests decide, and followers replicate through the :class:`ReplicaFetcherManager`. Event loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
+from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError, KafkaError
 from strom.common.structs import TopicPartition
-from strom.server.metadata_cache import TopicInfo
+from strom.common.time import Time
+from strom.server.metadata_cache import MetadataCache, TopicInfo
+from strom.server.partition import AlterPartitionCallback, LeaderAndIsr, Partition
+from strom.storage.log import Log
+from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
+from strom.storage.log_manager import LogManager
 
-if TYPE_CHECKING:
-    from strom.server.broker import BrokerServer
-    from strom.storage.log import Log
-
-__all__ = ["ReplicaManager", "LEADER_EPOCH"]
+__all__ = ["ReplicaManager", "AppendResult", "FetchPartition", "FetchResult"]
 
 log = logging.getLogger("strom.server")
-LEADER_EPOCH = 0
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error_code: int
+    info: LogAppendInfo | None = None
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes | memoryview = b""
+    last_stable_offset: int = -1
 
 
 class ReplicaManager:
-    def __init__(self, broker: BrokerServer) -> None:
-        self.broker = broker
-        assert broker.log_manager is not None and broker.metadata is not None
-        self.log_manager = broker.log_manager
-        self.metadata = broker.metadata
-        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+    def __init__(self, node_id: int, log_manager: LogManager, metadata: MetadataCache, time: Time,
+                 default_log_config: LogConfig, *, replica_lag_time_max_ms: int = 30_000) -> None:
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.time = time
+        self.default_log_config = default_log_config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.alter_partition: AlterPartitionCallback | None = None
+        self.fetcher_manager: ReplicaFetcherManagerLike | None = None
+        self.controller_epoch = -1
+        # (partitions this broker now leads, partitions it now follows): the coordinators load / unload.
+        self.on_leadership_change: Callable[[list[TopicPartition], list[TopicPartition]], None] | None = None
         self._configs: dict[str, LogConfig] = {}
+        self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._produce_waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[int]]]] = {}
 
-    # -- logs -------------------------------------------------------------------------------------------------
-    def open_all(self) -> None:
-        """Create or open the log of every known partition; delete logs whose topic no longer exists."""
-        known = {t.name: t for t in self.metadata.topics()}
-        for lg_tp in list(self._all_log_tps()):
-            info = known.get(lg_tp.topic)
-            if info is None or lg_tp.partition >= info.num_partitions:
-                log.info("deleting log of %s: its topic was deleted", lg_tp)
-                self.log_manager.delete_log(lg_tp)
-        for info in known.values():
-            self.ensure_logs(info)
-
-    def _all_log_tps(self) -> list[TopicPartition]:
-        return [lg_tp for lg_tp, _ in self.log_manager.all_logs()]
-
+    # -- logs and configs -------------------------------------------------------------------------------------
     def log_config(self, topic: str) -> LogConfig:
         cfg = self._configs.get(topic)
         if cfg is None:
             info = self.metadata.topic(topic)
-            cfg = LogConfig.from_props(info.configs if info else {}, self.broker.default_log_config)
+            cfg = LogConfig.from_props(info.configs if info else {}, self.default_log_config)
             self._configs[topic] = cfg
         return cfg
-
-    def ensure_logs(self, info: TopicInfo) -> None:
-        cfg = self.log_config(info.name)
-        for p in range(info.num_partitions):
-            lg = self.log_manager.get_or_create_log(TopicPartition(info.name, p), cfg)
-            lg.update_high_watermark(lg.log_end_offset)
 
     def topic_config_changed(self, topic: str) -> None:
         self._configs.pop(topic, None)
         self.log_manager.update_topic_config(topic, self.log_config(topic))
 
-    def delete_topic(self, info: TopicInfo) -> None:
-        self._configs.pop(info.name, None)
-        for p in range(info.num_partitions):
-            tp = TopicPartition(info.name, p)
-            self.log_manager.delete_log(tp)
-            self._wake(tp)
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
 
     def get_log(self, tp: TopicPartition) -> Log | None:
-        return self.log_manager.get_log(tp)
+        p = self.partitions.get(tp)
+        return p.log if p is not None else None
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        """The partition when this broker leads it; raises NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION."""
+        p = self.partitions.get(tp)
+        if p is None:
+            if self.metadata.partition_state(tp) is not None:
+                raise _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"Broker {self.node_id} does not host {tp}")
+            raise _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if not p.is_leader:
+            raise _error(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                         f"Leader not local for partition {tp} on broker {self.node_id}")
+        return p
+
+    def _get_or_create_partition(self, tp: TopicPartition) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            lg = self.log_manager.get_or_create_log(tp, self.log_config(tp.topic))
+            p = Partition(tp, lg, self.node_id)
+            p.alter_partition = self.alter_partition
+            p.on_hw_change = self._on_hw_change
+            self.partitions[tp] = p
+        return p
+
+    # -- standalone: this broker leads everything ------------------------------------------------------------
+    def open_standalone(self) -> None:
+        """Lead every partition the registry lists; delete logs whose topic no longer exists."""
+        known = {t.name: t for t in self.metadata.topics()}
+        for tp, _lg in list(self.log_manager.all_logs()):
+            info = known.get(tp.topic)
+            if info is None or tp.partition >= info.num_partitions:
+                log.info("deleting log of %s: its topic was deleted", tp)
+                self.log_manager.delete_log(tp)
+        for info in known.values():
+            self.lead_locally(info)
+
+    def lead_locally(self, info: TopicInfo) -> None:
+        """Standalone: become leader of every partition of ``info`` (ISR = this broker)."""
+        now = self.time.milliseconds()
+        for i, st in enumerate(info.partitions):
+            p = self._get_or_create_partition(TopicPartition(info.name, i))
+            p.make_leader(LeaderAndIsr(st.leader, st.leader_epoch, list(st.isr), 0, list(st.replicas)), now)
+
+    def delete_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._configs.pop(tp.topic, None)
+            p = self.partitions.pop(tp, None)
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partitions([tp])
+            if p is not None:
+                self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self.log_manager.delete_log(tp)
+            self._wake_fetches(tp)
+
+    # -- cluster: the controller's decisions ------------------------------------------------------------------
+    def become_leader_or_follower(self, controller_epoch: int,
+                                  states: list[tuple[TopicPartition, LeaderAndIsr]]) -> dict[TopicPartition, int]:
+        """Apply LeaderAndIsr; returns an error code per partition (Kafka's ``becomeLeaderOrFollower``)."""
+        if controller_epoch < self.controller_epoch:
+            return dict.fromkeys((tp for tp, _ in states), ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = controller_epoch
+        now = self.time.milliseconds()
+        errors: dict[TopicPartition, int] = {}
+        followers: dict[TopicPartition, tuple[int, int]] = {}
+        became_leader: list[TopicPartition] = []
+        became_follower: list[TopicPartition] = []
+        for tp, st in states:
+            if self.node_id not in st.replicas:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            existing = self.partitions.get(tp)
+            if existing is not None and st.leader_epoch < existing.leader_epoch:
+                log.info("%s: ignoring LeaderAndIsr with stale leader epoch %d < %d", tp, st.leader_epoch,
+                         existing.leader_epoch)
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+            try:
+                p = self._get_or_create_partition(tp)
+            except (OSError, KafkaError) as e:
+                log.error("%s: cannot open the log: %s", tp, e)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if st.leader == self.node_id:
+                if self.fetcher_manager is not None:
+                    self.fetcher_manager.remove_partitions([tp])
+                if p.make_leader(st, now):
+                    became_leader.append(tp)
+                    log.info("%s: became leader at epoch %d, ISR %s, LEO %d, HW %d", tp, st.leader_epoch,
+                             st.isr, p.log_end_offset, p.high_watermark)
+            else:
+                was_leader = p.is_leader
+                changed = p.make_follower(st)
+                if was_leader:
+                    self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                became_follower.append(tp)
+                if changed and st.leader >= 0:
+                    followers[tp] = (st.leader, st.leader_epoch)
+                    log.info("%s: following broker %d at epoch %d", tp, st.leader, st.leader_epoch)
+                elif st.leader < 0 and self.fetcher_manager is not None:
+                    self.fetcher_manager.remove_partitions([tp])
+            self._wake_fetches(tp)
+            errors[tp] = ErrorCode.NONE
+        if followers and self.fetcher_manager is not None:
+            self.fetcher_manager.add_partitions(followers)
+        if (became_leader or became_follower) and self.on_leadership_change is not None:
+            self.on_leadership_change(became_leader, became_follower)
+        return errors
+
+    def stop_replicas(self, controller_epoch: int, tps: list[tuple[TopicPartition, bool]]) -> dict[TopicPartition, int]:
+        """StopReplica: stop fetching (and delete the log when asked)."""
+        if controller_epoch < self.controller_epoch:
+            return dict.fromkeys((tp for tp, _ in tps), ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = controller_epoch
+        out: dict[TopicPartition, int] = {}
+        for tp, delete in tps:
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partitions([tp])
+            if delete:
+                self.delete_partitions([tp])
+            else:
+                p = self.partitions.get(tp)
+                if p is not None:
+                    p.leader_id = -1
+                    self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            out[tp] = ErrorCode.NONE
+        return out
+
+    def metadata_updated(self, deleted: list[TopicPartition]) -> None:
+        """After UpdateMetadata: drop deleted partitions, wake fetches that wait on a leadership change."""
+        if deleted:
+            self.delete_partitions([tp for tp in deleted if tp in self.partitions])
+        for tp in list(self._fetch_waiters):
+            p = self.partitions.get(tp)
+            if p is None or not p.is_leader:
+                self._wake_fetches(tp)
+
+    def set_alter_partition(self, cb: AlterPartitionCallback | None) -> None:
+        self.alter_partition = cb
+        for p in self.partitions.values():
+            p.alter_partition = cb
+
+    def maybe_shrink_isr(self) -> None:
+        now = self.time.milliseconds()
+        for p in list(self.partitions.values()):
+            if p.is_leader and len(p.replicas) > 1:
+                p.maybe_shrink_isr(now, self.replica_lag_time_max_ms)
 
     # -- append -----------------------------------------------------------------------------------------------
-    def append(self, tp: TopicPartition, records: memoryview | bytes) -> tuple[int, object | None, str | None]:
-        """Append one partition's batches. Returns ``(error_code, LogAppendInfo|None, error_message)``."""
-        lg = self.log_manager.get_log(tp)
-        if lg is None:
-            return 3, None, None  # UNKNOWN_TOPIC_OR_PARTITION
+    def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1) -> AppendResult:
         try:
-            info = lg.append_as_leader(records, leader_epoch=LEADER_EPOCH)
+            p = self.leader_partition(tp)
+            min_isr = self.log_config(tp.topic).min_insync_replicas
+            info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds())
         except BrokerResponseError as e:
             log.info("rejected produce to %s: %s", tp, e)
-            return e.errno, None, e.message
+            return AppendResult(e.errno, None, e.message)
         except KafkaError as e:
             log.warning("produce to %s failed: %s", tp, e)
-            return -1, None, str(e)
+            return AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, None, str(e))
         except OSError as e:
             log.error("produce to %s failed with a storage error: %s", tp, e)
-            return 56, None, f"I/O error: {e}"  # KAFKA_STORAGE_ERROR
-        lg.update_high_watermark(lg.log_end_offset)
-        self._wake(tp)
-        return 0, info, None
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, f"I/O error: {e}")
+        self._wake_fetches(tp)
+        return AppendResult(ErrorCode.NONE, info, None)
 
-    # -- fetch purgatory --------------------------------------------------------------------------------------
-    def _wake(self, tp: TopicPartition) -> None:
-        waiters = self._waiters.pop(tp, None)
+    async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
+                             timeout_ms: int) -> dict[TopicPartition, AppendResult]:
+        """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce)."""
+        results = {tp: self.append_local(tp, recs, required_acks) for tp, recs in entries.items()}
+        if required_acks != -1:
+            return results
+        waits: dict[TopicPartition, asyncio.Future[int]] = {}
+        for tp, r in results.items():
+            if r.error_code or r.info is None or r.info.last_offset < 0:
+                continue
+            fut = self.wait_replicated(tp, r.info.last_offset + 1)
+            if fut is not None:
+                waits[tp] = fut
+        if waits:
+            done, _pending = await asyncio.wait(waits.values(), timeout=max(timeout_ms, 0) / 1000.0)
+            for tp, fut in waits.items():
+                if fut in done:
+                    code = fut.result()
+                else:
+                    fut.cancel()
+                    code = ErrorCode.REQUEST_TIMED_OUT
+                if code:
+                    results[tp] = AppendResult(code, results[tp].info, None)
+        return results
+
+    def wait_replicated(self, tp: TopicPartition, required_offset: int) -> asyncio.Future[int] | None:
+        """None when the ISR already has everything below ``required_offset``, else a future of the error code."""
+        p = self.partitions.get(tp)
+        min_isr = self.log_config(tp.topic).min_insync_replicas
+        code = p.check_enough_replicas_reached_offset(required_offset, min_isr) if p is not None \
+            else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if code is not None:
+            if code == ErrorCode.NONE:
+                return None
+            fut.set_result(code)
+            return fut
+        self._produce_waiters.setdefault(tp, []).append((required_offset, min_isr, fut))
+        return fut
+
+    def _on_hw_change(self, p: Partition) -> None:
+        waiters = self._produce_waiters.get(p.tp)
+        if waiters:
+            keep = []
+            for required, min_isr, fut in waiters:
+                if fut.done():
+                    continue
+                code = p.check_enough_replicas_reached_offset(required, min_isr)
+                if code is None:
+                    keep.append((required, min_isr, fut))
+                else:
+                    fut.set_result(code)
+            if keep:
+                self._produce_waiters[p.tp] = keep
+            else:
+                del self._produce_waiters[p.tp]
+        self._wake_fetches(p.tp)
+
+    def _fail_produce_waiters(self, tp: TopicPartition, code: int) -> None:
+        for _r, _m, fut in self._produce_waiters.pop(tp, []):
+            if not fut.done():
+                fut.set_result(code)
+
+    # -- fetch ------------------------------------------------------------------------------------------------
+    def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool) -> FetchResult:
+        """One partition's read for Fetch: consumers up to the HW from the leader, followers up to the LEO."""
+        p = self.partitions.get(part.tp)
+        if p is None:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return FetchResult(code)
+        if part.current_leader_epoch >= 0 and part.current_leader_epoch != p.leader_epoch:
+            code = ErrorCode.FENCED_LEADER_EPOCH if part.current_leader_epoch < p.leader_epoch \
+                else ErrorCode.UNKNOWN_LEADER_EPOCH
+            return FetchResult(code, p.high_watermark, p.log.log_start_offset)
+        if not p.is_leader:
+            return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, p.high_watermark, p.log.log_start_offset)
+        is_follower = replica_id >= 0
+        lg = p.log
+        hw = p.high_watermark
+        max_offset = lg.log_end_offset if is_follower else hw
+        records: bytes | memoryview = b""
+        code = ErrorCode.NONE
+        if part.fetch_offset != max_offset or part.fetch_offset > lg.log_end_offset:
+            try:
+                data = lg.read(part.fetch_offset, max(max_bytes, 0), max_offset=max_offset, min_one_message=min_one)
+                records = data.records or b""
+            except BrokerResponseError as e:
+                code = e.errno
+        if is_follower and code == ErrorCode.NONE:
+            p.update_follower_fetch_state(replica_id, part.fetch_offset, self.time.milliseconds())
+            hw = p.high_watermark
+        return FetchResult(code, hw, lg.log_start_offset, records, hw)
+
+    def _wake_fetches(self, tp: TopicPartition) -> None:
+        waiters = self._fetch_waiters.pop(tp, None)
         if waiters:
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
 
-    async def wait_for_append(self, tps: list[TopicPartition], timeout_s: float) -> None:
-        """Park until one of ``tps`` gets an append, or the timeout passes (Kafka's DelayedFetch)."""
+    async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> None:
+        """Park until one of ``tps`` gets an append or an HW move, or the timeout passes (DelayedFetch)."""
         if timeout_s <= 0 or not tps:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for tp in tps:
-            self._waiters.setdefault(tp, set()).add(fut)
+            self._fetch_waiters.setdefault(tp, set()).add(fut)
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             pass
         finally:
             for tp in tps:
-                s = self._waiters.get(tp)
+                s = self._fetch_waiters.get(tp)
                 if s is not None:
                     s.discard(fut)
                     if not s:
-                        del self._waiters[tp]
+                        del self._fetch_waiters[tp]
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    def checkpoint_high_watermarks(self) -> None:
+        fn = getattr(self.log_manager, "checkpoint_high_watermarks", None)
+        if fn is not None:
+            fn()
 
     def shutdown(self) -> None:
-        for waiters in self._waiters.values():
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown()
+        for waiters in self._fetch_waiters.values():
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
-        self._waiters.clear()
+        self._fetch_waiters.clear()
+        for tp in list(self._produce_waiters):
+            self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+class ReplicaFetcherManagerLike:
+    """What the replica manager needs of the fetcher manager (see ``replica_fetcher.ReplicaFetcherManager``)."""
+
+    def add_partitions(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None: ...
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+def _error(code: int, message: str) -> BrokerResponseError:
+    from strom.common.errors import for_code
+
+    return for_code(code, message)

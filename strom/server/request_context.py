@@ -1,4 +1,4 @@
-"""What a handler receives besides the request body (Kafka's ``RequestContext``)."""
+"""What a handler receives besides the request body and its collaborators (Kafka's ``RequestContext``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from strom.server.broker import BrokerServer
     from strom.server.socket_server import ConnectionContext
 
 __all__ = ["RequestContext"]
@@ -19,4 +18,11 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     connection: ConnectionContext
-    broker: BrokerServer
+    listener_name: str | None = None
+
+    @property
+    def client_host(self) -> str:
+        """The client address as Kafka reports it (``/127.0.0.1``)."""
+        peer = self.connection.peer
+        host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+        return "/" + host.strip("[]")

@@ -5,6 +5,10 @@ Kafka counterpart: ``FileRecords`` (plus the record-level timestamp scan of ``Lo
 Batches are never decoded here except by :func:`record_timestamps`, which walks the varint headers of the
 records of an *uncompressed* batch to find per-record timestamps (used by ListOffsets only).
 
+The descriptor comes from the shared cache (:class:`strom.storage.fs.PooledFile`): it is opened on first use
+and may be closed while the segment is idle. A failed append cuts the file back to its previous size, so a
+partial write (ENOSPC in the middle of a batch) never leaves stray bytes behind.
+
 Not thread-safe on its own: the owning segment serialises writes; ``os.pread`` reads are safe alongside them.
 """
 
@@ -21,6 +25,7 @@ from strom.record.header import (
     BatchHeader,
     parse_header,
 )
+from strom.storage.fs import PooledFile
 
 __all__ = ["FileRecords", "BatchPosition", "record_timestamps"]
 
@@ -47,20 +52,39 @@ class FileRecords:
     """An append-only file of batches with a cached size. Opened read-write, created if missing."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self.fd).st_size
-        self.closed = False
+        self._file = PooledFile(path)
+        fd = self._file.acquire()
+        try:
+            self.size = os.fstat(fd).st_size
+        finally:
+            self._file.release()
+
+    @property
+    def path(self) -> str:
+        return self._file.path
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
 
     # --- writes ------------------------------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Write ``data`` at the end; returns the position it was written at."""
+        """Write ``data`` at the end; returns the position it was written at. On failure the file is cut back to
+        where it was (no partial batch stays) and the OSError is raised."""
         position = self.size
         view = memoryview(data)
         written = 0
-        while written < len(view):
-            written += os.pwrite(self.fd, view[written:], position + written)
+        fd = self._file.acquire()
+        try:
+            while written < len(view):
+                written += os.pwrite(fd, view[written:], position + written)
+        except OSError:
+            if written:
+                os.ftruncate(fd, position)  # shrinking needs no new space, so it works on a full disk
+            raise
+        finally:
+            self._file.release()
         self.size += written
         return position
 
@@ -68,21 +92,26 @@ class FileRecords:
         """Cut the file to ``size`` bytes; returns how many bytes were removed."""
         removed = self.size - size
         if removed > 0:
-            os.ftruncate(self.fd, size)
+            fd = self._file.acquire()
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                self._file.release()
             self.size = size
         return max(0, removed)
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        fd = self._file.acquire()
+        try:
+            os.fsync(fd)
+        finally:
+            self._file.release()
 
     def close(self) -> None:
-        if not self.closed:
-            os.close(self.fd)
-            self.closed = True
+        self._file.close()
 
     def rename_to(self, path: str) -> None:
-        os.replace(self.path, path)
-        self.path = path
+        self._file.rename_to(path)
 
     def delete(self) -> None:
         self.close()
@@ -98,16 +127,27 @@ class FileRecords:
         size = max(0, min(size, self.size - position))
         if size == 0:
             return b""
-        data = os.pread(self.fd, size, position)
-        while len(data) < size:  # pread may return short on some filesystems
-            more = os.pread(self.fd, size - len(data), position + len(data))
-            if not more:
-                break
-            data += more
+        fd = self._file.acquire()
+        try:
+            data = os.pread(fd, size, position)
+            while len(data) < size:  # pread may return short on some filesystems
+                more = os.pread(fd, size - len(data), position + len(data))
+                if not more:
+                    break
+                data += more
+        finally:
+            self._file.release()
         return data
 
+    def _pread(self, size: int, position: int) -> bytes:
+        fd = self._file.acquire()
+        try:
+            return os.pread(fd, size, position)
+        finally:
+            self._file.release()
+
     def last_modified_ms(self) -> int:
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        return os.stat(self.path).st_mtime_ns // 1_000_000
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
         """Headers of the whole batches in ``[start, end)``; stops quietly at a torn or implausible batch.
@@ -121,7 +161,7 @@ class FileRecords:
         while pos + HEADER_SIZE <= end:
             off = pos - buf_pos
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = self._pread(min(_SCAN_CHUNK, end - pos), pos)
                 buf_pos, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return

@@ -29,6 +29,8 @@ import struct
 import sys
 from array import array
 
+from strom.storage.fs import PooledFile
+
 __all__ = ["CorruptIndexError", "OffsetIndex", "TimeIndex", "OffsetPosition", "TimestampOffset"]
 
 OffsetPosition = tuple[int, int]
@@ -52,19 +54,26 @@ class _IndexFile:
     entry_size: int = 0
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
-        self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._file = PooledFile(path)  # descriptor from the shared cache: opened when used, closed when idle
         self._closed = False
 
+    @property
+    def path(self) -> str:
+        return self._file.path
+
     def _read_all(self) -> bytes:
-        size = os.fstat(self._fd).st_size
-        if size % self.entry_size:
-            raise CorruptIndexError(
-                f"index file {self.path} has size {size}, not a multiple of {self.entry_size}"
-            )
-        return os.pread(self._fd, size, 0) if size else b""
+        fd = self._file.acquire()
+        try:
+            size = os.fstat(fd).st_size
+            if size % self.entry_size:
+                raise CorruptIndexError(
+                    f"index file {self.path} has size {size}, not a multiple of {self.entry_size}"
+                )
+            return os.pread(fd, size, 0) if size else b""
+        finally:
+            self._file.release()
 
     @property
     def entries(self) -> int:
@@ -77,31 +86,46 @@ class _IndexFile:
         self.max_entries = max(1, max_index_size // self.entry_size)
 
     def _write_entry(self, data: bytes, n: int) -> None:
-        written = os.pwrite(self._fd, data, n * self.entry_size)
-        if written != len(data):  # pragma: no cover - short pwrite of 8/12 bytes does not happen on local fs
-            raise OSError(f"short write to {self.path}")
+        fd = self._file.acquire()
+        try:
+            written = os.pwrite(fd, data, n * self.entry_size)
+            if written != len(data):  # a short write (full disk): drop the partial entry, report the failure
+                os.ftruncate(fd, n * self.entry_size)
+                raise OSError(f"short write to {self.path}")
+        finally:
+            self._file.release()
 
     def _truncate_file(self, n: int) -> None:
-        os.ftruncate(self._fd, n * self.entry_size)
+        fd = self._file.acquire()
+        try:
+            os.ftruncate(fd, n * self.entry_size)
+        finally:
+            self._file.release()
 
     def flush(self) -> None:
         if not self._closed:
-            os.fsync(self._fd)
+            fd = self._file.acquire()
+            try:
+                os.fsync(fd)
+            finally:
+                self._file.release()
 
     def trim(self) -> None:
         """Make the file exactly ``entries`` long (a no-op unless something wrote past the end)."""
-        if os.fstat(self._fd).st_size != self.entries * self.entry_size:
+        if os.stat(self.path).st_size != self.entries * self.entry_size:
             self._truncate_file(self.entries)
 
     def close(self) -> None:
         if not self._closed:
-            self.trim()
-            os.close(self._fd)
+            try:
+                self.trim()
+            except FileNotFoundError:
+                pass
+            self._file.close()
             self._closed = True
 
     def rename_to(self, path: str) -> None:
-        os.replace(self.path, path)
-        self.path = path
+        self._file.rename_to(path)
 
     def delete(self) -> None:
         self.close()

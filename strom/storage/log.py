@@ -1,7 +1,10 @@
 """A partition's log: an ordered list of segments with offsets, roll, read, flush, retention and truncation.
 
-Kafka counterpart: ``UnifiedLog`` (``Log`` / ``LocalLog`` before 3.0), without tiered storage, producer state
-(idempotence/transactions) or the leader-epoch cache.
+Kafka counterpart: ``UnifiedLog`` (``Log`` / ``LocalLog`` before 3.0), without tiered storage or transactions.
+
+Leader epochs: ``leader_epoch_cache`` (:class:`LeaderEpochFileCache`) records where each leader epoch starts;
+appends assign it, truncation and log-start moves trim it, and loading rebuilds it from the batch headers when
+its file is missing or unreadable or when segments were recovered.
 
 Offsets: ``log_start_offset <= high_watermark <= log_end_offset``; ``recovery_point`` is the offset below which
 everything is fsynced. The high watermark is set by the broker (:meth:`update_high_watermark`; on a single broker
@@ -23,23 +26,31 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import Callable
 
 from strom.common.error_codes import KafkaStorageError, OffsetOutOfRangeError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.record.header import HEADER_SIZE, BatchHeader, parse_header
+from strom.storage.checkpoint import CorruptCheckpointError
 from strom.storage.fetch_data_info import FetchDataInfo
 from strom.storage.fs import fsync_dir
+from strom.storage.leader_epoch_cache import LeaderEpochFileCache
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_loader import delete_segment_files, load_log
-from strom.storage.log_retention import LogRetention
-from strom.storage.log_segment import LogSegment
-from strom.storage.log_validator import AppendOrigin, validate_and_assign_offsets
+from strom.storage.log_segment import DELETED_SUFFIX, LogSegment
+from strom.storage.log_validator import (
+    AppendOrigin,
+    ValidationResult,
+    validate_and_assign_offsets,
+    validate_replicated,
+)
 from strom.storage.producer_state import ProducerStateManager
 
 __all__ = [
     "Log",
+    "UnexpectedAppendOffsetError",
     "parse_topic_partition",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
@@ -65,7 +76,17 @@ def parse_topic_partition(dir_name: str) -> TopicPartition:
     return TopicPartition(topic, int(partition))
 
 
-class Log(LogRetention):
+class UnexpectedAppendOffsetError(KafkaStorageError):
+    """A follower append whose first offset is below the log end (Kafka's UnexpectedAppendOffsetException):
+    the fetcher must truncate or refetch, nothing was written."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class Log:
     """The segments of one partition in one directory."""
 
     def __init__(
@@ -77,7 +98,13 @@ class Log(LogRetention):
         recovery_point: int = 0,
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
+        high_watermark: int | None = None,
     ) -> None:
+        """Open (creating if missing) the log in ``dir``.
+
+        ``high_watermark``: the checkpointed value (clamped to ``[log_start_offset, log_end_offset]``); None
+        starts it at the log end, as a single broker whose every record is committed may do.
+        """
         self.dir = dir
         self.config = config
         self._time = time
@@ -95,7 +122,11 @@ class Log(LogRetention):
         self._next_offset = loaded.next_offset
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
-        self._high_watermark = loaded.next_offset
+        self._high_watermark = (
+            loaded.next_offset
+            if high_watermark is None
+            else min(max(high_watermark, loaded.log_start_offset), loaded.next_offset)
+        )
         self.truncated_bytes_on_load = loaded.truncated_bytes
         self.recovered_segments_on_load = loaded.recovered_segments
         self._last_flush_ms = time.milliseconds()
@@ -104,6 +135,35 @@ class Log(LogRetention):
         self._closed = False
         self.producer_state = ProducerStateManager(dir)
         self._rebuild_producer_state()
+        self.leader_epoch_cache = self._load_leader_epoch_cache(loaded.recovered_from)
+
+    def _load_leader_epoch_cache(self, recovered_from: int | None) -> LeaderEpochFileCache:
+        """Read ``leader-epoch-checkpoint``; rebuild it from batch headers where it cannot be trusted: all of it
+        when the file is missing or unreadable, from the first recovered segment on after a crash."""
+        try:
+            cache = LeaderEpochFileCache(self.dir)
+            rebuild_from = None if cache.file_existed else self._segments[0].base_offset
+        except (CorruptCheckpointError, OSError) as e:
+            log.warning("%s; rebuilding it from the log", e)
+            os.unlink(os.path.join(self.dir, "leader-epoch-checkpoint"))
+            cache = LeaderEpochFileCache(self.dir)
+            rebuild_from = self._segments[0].base_offset
+        if recovered_from is not None:
+            rebuild_from = recovered_from if rebuild_from is None else min(rebuild_from, recovered_from)
+        has_data = self._next_offset > self._segments[0].base_offset
+        if rebuild_from is not None and has_data:
+            cache.truncate_from_end(rebuild_from)
+            for segment in self._segments:
+                if segment.next_offset <= rebuild_from:
+                    continue
+                for batch in segment.log.batches():
+                    h = batch.header
+                    if h.base_offset >= rebuild_from and h.partition_leader_epoch >= 0:
+                        cache.assign(h.partition_leader_epoch, h.base_offset)
+            cache.write()
+        cache.truncate_from_end(self._next_offset)
+        cache.truncate_from_start(self._log_start_offset)
+        return cache
 
     # --- read-only state ---------------------------------------------------------------------------------
 
@@ -200,17 +260,12 @@ class Log(LogRetention):
                     # A retried batch already in the log: answer with where it went, write nothing.
                     return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                                          duplicate.last_offset, -1, self._log_start_offset, 0, 0, 0)
-            segment = self._maybe_roll(len(result.records), result.last_offset, now)
-            size_before = segment.size
-            try:
-                segment.append(
-                    result.last_offset, result.max_timestamp, result.offset_of_max_timestamp, result.records
-                )
-            except OSError as e:
-                self._undo_partial_append(segment, size_before)
-                raise KafkaStorageError(f"append to {segment.log.path} failed: {e}") from e
+            self._write(result, now)
             self._next_offset = result.last_offset + 1
             self.producer_state.update(headers)
+            latest = self.leader_epoch_cache.latest_epoch
+            if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+                self.leader_epoch_cache.assign(leader_epoch, result.first_offset)
             info = LogAppendInfo(
                 first_offset=result.first_offset,
                 last_offset=result.last_offset,
@@ -226,6 +281,59 @@ class Log(LogRetention):
                 self.flush()
             return info
 
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches fetched from the leader as the leader wrote them (offsets, epochs, timestamps kept).
+
+        Batches are checked (structure, CRC, increasing offsets: CorruptMessageError); the first offset must not
+        be below the log end (UnexpectedAppendOffsetError: truncate first); it may be above it, as fetching a
+        compacted log skips removed offsets. Producer state is updated without duplicate checks (origin
+        REPLICATION), the leader epoch cache from each batch's partitionLeaderEpoch, and the flush policy applies.
+        """
+        with self._lock:
+            self._check_open()
+            result = validate_replicated(records)
+            if result.num_batches == 0:
+                return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
+            if result.first_offset < self._next_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"replicated batches {result.first_offset}..{result.last_offset} start below the log end "
+                    f"{self._next_offset} of {self.dir}",
+                    result.first_offset,
+                    result.last_offset,
+                )
+            headers = _headers(result.records)
+            now = self._time.milliseconds()
+            self._write(result, now, roll_base=result.first_offset)
+            self._next_offset = result.last_offset + 1
+            self.producer_state.update(headers)
+            for h in headers:
+                if h.partition_leader_epoch >= 0:
+                    self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+            info = LogAppendInfo(
+                first_offset=result.first_offset,
+                last_offset=result.last_offset,
+                max_timestamp=result.max_timestamp,
+                offset_of_max_timestamp=result.offset_of_max_timestamp,
+                log_append_time=-1,
+                log_start_offset=self._log_start_offset,
+                num_records=result.num_records,
+                valid_bytes=len(result.records),
+                num_batches=result.num_batches,
+            )
+            if self.unflushed_messages >= self.config.flush_messages:
+                self.flush()
+            return info
+
+    def _write(self, result: ValidationResult, now: int, roll_base: int | None = None) -> None:
+        """Write validated batches to the (maybe rolled) active segment; on failure leave it as it was."""
+        segment = self._maybe_roll(len(result.records), result.last_offset, now, roll_base)
+        size_before = segment.size
+        try:
+            segment.append(result.last_offset, result.max_timestamp, result.offset_of_max_timestamp, result.records)
+        except OSError as e:
+            self._undo_partial_append(segment, size_before)
+            raise KafkaStorageError(f"append to {segment.log.path} failed: {e}") from e
+
     def _undo_partial_append(self, segment: LogSegment, size_before: int) -> None:
         try:
             segment.truncate_to(self._next_offset)
@@ -233,9 +341,11 @@ class Log(LogRetention):
         except OSError:
             log.exception("could not undo a failed append to %s", segment.log.path)
 
-    def _maybe_roll(self, size: int, last_offset: int, now: int) -> LogSegment:
+    def _maybe_roll(self, size: int, last_offset: int, now: int, roll_base: int | None = None) -> LogSegment:
         segment = self._segments[-1]
         if segment.size == 0:
+            if roll_base is not None and not segment.can_convert_to_relative(last_offset):
+                return self._replace_empty_active(roll_base)
             return segment
         config = self.config
         if (
@@ -244,7 +354,18 @@ class Log(LogRetention):
             or segment.is_full()
             or not segment.can_convert_to_relative(last_offset)
         ):
-            return self._roll(now)
+            return self._roll(now, roll_base)
+        return segment
+
+    def _replace_empty_active(self, base: int) -> LogSegment:
+        """A follower append far past an empty active segment's base: restart the segment at ``base``."""
+        old = self._segments.pop()
+        self._bases.pop()
+        old.delete()
+        segment = LogSegment(self.dir, base, self.config, self._time)
+        self._segments.append(segment)
+        self._bases.append(base)
+        self._dir_dirty = True
         return segment
 
     def roll(self) -> LogSegment:
@@ -253,11 +374,11 @@ class Log(LogRetention):
             self._check_open()
             return self._roll(self._time.milliseconds())
 
-    def _roll(self, now: int) -> LogSegment:
+    def _roll(self, now: int, base: int | None = None) -> LogSegment:
         active = self._segments[-1]
         if active.size == 0:
             return active
-        base = self._next_offset
+        base = self._next_offset if base is None else max(base, self._next_offset)
         active.on_become_inactive()
         delete_segment_files(self.dir, base)  # stale files at this offset cannot hold live data
         segment = LogSegment(self.dir, base, self.config, self._time)
@@ -399,7 +520,125 @@ class Log(LogRetention):
     def _upper_bound(self, index: int) -> int:
         return self._bases[index + 1] if index + 1 < len(self._bases) else self._next_offset
 
-    # --- retention ---------------------------------------------------------------------------------------
+    # --- retention (Kafka: deleteOldSegments, deleteRecordsBefore) ----------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to ``offset`` (-1 = high watermark) and delete the
+        segments wholly below it. Returns the new log start offset. Offsets above the high watermark raise
+        OffsetOutOfRangeError."""
+        with self._lock:
+            self._check_open()
+            if offset == -1:
+                offset = self._high_watermark
+            if offset < 0 or offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: high watermark is {self._high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self.leader_epoch_cache.truncate_from_start(offset)
+                self._delete_log_start_breached()
+            return self._log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Retention: delete whole segments past ``retention.ms`` (by largest timestamp) or beyond
+        ``retention.bytes`` (oldest first), and those below the log start offset. Only ``cleanup.policy=delete``
+        topics are trimmed by time/size. Never deletes at or above the high watermark. Returns segments deleted."""
+        with self._lock:
+            if self._closed:
+                return 0
+            now = self._time.milliseconds()
+            deleted = 0
+            if self.config.delete_enabled:
+                deleted += self._delete_retention_ms_breached(now)
+                deleted += self._delete_retention_size_breached()
+            deleted += self._delete_log_start_breached()
+            self._purge_deleted_segments(now)
+            return deleted
+
+    def _delete_retention_ms_breached(self, now: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_segments(lambda seg, _next: now - seg.largest_timestamp > retention_ms)
+
+    def _delete_retention_size_breached(self) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = sum(s.size for s in self._segments)
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def predicate(seg: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - seg.size >= 0:
+                excess -= seg.size
+                return True
+            return False
+
+        return self._delete_segments(predicate)
+
+    def _delete_log_start_breached(self) -> int:
+        start = self._log_start_offset
+        return self._delete_segments(lambda _seg, nxt: nxt is not None and nxt.base_offset <= start)
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self._next_offset
+            last_and_empty = nxt is None and segment.size == 0
+            if last_and_empty or self._high_watermark < upper or not predicate(segment, nxt):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self._roll(self._time.milliseconds())
+        for segment in deletable:
+            self._segments.remove(segment)
+            self._schedule_delete(segment)
+        self._bases = [s.base_offset for s in self._segments]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        log.info(
+            "deleted %d segment(s) of %s; log start offset %d",
+            len(deletable),
+            self.dir,
+            self._log_start_offset,
+        )
+        return len(deletable)
+
+    def _schedule_delete(self, segment: LogSegment) -> None:
+        try:
+            segment.change_file_suffix(DELETED_SUFFIX)
+        except OSError:
+            log.exception("could not rename segment %s for deletion", segment.log.path)
+        delay = self.config.file_delete_delay_ms
+        if delay <= 0:
+            segment.delete()
+        else:
+            self._pending_deletes.append((self._time.milliseconds() + delay, segment))
+        self._dir_dirty = True
+
+    def purge_deleted_segments(self) -> int:
+        """Unlink ``.deleted`` segment files whose ``file.delete.delay.ms`` has passed; returns how many."""
+        with self._lock:
+            return self._purge_deleted_segments(self._time.milliseconds())
+
+    def _purge_deleted_segments(self, now: int, force: bool = False) -> int:
+        due = [(t, s) for t, s in self._pending_deletes if force or t <= now]
+        if not due:
+            return 0
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        for _t, segment in due:
+            try:
+                segment.delete()
+            except OSError:
+                log.exception("could not delete segment %s", segment.log.path)
+        return len(due)
+
 
     # --- truncation --------------------------------------------------------------------------------------
 
@@ -422,12 +661,18 @@ class Log(LogRetention):
             active = self._segments[-1]
             active.truncate_to(offset)
             self._next_offset = active.next_offset
-            self.producer_state.truncate_to(self._next_offset)
             self._after_truncation()
+            # Kafka's truncateAndReload: the newest snapshot at or below the new end, then replay the headers.
+            self.producer_state.delete_snapshots_after(self._next_offset)
+            self._rebuild_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and restart the log, empty, at ``offset``."""
+        """Delete every segment and restart the log, empty, at ``offset`` (a follower far behind the leader's log
+        start): log start, high watermark and recovery point all become ``offset``; producer state and leader
+        epochs are cleared."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
         with self._lock:
             self._check_open()
             for segment in self._segments:
@@ -437,13 +682,18 @@ class Log(LogRetention):
             self._bases = [offset]
             self._next_offset = offset
             self._log_start_offset = offset
-            self._after_truncation()
+            self._recovery_point = offset
+            self._high_watermark = offset
+            self._dir_dirty = True
+            self.leader_epoch_cache.clear()
+            self.producer_state.truncate_fully_and_start_at(offset)
 
     def _after_truncation(self) -> None:
         self._recovery_point = min(self._recovery_point, self._next_offset)
         self._high_watermark = min(self._high_watermark, self._next_offset)
         self._log_start_offset = min(self._log_start_offset, self._next_offset)
         self._dir_dirty = True
+        self.leader_epoch_cache.truncate_from_end(self._next_offset)
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 

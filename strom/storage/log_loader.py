@@ -49,6 +49,8 @@ class LoadedLog:
     next_offset: int
     truncated_bytes: int
     recovered_segments: int
+    recovered_from: int | None = None
+    """Base offset of the first segment whose batches were re-validated (None when none was)."""
 
 
 def _base_offset_of(name: str, suffix: str) -> int | None:
@@ -144,4 +146,5 @@ def load_log(
     for segment in recovered:
         segment.flush()  # the recovered bytes and rebuilt indexes are now durable
     # After a clean shutdown everything was flushed; after recovery the recovered tail was just flushed.
-    return LoadedLog(segments, log_start, next_offset, next_offset, truncated_total, len(recovered))
+    recovered_from = min((s.base_offset for s in recovered), default=None)
+    return LoadedLog(segments, log_start, next_offset, next_offset, truncated_total, len(recovered), recovered_from)

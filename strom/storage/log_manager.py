@@ -8,6 +8,7 @@ Per log dir::
     <dir>/.kafka_cleanshutdown                   written last by shutdown(); deleted after loading
     <dir>/recovery-point-offset-checkpoint       OffsetCheckpointFile: offsets below which data is fsynced
     <dir>/log-start-offset-checkpoint            OffsetCheckpointFile: each log's start offset
+    <dir>/replication-offset-checkpoint          OffsetCheckpointFile: each log's high watermark
     <dir>/<topic>-<partition>/                   one Log
     <dir>/<topic>-<partition>.<uuid>-delete/     a deleted partition being removed
 
@@ -15,6 +16,11 @@ Periodic work is driven by the caller (the broker's scheduler), not by threads s
 ``run_periodic_tasks(now)`` runs retention every ``retention_check_ms``, the flusher every ``flush_check_ms`` and
 the checkpoints every ``checkpoint_interval_ms``, or call ``cleanup_logs``/``flush_dirty_logs``/``checkpoint_*``
 directly (``flush_dirty_logs`` is meant for a worker thread; it fsyncs).
+
+High watermarks: each log's HW is restored at load from ``replication-offset-checkpoint`` as
+min(checkpoint, log end), 0 (then clamped to the log start) for a log without an entry, since in a cluster a
+record beyond the checkpointed HW may not be committed. A standalone broker, where every appended record is
+committed, sets the HW to the log end itself (``Log.update_high_watermark(log.log_end_offset)``).
 
 Threading: thread-safe. A lock guards the partition map; each ``Log`` has its own lock.
 """
@@ -35,7 +41,7 @@ from strom.common.error_codes import KafkaStorageError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
-from strom.storage.fs import atomic_write, fsync_dir
+from strom.storage.fs import MIN_HANDLE_CAPACITY, atomic_write, count_open_fds, fsync_dir, open_file_limit
 from strom.storage.log import Log, parse_topic_partition
 from strom.storage.log_config import LogConfig
 
@@ -44,6 +50,7 @@ __all__ = [
     "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
     "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "REPLICATION_OFFSET_CHECKPOINT_FILE",
     "LOCK_FILE",
 ]
 
@@ -52,9 +59,25 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+PARTITION_MEMORY_BYTES = 16 * 1024
+"""Heap per idle partition, rounded up from ~5 KB measured (a Log with one segment, its indexes and state)."""
+
+
+def _memory_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class LogManager:
@@ -82,6 +105,7 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
+        self._dir_counts: dict[str, int] = {d: 0 for d in self.log_dirs}  # partitions per log dir
         self._topic_configs: dict[str, LogConfig] = {}
         self._lock_fds: list[int] = []
         now = time.milliseconds()
@@ -128,6 +152,11 @@ class LogManager:
         recovery_points, ok1 = self._read_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE))
         start_offsets, ok2 = self._read_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE))
         clean = clean and ok1 and ok2
+        try:
+            high_watermarks = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT_FILE)).read()
+        except CorruptCheckpointError as e:
+            log.warning("%s; high watermarks of %s start at the log start offsets", e, d)
+            high_watermarks = {}
         count = 0
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
@@ -151,12 +180,17 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 had_clean_shutdown=clean,
+                high_watermark=high_watermarks.get(tp, 0),
             )
+            self._dir_counts[d] += 1
             count += 1
         if os.path.exists(marker):
             os.unlink(marker)
             fsync_dir(d)
-        log.info("loaded %d logs from %s (clean shutdown: %s)", count, d, clean)
+        if count:
+            log.info("loaded %d logs from %s (clean shutdown: %s)", count, d, clean)
+        else:  # a new (or emptied) dir: there was nothing to shut down, nothing to recover
+            log.info("no logs in %s", d)
         return count
 
     def _config_for(self, topic: str) -> LogConfig:
@@ -187,23 +221,22 @@ class LogManager:
                 raise ValueError(f"illegal topic partition {tp}")
             if config is not None:
                 self._topic_configs[tp.topic] = config
-            counts = {d: 0 for d in self.log_dirs}
-            for lg in self._logs.values():
-                parent = os.path.dirname(lg.dir)
-                if parent in counts:
-                    counts[parent] += 1
-            parent = min(self.log_dirs, key=lambda d: counts[d])
+            parent = min(self.log_dirs, key=lambda d: self._dir_counts[d])
             path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
             fresh = not os.path.exists(path)
             new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
             fsync_dir(parent)
             self._logs[tp] = new_log
+            self._dir_counts[parent] += 1
             return new_log
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove ``tp``'s log: rename its dir to ``<topic>-<partition>.<uuid>-delete``, then delete it."""
         with self._lock:
             doomed = self._logs.pop(tp, None)
+            if doomed is not None:
+                parent = os.path.dirname(doomed.dir)
+                self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
         if doomed is None:
             return False
         doomed.close_handlers()
@@ -215,6 +248,32 @@ class LogManager:
             raise KafkaStorageError(f"could not delete {doomed.dir}: {e}") from e
         shutil.rmtree(target, ignore_errors=True)
         return True
+
+    def check_capacity(self, new_partitions: int) -> str | None:
+        """Whether ``new_partitions`` more partitions can be created here: None when they fit, else a message
+        for the operator (CreateTopics / CreatePartitions answer it instead of creating them).
+
+        Descriptors do not grow with the partition count (idle segments keep none: see
+        :class:`strom.storage.fs.FileHandleCache`), but storage needs some free ones to work at all. Memory does
+        grow: about ``PARTITION_MEMORY_BYTES`` per partition, checked against half of MemAvailable.
+        """
+        if new_partitions <= 0:
+            return None
+        soft, _hard = open_file_limit()
+        free = soft - count_open_fds()
+        if free < MIN_HANDLE_CAPACITY:
+            return (
+                f"cannot create {new_partitions} partitions: only {free} of {soft} file descriptors "
+                f"(RLIMIT_NOFILE) are free; raise the limit (ulimit -n) and restart the broker"
+            )
+        available = _memory_available()
+        need = new_partitions * PARTITION_MEMORY_BYTES
+        if available is not None and need > available // 2:
+            return (
+                f"cannot create {new_partitions} partitions: they need about {need >> 20} MiB of broker memory "
+                f"and only {available >> 20} MiB is available"
+            )
+        return None
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """Apply a new config to every partition of ``topic`` (and to partitions created later)."""
@@ -274,6 +333,13 @@ class LogManager:
                 {tp: lg.log_start_offset for tp, lg in logs.items()}
             )
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every log's high watermark to ``replication-offset-checkpoint`` in its log dir."""
+        for d, logs in self._logs_by_dir().items():
+            OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT_FILE)).write(
+                {tp: lg.high_watermark for tp, lg in logs.items()}
+            )
+
     def run_periodic_tasks(self, now_ms: int | None = None) -> int:
         """Run whichever of retention, flush and checkpointing is due; returns ms until the next is due."""
         now = self._time.milliseconds() if now_ms is None else now_ms
@@ -286,6 +352,7 @@ class LogManager:
         if now >= self._next_checkpoint_ms:
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
             self._next_checkpoint_ms = now + self.checkpoint_interval_ms
         return max(0, min(self._next_retention_ms, self._next_flush_ms, self._next_checkpoint_ms) - now)
 
@@ -310,6 +377,7 @@ class LogManager:
                     log.exception("could not close %s", lg.dir)
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
             if not failed:
                 for d in self.log_dirs:
                     atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")

@@ -40,17 +40,19 @@ from strom.record.header import (
 )
 from strom.storage.log_config import LONG_MAX, LogConfig
 
-__all__ = ["AppendOrigin", "ValidationResult", "validate_and_assign_offsets"]
+__all__ = ["AppendOrigin", "ValidationResult", "validate_and_assign_offsets", "validate_replicated"]
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 NO_TIMESTAMP = -1
 
 
 class AppendOrigin(enum.Enum):
-    """Who is appending: clients may not write control batches; the group/txn coordinators may."""
+    """Who is appending: clients may not write control batches; the group/txn coordinators may; a follower
+    copies the leader's batches as they are (REPLICATION: no offset assignment, no duplicate rejection)."""
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 @dataclass(slots=True)
@@ -145,6 +147,60 @@ def validate_and_assign_offsets(
         max_timestamp=max_ts,
         offset_of_max_timestamp=offset_of_max_ts,
         log_append_time=now_ms if log_append else -1,
+        num_records=num_records,
+        num_batches=num_batches,
+    )
+
+
+def validate_replicated(records: bytes | bytearray | memoryview) -> ValidationResult:
+    """Check batches fetched from a leader, which keep the offsets the leader assigned (Kafka's
+    ``analyzeAndValidateRecords`` for a follower append): whole headers and lengths, magic 2, the CRC-32C and
+    strictly increasing offsets. Nothing is rewritten. Offsets may have gaps (compaction removes records), and
+    ``recordsCount`` may be below ``lastOffsetDelta + 1`` for the same reason. Raises CorruptMessageError."""
+    buf = bytearray(records)
+    total = len(buf)
+    max_ts = NO_TIMESTAMP
+    offset_of_max_ts = -1
+    first = -1
+    prev_last = -1
+    num_records = 0
+    num_batches = 0
+    pos = 0
+    while pos < total:
+        if total - pos < HEADER_SIZE:
+            raise CorruptMessageError(f"truncated batch header at byte {pos} ({total - pos} bytes left)")
+        h = parse_header(buf, pos)
+        if h.magic != 2:
+            raise CorruptMessageError(f"unsupported magic {h.magic} in replicated batch at byte {pos}")
+        if h.batch_length < _MIN_BATCH_LENGTH:
+            raise CorruptMessageError(f"batchLength {h.batch_length} smaller than a header at byte {pos}")
+        size = h.batch_length + LOG_OVERHEAD
+        if pos + size > total:
+            raise CorruptMessageError(
+                f"partial batch at byte {pos}: {size} bytes declared, {total - pos} present"
+            )
+        if compute_crc(buf, pos, size) != h.crc:
+            raise CorruptMessageError(f"CRC mismatch in replicated batch at byte {pos}")
+        last = h.base_offset + h.last_offset_delta
+        if h.last_offset_delta < 0 or h.base_offset < 0 or h.base_offset <= prev_last:
+            raise CorruptMessageError(
+                f"replicated batch at byte {pos} has offsets {h.base_offset}..{last} after offset {prev_last}"
+            )
+        if first < 0:
+            first = h.base_offset
+        if h.max_timestamp > max_ts:
+            max_ts, offset_of_max_ts = h.max_timestamp, last
+        prev_last = last
+        num_records += max(0, h.records_count)
+        num_batches += 1
+        pos += size
+    return ValidationResult(
+        records=buf,
+        first_offset=first,
+        last_offset=prev_last,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=offset_of_max_ts,
+        log_append_time=-1,
         num_records=num_records,
         num_batches=num_batches,
     )

@@ -149,7 +149,21 @@ class ProducerStateManager:
             else:
                 e.batches = deque(kept, maxlen=NUM_BATCHES_TO_RETAIN)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The log restarted empty at ``offset``: forget every producer and every snapshot."""
+        self.producers = {}
+        self.delete_snapshots_after(-1)
+
     # -- snapshots ----------------------------------------------------------------------------------------
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Remove snapshots taken beyond ``offset`` (the log was truncated below them)."""
+        for off in self._snapshot_offsets():
+            if off > offset:
+                try:
+                    os.unlink(self._path(off))
+                except FileNotFoundError:
+                    pass
+
     def _snapshot_offsets(self) -> list[int]:
         out = []
         for name in os.listdir(self.log_dir):

@@ -46,8 +46,13 @@ def test_producer_state(fresh_broker: BrokerProcess) -> None:
                                                                            transaction_timeout_ms=60000))
         assert init.error_code == 0 and init.producer_id >= 0 and init.producer_epoch == 0
         pid = init.producer_id
-        second = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transaction_timeout_ms=60000))
+        second = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None,
+                                                                             transaction_timeout_ms=60000))
         assert second.producer_id != pid
+        # Until transactions exist, a transactional id is refused at once (not left to hang the client).
+        txn = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id="t1",
+                                                                          transaction_timeout_ms=60000))
+        assert txn.error_code == ErrorCode.UNSUPPORTED_VERSION and txn.producer_id == -1
         assert _produce(c, _batch(pid, 0, 0)) == (0, 0)
         assert _produce(c, _batch(pid, 0, 2)) == (0, 2)
         # A retry of the second batch: same answer, nothing written.
@@ -64,7 +69,8 @@ def test_producer_state(fresh_broker: BrokerProcess) -> None:
     with RawClient(b.bootstrap) as c:
         assert _produce(c, _batch(pid, 1, 0)) == (0, 4)  # still recognised as a duplicate
         assert _produce(c, _batch(pid, 1, 2)) == (0, 6)
-        new_pid = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transaction_timeout_ms=60000))
+        new_pid = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None,
+                                                                              transaction_timeout_ms=60000))
         assert new_pid.producer_id > second.producer_id  # ids are never reused after a restart
     b.kill()
     b.start()  # crash: state rebuilt from the log (the snapshot predates the last append)

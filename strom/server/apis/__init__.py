@@ -1,6 +1,9 @@
 """Request handlers, one module per API key, registered with the versions each handles.
 
-ApiVersions answers from this registry, so what the broker advertises is exactly what it handles.
+A handler is ``async def handle(ctx, request, *, <collaborator>: <type>, ...)``: the keyword-only parameters
+name the broker collaborators it uses (fields of :class:`strom.server.kafka_apis.ApiCollaborators`), and
+``KafkaApis`` binds them once at start-up. No handler reaches the broker itself. ApiVersions answers from this
+registry, so what the broker advertises is exactly what it handles.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ApiSpec", "REGISTRY", "api", "load_all"]
 
-Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+Handler = Callable[..., Awaitable[Any]]
+BoundHandler = Callable[["RequestContext", Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +56,11 @@ _MODULES = (
     "leave_group",
     "offset_commit",
     "offset_fetch",
+    "offset_delete",
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "inter_broker",
 )
 
 

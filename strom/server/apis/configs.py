@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.common.errors import ConfigError
+from strom.common.error_codes import ErrorCode
+from strom.common.errors import BrokerResponseError
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from strom.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
@@ -17,34 +18,67 @@ from strom.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from strom.server.apis import api
-from strom.storage.log_config import BROKER_SYNONYMS, SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, LogConfig
+from strom.storage.log_config import (
+    BROKER_SYNONYMS,
+    LOG_CONFIG_KEYS,
+    SOURCE_BROKER,
+    SOURCE_DEFAULT,
+    SOURCE_TOPIC,
+    LogConfig,
+)
 
 if TYPE_CHECKING:
-    from strom.server.broker import BrokerServer
+    from strom.server.admin_manager import AdminManager
+    from strom.server.broker_config import BrokerConfig
+    from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
 
+# ConfigResource types and DescribeConfigs enums (Kafka's ConfigResource.Type, ConfigSource, ConfigType).
 TOPIC, BROKER = 2, 4
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+INVALID_CONFIG = ErrorCode.INVALID_CONFIG
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+                 "password": 9}
 
 
-def _topic_rows(broker: BrokerServer, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
-    cfg = LogConfig.from_props(overrides, broker.default_log_config)
+def _config_type(name: str, value: str | None) -> int:
+    key = LOG_CONFIG_KEYS.get(name)
+    if key is not None:
+        return _CONFIG_TYPES.get(key.type, 0)
+    if value in ("true", "false"):
+        return _CONFIG_TYPES["boolean"]
+    try:
+        n = int(value or "")
+        return _CONFIG_TYPES["int"] if -(2**31) <= n < 2**31 else _CONFIG_TYPES["long"]
+    except ValueError:
+        return _CONFIG_TYPES["string"]
+
+
+def _documentation(name: str) -> str | None:
+    key = LOG_CONFIG_KEYS.get(name)
+    if key is not None:
+        return key.doc
+    topic_key = next((t for t, brokers in BROKER_SYNONYMS.items() if name in brokers), None)
+    return LOG_CONFIG_KEYS[topic_key].doc if topic_key in LOG_CONFIG_KEYS else None
+
+
+def _topic_rows(default_log_config: LogConfig, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
+    cfg = LogConfig.from_props(overrides, default_log_config)
     codes = {SOURCE_TOPIC: DYNAMIC_TOPIC_CONFIG, SOURCE_BROKER: STATIC_BROKER_CONFIG, SOURCE_DEFAULT: DEFAULT_CONFIG}
     return [(name, value, codes[cfg.source(name)]) for name, value, _d in cfg.describe()]
 
 
-def _topic_synonyms(broker: BrokerServer, name: str, value: str | None, source: int,
+def _topic_synonyms(config: BrokerConfig, name: str, value: str | None, source: int,
                     ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
     """Where a topic config's value could come from, highest precedence first (Kafka's synonyms list)."""
     S = DescribeConfigsResponse.DescribeConfigsSynonym
     out = []
     if source == DYNAMIC_TOPIC_CONFIG:
         out.append(S(name=name, value=value, source=DYNAMIC_TOPIC_CONFIG))
-    originals = broker.config.originals
+    originals = config.originals
     for broker_key in BROKER_SYNONYMS.get(name, ()):
         if broker_key in originals:
             out.append(S(name=broker_key, value=str(originals[broker_key]), source=STATIC_BROKER_CONFIG))
@@ -56,10 +90,9 @@ def _topic_synonyms(broker: BrokerServer, name: str, value: str | None, source: 
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, 1)
-async def describe(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
-    broker = ctx.broker
-    md = broker.metadata
-    assert md is not None
+async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, metadata: MetadataCache,
+                   config: BrokerConfig, node_id: int, default_log_config: LogConfig) -> DescribeConfigsResponse:
+    md = metadata
     R = DescribeConfigsResponse.DescribeConfigsResult
     C = DescribeConfigsResponse.DescribeConfigsResourceResult
     results = []
@@ -71,14 +104,14 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest) -> Desc
                 results.append(R(error_code=UNKNOWN_TOPIC_OR_PARTITION, error_message=f"Topic {res.resource_name} "
                                  "does not exist.", resource_type=TOPIC, resource_name=res.resource_name, configs=[]))
                 continue
-            rows = _topic_rows(broker, info.configs)
+            rows = _topic_rows(default_log_config, info.configs)
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
+            if res.resource_name not in ("", str(node_id)):
                 results.append(R(error_code=INVALID_REQUEST, error_message=f"Unexpected broker id, expected "
-                                 f"{broker.node_id} but received {res.resource_name}", resource_type=BROKER,
+                                 f"{node_id} but received {res.resource_name}", resource_type=BROKER,
                                  resource_name=res.resource_name, configs=[]))
                 continue
-            rows = [(n, v, DEFAULT_CONFIG if d else STATIC_BROKER_CONFIG) for n, v, d in broker.config.describe()]
+            rows = [(n, v, DEFAULT_CONFIG if d else STATIC_BROKER_CONFIG) for n, v, d in config.describe()]
         else:
             results.append(R(error_code=INVALID_REQUEST, error_message=f"Unsupported resource type "
                              f"{res.resource_type}", resource_type=res.resource_type, resource_name=res.resource_name,
@@ -88,7 +121,9 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest) -> Desc
         configs = [
             C(name=n, value=v, read_only=res.resource_type == BROKER, is_default=src == DEFAULT_CONFIG,
               config_source=src, is_sensitive=False,
-              synonyms=_topic_synonyms(broker, n, v, src) if synonyms else [])
+              synonyms=_topic_synonyms(config, n, v, src) if synonyms else [],
+              config_type=_config_type(n, v),
+              documentation=_documentation(n) if request.include_documentation else None)
             for n, v, src in rows if keys is None or n in keys
         ]
         results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
@@ -96,12 +131,10 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest) -> Desc
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _apply(ctx: RequestContext, resource_type: int, name: str, new: dict[str, str] | None, validate_only: bool,
-           ) -> tuple[int, str | None]:
-    """Validate and store ``new`` (the topic's complete override set); ``new=None`` means an invalid op."""
-    broker = ctx.broker
-    md, rm = broker.metadata, broker.replica_manager
-    assert md is not None and rm is not None
+async def _apply(metadata: MetadataCache, admin: AdminManager, resource_type: int, name: str, new: dict[str, str],
+                 validate_only: bool) -> tuple[int, str | None]:
+    """Validate and store ``new`` (the topic's complete override set)."""
+    md = metadata
     if resource_type == BROKER:
         return INVALID_REQUEST, "strom broker configs are static; edit server.properties and restart the broker"
     if resource_type != TOPIC:
@@ -109,19 +142,18 @@ def _apply(ctx: RequestContext, resource_type: int, name: str, new: dict[str, st
     info = md.topic(name)
     if info is None:
         return UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
-    assert new is not None
     try:
-        LogConfig.from_props(new, broker.default_log_config)
-    except ConfigError as e:
-        return INVALID_CONFIG, str(e)
-    if not validate_only:
-        md.set_configs(name, new)
-        rm.topic_config_changed(name)
+        admin.validate_configs(new)
+        if not validate_only:
+            await admin.set_topic_configs(name, new)
+    except BrokerResponseError as e:
+        return e.errno, e.message
     return 0, None
 
 
 @api(ApiKey.ALTER_CONFIGS, 0)
-async def alter(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: MetadataCache,
+                admin: AdminManager) -> AlterConfigsResponse:
     out = []
     for res in request.resources:
         new = {}
@@ -131,17 +163,17 @@ async def alter(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfi
                 err = (INVALID_REQUEST, f"Null value not supported for : {c.name}")
                 break
             new[c.name] = c.value
-        code, msg = err or _apply(ctx, res.resource_type, res.resource_name, new, request.validate_only)
+        code, msg = err or await _apply(metadata, admin, res.resource_type, res.resource_name, new,
+                                        request.validate_only)
         out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)
-async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfigsRequest,
-                            ) -> IncrementalAlterConfigsResponse:
-    md = ctx.broker.metadata
-    assert md is not None
+async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfigsRequest, *, metadata: MetadataCache,
+                            admin: AdminManager) -> IncrementalAlterConfigsResponse:
+    md = metadata
     out = []
     for res in request.resources:
         info = md.topic(res.resource_name) if res.resource_type == TOPIC else None
@@ -164,7 +196,8 @@ async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfig
             else:
                 err = (INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
                 break
-        code, msg = err or _apply(ctx, res.resource_type, res.resource_name, new, request.validate_only)
+        code, msg = err or await _apply(metadata, admin, res.resource_type, res.resource_name, new,
+                                        request.validate_only)
         out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -4,55 +4,62 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.common.error_codes import ErrorCode
+from strom.common.errors import BrokerResponseError, for_code
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from strom.server.admin_manager import MAX_PARTITIONS
 from strom.server.apis import api
-from strom.server.apis.create_topics import MAX_PARTITIONS
 
 if TYPE_CHECKING:
+    from strom.server.admin_manager import AdminManager
+    from strom.server.metadata_cache import MetadataCache, TopicInfo
     from strom.server.request_context import RequestContext
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_PARTITIONS = 37
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_REQUEST = 42
+
+def _plan(t: CreatePartitionsRequest.CreatePartitionsTopic, info: TopicInfo | None, admin: AdminManager,
+          ) -> list[list[int]]:
+    if info is None:
+        raise for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")
+    n = info.num_partitions
+    if t.count == n:
+        raise for_code(ErrorCode.INVALID_PARTITIONS, f"Topic already has {n} partitions.")
+    if t.count < n:
+        raise for_code(ErrorCode.INVALID_PARTITIONS,
+                       f"Topic currently has {n} partitions, which is higher than the requested {t.count}.")
+    if t.count > MAX_PARTITIONS:
+        raise for_code(ErrorCode.INVALID_PARTITIONS, f"Number of partitions {t.count} is over strom's limit "
+                                                     f"{MAX_PARTITIONS}.")
+    if t.assignments is None:
+        return admin.plan_assignment(t.count - n, info.replication_factor, start_partition=n)
+    new = [list(a.broker_ids) for a in t.assignments]
+    if len(new) != t.count - n:
+        raise for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                       f"Increasing the number of partitions by {t.count - n} but {len(new)} assignments provided.")
+    admin.check_assignment(new)
+    if new and len(new[0]) != info.replication_factor:
+        raise for_code(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Inconsistent replication factor between partitions, "
+                                                             f"partition 0 has {info.replication_factor}.")
+    return new
 
 
 @api(ApiKey.CREATE_PARTITIONS, 0)
-async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-    broker = ctx.broker
-    md, rm = broker.metadata, broker.replica_manager
-    assert md is not None and rm is not None
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest, *, metadata: MetadataCache,
+                 admin: AdminManager) -> CreatePartitionsResponse:
     R = CreatePartitionsResponse.CreatePartitionsTopicResult
     results = []
     names = [t.name for t in request.topics]
     for t in request.topics:
-        info = md.topic(t.name)
-        if names.count(t.name) > 1:
-            results.append(R(name=t.name, error_code=INVALID_REQUEST, error_message="Duplicate topic in request."))
-        elif info is None:
-            results.append(R(name=t.name, error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                             error_message=f"The topic '{t.name}' does not exist."))
-        elif t.count == info.num_partitions:
-            results.append(R(name=t.name, error_code=INVALID_PARTITIONS,
-                             error_message=f"Topic already has {info.num_partitions} partitions."))
-        elif t.count < info.num_partitions:
-            results.append(R(name=t.name, error_code=INVALID_PARTITIONS,
-                             error_message=f"Topic currently has {info.num_partitions} partitions, which is higher "
-                                           f"than the requested {t.count}."))
-        elif t.count > MAX_PARTITIONS:
-            results.append(R(name=t.name, error_code=INVALID_PARTITIONS,
-                             error_message=f"Number of partitions {t.count} is over strom's limit {MAX_PARTITIONS}."))
-        elif t.assignments is not None and (
-            len(t.assignments) != t.count - info.num_partitions
-            or any(list(a.broker_ids) != [broker.node_id] for a in t.assignments)
-        ):
-            results.append(R(name=t.name, error_code=INVALID_REPLICA_ASSIGNMENT,
-                             error_message=f"Replica assignment must name only broker {broker.node_id}, one entry "
-                                           "per new partition."))
-        else:
+        try:
+            if names.count(t.name) > 1:
+                raise for_code(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            info = metadata.topic(t.name)
+            new = _plan(t, info, admin)
             if not request.validate_only:
-                md.set_partitions(t.name, t.count)
-                rm.ensure_logs(info)
-            results.append(R(name=t.name, error_code=0, error_message=None))
+                assert info is not None
+                await admin.create_partitions(info, new, request.timeout_ms)
+        except BrokerResponseError as e:
+            results.append(R(name=t.name, error_code=e.errno, error_message=e.message))
+            continue
+        results.append(R(name=t.name, error_code=ErrorCode.NONE, error_message=None))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -12,15 +12,17 @@ from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from strom.server.apis import api
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 
 @api(ApiKey.DELETE_GROUPS, 0)
-async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    coord = group_coordinator(ctx)
+async def handle(ctx: RequestContext, request: DeleteGroupsRequest, *,
+                 group_coordinator: GroupCoordinator) -> DeleteGroupsResponse:
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         results = dict.fromkeys(request.groups_names, E.COORDINATOR_NOT_AVAILABLE)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
@@ -11,36 +12,31 @@ from strom.protocol.messages.delete_records import DeleteRecordsRequest, DeleteR
 from strom.server.apis import api
 
 if TYPE_CHECKING:
+    from strom.server.replica_manager import ReplicaManager
     from strom.server.request_context import RequestContext
-
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 @api(ApiKey.DELETE_RECORDS, 0)
-async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
-    rm = ctx.broker.replica_manager
-    assert rm is not None
+async def handle(ctx: RequestContext, request: DeleteRecordsRequest, *,
+                 replica_manager: ReplicaManager) -> DeleteRecordsResponse:
+    P = DeleteRecordsResponse.DeleteRecordsPartitionResult
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            P = DeleteRecordsResponse.DeleteRecordsPartitionResult
-            lg = rm.get_log(TopicPartition(t.name, p.partition_index))
-            if lg is None:
-                parts.append(P(partition_index=p.partition_index, low_watermark=-1,
-                               error_code=UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            offset = lg.high_watermark if p.offset == -1 else p.offset
-            if offset < 0 or offset > lg.high_watermark:
-                parts.append(P(partition_index=p.partition_index, low_watermark=-1, error_code=OFFSET_OUT_OF_RANGE))
-                continue
             try:
+                lg = replica_manager.leader_partition(TopicPartition(t.name, p.partition_index)).log
+                offset = lg.high_watermark if p.offset == -1 else p.offset
+                if offset < 0 or offset > lg.high_watermark:
+                    parts.append(P(partition_index=p.partition_index, low_watermark=-1,
+                                   error_code=ErrorCode.OFFSET_OUT_OF_RANGE))
+                    continue
                 if offset > lg.log_start_offset:
                     lg.delete_records_before(offset)
             except BrokerResponseError as e:
                 parts.append(P(partition_index=p.partition_index, low_watermark=-1, error_code=e.errno))
                 continue
-            parts.append(P(partition_index=p.partition_index, low_watermark=lg.log_start_offset, error_code=0))
+            parts.append(P(partition_index=p.partition_index, low_watermark=lg.log_start_offset,
+                           error_code=ErrorCode.NONE))
         topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -1,4 +1,4 @@
-"""DeleteTopics (key 20): remove the topic from the registry and delete its logs."""
+"""DeleteTopics (key 20): delete topics by name or id through the admin manager."""
 
 from __future__ import annotations
 
@@ -6,50 +6,52 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from strom.common.error_codes import ErrorCode
+from strom.common.errors import BrokerResponseError
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from strom.server.apis import api
 
 if TYPE_CHECKING:
+    from strom.server.admin_manager import AdminManager
+    from strom.server.broker_config import BrokerConfig
+    from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
 
 log = logging.getLogger("strom.server")
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_DELETION_DISABLED = 73
-UNKNOWN_TOPIC_ID = 100
 ZERO_UUID = uuid.UUID(int=0)
 
 
 @api(ApiKey.DELETE_TOPICS, 1)
-async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    broker = ctx.broker
-    md, rm = broker.metadata, broker.replica_manager
-    assert md is not None and rm is not None
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest, *, metadata: MetadataCache,
+                 admin: AdminManager, config: BrokerConfig) -> DeleteTopicsResponse:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(n, ZERO_UUID) for n in request.topic_names]
     results = []
+    R = DeleteTopicsResponse.DeletableTopicResult
     for name, topic_id in wanted:
-        info = md.topic(name) if name is not None else md.topic_by_id(topic_id)
-        R = DeleteTopicsResponse.DeletableTopicResult
+        info = metadata.topic(name) if name is not None else metadata.topic_by_id(topic_id)
         if info is None:
-            code = UNKNOWN_TOPIC_ID if name is None else UNKNOWN_TOPIC_OR_PARTITION
+            code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             results.append(R(name=name, topic_id=topic_id, error_code=code,
                              error_message="This server does not host this topic ID." if name is None else
                              "This server does not host this topic-partition."))
             continue
-        if not broker.config["delete.topic.enable"]:
-            results.append(R(name=info.name, topic_id=info.topic_id, error_code=TOPIC_DELETION_DISABLED,
+        if not config["delete.topic.enable"]:
+            results.append(R(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.TOPIC_DELETION_DISABLED,
                              error_message="Topic deletion is disabled."))
             continue
         if info.is_internal:
-            results.append(R(name=info.name, topic_id=info.topic_id, error_code=INVALID_TOPIC_EXCEPTION,
+            results.append(R(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
                              error_message=f"Cannot delete internal topic {info.name}"))
             continue
-        md.delete_topic(info.name)
-        rm.delete_topic(info)
+        try:
+            await admin.delete_topic(info, request.timeout_ms)
+        except BrokerResponseError as e:
+            results.append(R(name=info.name, topic_id=info.topic_id, error_code=e.errno, error_message=e.message))
+            continue
         log.info("deleted topic %s", info.name)
-        results.append(R(name=info.name, topic_id=info.topic_id, error_code=0))
+        results.append(R(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -14,9 +14,10 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from strom.server.apis import api
 from strom.server.coordinator.group_admin import GroupSummary
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 R = DescribeGroupsResponse
@@ -26,8 +27,9 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @api(ApiKey.DESCRIBE_GROUPS, 0)
-async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    coord = group_coordinator(ctx)
+async def handle(ctx: RequestContext, request: DescribeGroupsRequest, *,
+                 group_coordinator: GroupCoordinator) -> DescribeGroupsResponse:
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         summaries = [GroupSummary(g, E.COORDINATOR_NOT_AVAILABLE, "") for g in request.groups]
     else:

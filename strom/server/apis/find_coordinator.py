@@ -1,8 +1,10 @@
-"""FindCoordinator (key 10): every group and transactional id is coordinated by this broker.
+"""FindCoordinator (key 10): the broker leading the ``__consumer_offsets`` partition of a group.
 
 Kafka counterpart: ``KafkaApis.handleFindCoordinatorRequest`` (v0-v3 one key, v4+ batched ``CoordinatorKeys``,
-KIP-699). Key type 0 is a group (the ``__consumer_offsets`` topic is created on first use), 1 a transactional id;
-other key types (2 = share groups) get INVALID_REQUEST.
+KIP-699). Key type 0 is a group: its coordinator is the leader of partition ``abs(hash(group)) % 50`` of
+``__consumer_offsets``, which is created on first use (``offsets.topic.*``); until it has a leader the answer is
+COORDINATOR_NOT_AVAILABLE and clients retry. Key type 1 (transactional ids) names a broker, whose
+InitProducerId refuses the id at once until transactions exist; other key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -11,51 +13,75 @@ import logging
 from typing import TYPE_CHECKING
 
 from strom.common.error_codes import ErrorCode as E
-from strom.common.errors import KafkaError
+from strom.common.errors import BrokerResponseError, KafkaError
+from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from strom.server.apis import api
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 
 if TYPE_CHECKING:
+    from strom.server.admin_manager import AdminManager
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
+    from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
 
 log = logging.getLogger("strom.server")
 
 GROUP, TRANSACTION = 0, 1
+NOT_AVAILABLE = (E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None)
 
 
-def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
-    if key_type == GROUP:
-        coord = group_coordinator(ctx)
-        if coord is None:
-            return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
-        try:
-            coord.ensure_offsets_topic()
-        except (OSError, KafkaError) as e:
-            log.error("cannot create __consumer_offsets: %s", e)
-            return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
-        return E.NONE, None
+async def ensure_offsets_topic(admin: AdminManager, group_coordinator: GroupCoordinator) -> bool:
+    """Create ``__consumer_offsets`` when missing; False when it cannot exist yet (too few brokers, disk)."""
+    cfg = group_coordinator.offset_config
+    if admin.metadata.topic(GROUP_METADATA_TOPIC_NAME) is not None:
+        return True
+    try:
+        info = await admin.create_internal_topic(
+            GROUP_METADATA_TOPIC_NAME, cfg.offsets_topic_num_partitions, cfg.offsets_topic_replication_factor,
+            {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+             "compression.type": "producer"})
+    except (BrokerResponseError, KafkaError, OSError) as e:
+        log.warning("cannot create %s: %s", GROUP_METADATA_TOPIC_NAME, e)
+        return False
+    return info is not None
+
+
+async def _lookup(key: str, key_type: int, listener: str | None, metadata: MetadataCache, admin: AdminManager,
+                  group_coordinator: GroupCoordinator) -> tuple[int, str | None, tuple[int, str, int] | None]:
     if key_type == TRANSACTION:
-        return E.NONE, None
-    return E.INVALID_REQUEST, f"Unsupported key type {key_type}"
+        # Any broker answers; InitProducerId then refuses the transactional id with a fatal error at once.
+        me = metadata.alive_brokers()[0] if len(metadata.alive_brokers()) == 1 else None
+        ep = me.endpoint(listener) if me is not None else None
+        return (E.NONE, None, (me.node_id, ep[0], ep[1])) if me is not None and ep is not None else NOT_AVAILABLE
+    if key_type != GROUP:
+        return E.INVALID_REQUEST, f"Unsupported key type {key_type}", None
+    if not group_coordinator.active or not await ensure_offsets_topic(admin, group_coordinator):
+        return NOT_AVAILABLE
+    st = metadata.partition_state(TopicPartition(GROUP_METADATA_TOPIC_NAME, group_coordinator.partition_for(key)))
+    broker = metadata.broker(st.leader) if st is not None and st.leader >= 0 else None
+    ep = broker.endpoint(listener) if broker is not None else None
+    if broker is None or ep is None:
+        return NOT_AVAILABLE
+    return E.NONE, None, (broker.node_id, ep[0], ep[1])
 
 
 @api(ApiKey.FIND_COORDINATOR, 0)
-async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest, *, metadata: MetadataCache,
+                 admin: AdminManager, group_coordinator: GroupCoordinator) -> FindCoordinatorResponse:
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else GROUP
-    node = ctx.broker.advertised[0]
-    node_id = ctx.broker.node_id
-    error, message = _lookup(ctx, key_type)
-    ok = error == E.NONE
     if version < 4:
-        return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message if not ok else None,
-                                       node_id=node_id if ok else -1, host=node.host if ok else "",
-                                       port=node.port if ok else -1)
-    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-        FindCoordinatorResponse.Coordinator(key=key, node_id=node_id if ok else -1, host=node.host if ok else "",
-                                            port=node.port if ok else -1, error_code=error,
-                                            error_message=None if ok else message)
-        for key in request.coordinator_keys
-    ])
+        error, message, node = await _lookup(request.key, key_type, ctx.listener_name, metadata, admin,
+                                             group_coordinator)
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message,
+                                       node_id=node[0] if node else -1, host=node[1] if node else "",
+                                       port=node[2] if node else -1)
+    out = []
+    for key in request.coordinator_keys:
+        error, message, node = await _lookup(key, key_type, ctx.listener_name, metadata, admin, group_coordinator)
+        out.append(FindCoordinatorResponse.Coordinator(key=key, node_id=node[0] if node else -1,
+                                                       host=node[1] if node else "", port=node[2] if node else -1,
+                                                       error_code=error, error_message=message))
+    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)

@@ -11,15 +11,17 @@ from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from strom.server.apis import api
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 
 @api(ApiKey.HEARTBEAT, 0)
-async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
-    coord = group_coordinator(ctx)
+async def handle(ctx: RequestContext, request: HeartbeatRequest, *,
+                 group_coordinator: GroupCoordinator) -> HeartbeatResponse:
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         error = E.COORDINATOR_NOT_AVAILABLE
     else:

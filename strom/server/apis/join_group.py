@@ -14,23 +14,25 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import JoinResult
-from strom.server.coordinator.request_support import client_host, group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 
 @api(ApiKey.JOIN_GROUP, 0)
-async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+async def handle(ctx: RequestContext, request: JoinGroupRequest, *,
+                 group_coordinator: GroupCoordinator) -> JoinGroupResponse:
     version = ctx.api_version
-    coord = group_coordinator(ctx)
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         result = JoinResult(E.COORDINATOR_NOT_AVAILABLE, request.member_id)
     else:
         result = await coord.join_group(
             request.group_id, request.member_id, request.group_instance_id if version >= 5 else None,
             require_known_member_id=version >= 4, support_skip_assignment=version >= 9,
-            client_id=ctx.client_id or "", client_host=client_host(ctx),
+            client_id=ctx.client_id or "", client_host=ctx.client_host,
             rebalance_timeout_ms=request.session_timeout_ms if version == 0 else request.rebalance_timeout_ms,
             session_timeout_ms=request.session_timeout_ms, protocol_type=request.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],

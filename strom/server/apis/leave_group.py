@@ -13,20 +13,22 @@ from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from strom.server.apis import api
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 
 @api(ApiKey.LEAVE_GROUP, 0)
-async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+async def handle(ctx: RequestContext, request: LeaveGroupRequest, *,
+                 group_coordinator: GroupCoordinator) -> LeaveGroupResponse:
     version = ctx.api_version
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    coord = group_coordinator(ctx)
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         top, errors = E.COORDINATOR_NOT_AVAILABLE, []
     else:

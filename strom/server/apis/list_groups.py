@@ -12,16 +12,18 @@ from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from strom.server.apis import api
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 
 @api(ApiKey.LIST_GROUPS, 0)
-async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+async def handle(ctx: RequestContext, request: ListGroupsRequest, *,
+                 group_coordinator: GroupCoordinator) -> ListGroupsResponse:
     version = ctx.api_version
-    coord = group_coordinator(ctx)
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         return ListGroupsResponse(throttle_time_ms=0, error_code=E.COORDINATOR_NOT_AVAILABLE, groups=[])
     error, groups = coord.handle_list_groups(request.states_filter if version >= 4 else (),

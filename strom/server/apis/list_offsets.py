@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
@@ -11,30 +12,31 @@ from strom.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsets
 from strom.server.apis import api
 
 if TYPE_CHECKING:
+    from strom.server.replica_manager import ReplicaManager
     from strom.server.request_context import RequestContext
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_REQUEST = 42
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
 @api(ApiKey.LIST_OFFSETS, 1, 8)
-async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
-    md, rm = ctx.broker.metadata, ctx.broker.replica_manager
-    assert md is not None and rm is not None
+async def handle(ctx: RequestContext, request: ListOffsetsRequest, *,
+                 replica_manager: ReplicaManager) -> ListOffsetsResponse:
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            lg = rm.get_log(TopicPartition(t.name, p.partition_index))
-            if lg is None:
-                parts.append(PartitionResponse(partition_index=p.partition_index,
-                                               error_code=UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            ts = p.timestamp
             try:
+                part = replica_manager.leader_partition(TopicPartition(t.name, p.partition_index))
+                epoch = p.current_leader_epoch if ctx.api_version >= 4 else -1
+                if epoch >= 0 and epoch != part.leader_epoch:
+                    code = ErrorCode.FENCED_LEADER_EPOCH if epoch < part.leader_epoch \
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH
+                    parts.append(PartitionResponse(partition_index=p.partition_index, error_code=code))
+                    continue
+                lg = part.log
+                ts = p.timestamp
                 if ts == LATEST:
                     offset, found_ts = lg.high_watermark, -1
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
@@ -42,13 +44,16 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 elif ts == MAX_TIMESTAMP or ts >= 0:
                     found = lg.fetch_offset_by_timestamp(ts)
                     offset, found_ts = (found if found is not None else (-1, -1))
+                    if offset >= lg.high_watermark:
+                        offset, found_ts = -1, -1
                 else:
-                    parts.append(PartitionResponse(partition_index=p.partition_index, error_code=INVALID_REQUEST))
+                    parts.append(PartitionResponse(partition_index=p.partition_index,
+                                                   error_code=ErrorCode.INVALID_REQUEST))
                     continue
             except BrokerResponseError as e:
                 parts.append(PartitionResponse(partition_index=p.partition_index, error_code=e.errno))
                 continue
-            parts.append(PartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=found_ts,
-                                           offset=offset, leader_epoch=0))
+            parts.append(PartitionResponse(partition_index=p.partition_index, error_code=ErrorCode.NONE,
+                                           timestamp=found_ts, offset=offset, leader_epoch=part.leader_epoch))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -1,4 +1,4 @@
-"""Metadata (key 3): brokers, topics and partition leaders; creates topics on demand when allowed."""
+"""Metadata (key 3): brokers, the controller, topics and partition leaders; creates topics on demand when allowed."""
 
 from __future__ import annotations
 
@@ -6,94 +6,92 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from strom.common.error_codes import ErrorCode
+from strom.common.errors import BrokerResponseError
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from strom.server.apis import api
 from strom.server.metadata_cache import TopicInfo, validate_topic_name
 
 if TYPE_CHECKING:
-    from strom.server.broker import BrokerServer
+    from strom.server.admin_manager import AdminManager
+    from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
 
 log = logging.getLogger("strom.server")
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-UNKNOWN_TOPIC_ID = 100
 ZERO_UUID = uuid.UUID(int=0)
+OMITTED = -(2**31)  # "authorized operations not requested"
+# AclOperation codes (Kafka's AclOperation): READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without an authorizer every
+# operation a resource supports is allowed, and that is what Kafka reports.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 
-def auto_create_topic(broker: BrokerServer, name: str) -> TopicInfo | None:
-    """Create ``name`` with the broker defaults when ``auto.create.topics.enable`` is on (Kafka's AutoTopicCreationManager)."""
-    assert broker.metadata is not None and broker.replica_manager is not None
-    if not broker.config["auto.create.topics.enable"] or validate_topic_name(name) is not None:
-        return None
-    if name.startswith("__"):
-        return None
-    info = broker.metadata.create_topic(name, int(broker.config["num.partitions"]))
-    broker.replica_manager.ensure_logs(info)
-    log.info("auto-created topic %s with %d partition(s)", name, info.num_partitions)
-    return info
-
-
-def topic_metadata(broker: BrokerServer, info: TopicInfo, version: int) -> MetadataResponse.MetadataResponseTopic:
-    nid = broker.node_id
+def topic_metadata(info: TopicInfo, metadata: MetadataCache, include_ops: bool,
+                   ) -> MetadataResponse.MetadataResponseTopic:
+    alive = {b.node_id for b in metadata.alive_brokers()}
+    parts = []
+    for p, st in enumerate(info.partitions):
+        offline = [r for r in st.replicas if r not in alive]
+        parts.append(MetadataResponse.MetadataResponsePartition(
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE if st.leader < 0 else ErrorCode.NONE,
+            partition_index=p, leader_id=st.leader, leader_epoch=st.leader_epoch, replica_nodes=list(st.replicas),
+            isr_nodes=list(st.isr), offline_replicas=offline))
     return MetadataResponse.MetadataResponseTopic(
-        error_code=0,
-        name=info.name,
-        topic_id=info.topic_id,
-        is_internal=info.is_internal,
-        partitions=[
-            MetadataResponse.MetadataResponsePartition(
-                error_code=0, partition_index=p, leader_id=nid, leader_epoch=0, replica_nodes=[nid], isr_nodes=[nid],
-                offline_replicas=[],
-            )
-            for p in range(info.num_partitions)
-        ],
-    )
+        error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.is_internal, partitions=parts,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else OMITTED)
 
 
 @api(ApiKey.METADATA, 0)
-async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    md = broker.metadata
-    assert md is not None
+async def handle(ctx: RequestContext, request: MetadataRequest, *, metadata: MetadataCache,
+                 admin: AdminManager) -> MetadataResponse:
     version = ctx.api_version
+    include_ops = version >= 8 and request.include_topic_authorized_operations
     topics: list[MetadataResponse.MetadataResponseTopic] = []
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     wanted = request.topics
     if wanted is None or (version == 0 and not wanted):
-        topics = [topic_metadata(broker, t, version) for t in md.topics()]
+        topics = [topic_metadata(t, metadata, include_ops) for t in metadata.topics()]
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in wanted:
             name = t.name
             if name is None and version >= 10 and t.topic_id != ZERO_UUID:
-                info = md.topic_by_id(t.topic_id)
+                info = metadata.topic_by_id(t.topic_id)
                 if info is None:
                     # The name is nullable in responses from v12 only.
                     topics.append(MetadataResponse.MetadataResponseTopic(
-                        error_code=UNKNOWN_TOPIC_ID, name=None if version >= 12 else "", topic_id=t.topic_id))
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None if version >= 12 else "",
+                        topic_id=t.topic_id))
                     continue
             else:
                 err = validate_topic_name(name)
                 if err is not None:
-                    topics.append(MetadataResponse.MetadataResponseTopic(error_code=INVALID_TOPIC_EXCEPTION,
+                    topics.append(MetadataResponse.MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                                          name=name or ""))
                     continue
-                info = md.topic(name)
+                info = metadata.topic(name)
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if info is None and allow_auto:
-                    info = auto_create_topic(broker, name)
+                    try:
+                        info = await admin.auto_create_topic(name)
+                    except BrokerResponseError as e:
+                        log.warning("cannot auto-create topic %s: %s", name, e.message)
+                        code = e.errno
                 if info is None:
-                    topics.append(MetadataResponse.MetadataResponseTopic(error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                                                                         name=name))
+                    topics.append(MetadataResponse.MetadataResponseTopic(error_code=code, name=name))
                     continue
-            topics.append(topic_metadata(broker, info, version))
-    brokers = [
-        MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=a.host, port=a.port,
-                                                rack=broker.config["broker.rack"])
-        for a in broker.advertised[:1]
-    ]
+            topics.append(topic_metadata(info, metadata, include_ops))
+    brokers = []
+    for b in metadata.alive_brokers():
+        ep = b.endpoint(ctx.listener_name) or b.endpoint()
+        if ep is not None:
+            brokers.append(MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=ep[0], port=ep[1],
+                                                                   rack=b.rack))
+    include_cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
     return MetadataResponse(
-        throttle_time_ms=0, brokers=brokers, cluster_id=md.cluster_id, controller_id=broker.node_id, topics=topics
-    )
+        throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id, controller_id=metadata.controller_id(),
+        topics=topics, cluster_authorized_operations=CLUSTER_OPERATIONS if include_cluster_ops else OMITTED)

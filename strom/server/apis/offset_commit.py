@@ -16,18 +16,21 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import CommittedOffset
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.common.time import Time
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
+    from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
 
 
 @api(ApiKey.OFFSET_COMMIT, 0)
-async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+async def handle(ctx: RequestContext, request: OffsetCommitRequest, *,
+                 group_coordinator: GroupCoordinator, metadata: MetadataCache, time: Time) -> OffsetCommitResponse:
     version = ctx.api_version
-    md = ctx.broker.metadata
-    assert md is not None
-    now = ctx.broker.time.milliseconds()
+    md = metadata
+    now = time.milliseconds()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
@@ -44,7 +47,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                 metadata=p.committed_metadata or "", commit_timestamp=ts,
                 expire_timestamp=ts + retention if retention != -1 else None,
             )
-    coord = group_coordinator(ctx)
+    coord = active_coordinator(group_coordinator)
     if offsets:
         if coord is None:
             errors.update(dict.fromkeys(offsets, E.COORDINATOR_NOT_AVAILABLE))

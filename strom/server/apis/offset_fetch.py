@@ -18,18 +18,19 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import CommittedOffset
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 R = OffsetFetchResponse
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: Sequence[Any] | None, require_stable: bool
+def _fetch(group_coordinator: GroupCoordinator, group_id: str, topics: Sequence[Any] | None, require_stable: bool
            ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
     partitions = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
-    coord = group_coordinator(ctx)
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         return E.COORDINATOR_NOT_AVAILABLE, {}
     return coord.handle_fetch_offsets(group_id, partitions, require_stable)
@@ -47,13 +48,14 @@ def _by_topic(topics: Sequence[Any] | None, offsets: dict[TopicPartition, Commit
 
 
 @api(ApiKey.OFFSET_FETCH, 0)
-async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+async def handle(ctx: RequestContext, request: OffsetFetchRequest, *,
+                 group_coordinator: GroupCoordinator) -> OffsetFetchResponse:
     version = ctx.api_version
     require_stable = request.require_stable if version >= 7 else False
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, offsets = _fetch(ctx, g.group_id, g.topics, require_stable)
+            error, offsets = _fetch(group_coordinator, g.group_id, g.topics, require_stable)
             groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=[
                 R.OffsetFetchResponseTopics(name=name, partitions=[
                     R.OffsetFetchResponsePartitions(
@@ -64,7 +66,7 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
                 for name, parts in (_by_topic(g.topics, offsets) if not error else [])]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     topics = request.topics
-    error, offsets = _fetch(ctx, request.group_id, topics, require_stable)
+    error, offsets = _fetch(group_coordinator, request.group_id, topics, require_stable)
     part_error = error if version < 2 else E.NONE
     if version < 2 and error and topics is not None:
         offsets = dict.fromkeys((TopicPartition(t.name, p) for t in topics for p in t.partition_indexes), None)

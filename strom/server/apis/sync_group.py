@@ -13,16 +13,18 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import SyncResult
-from strom.server.coordinator.request_support import group_coordinator
+from strom.server.coordinator.request_support import active_coordinator
 
 if TYPE_CHECKING:
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.request_context import RequestContext
 
 
 @api(ApiKey.SYNC_GROUP, 0)
-async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+async def handle(ctx: RequestContext, request: SyncGroupRequest, *,
+                 group_coordinator: GroupCoordinator) -> SyncGroupResponse:
     version = ctx.api_version
-    coord = group_coordinator(ctx)
+    coord = active_coordinator(group_coordinator)
     if coord is None:
         result = SyncResult(E.COORDINATOR_NOT_AVAILABLE)
     else:

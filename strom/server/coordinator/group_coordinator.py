@@ -56,6 +56,8 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         self.active = False
         self._initial_join: set[str] = set()  # groups whose pending join is the initial delay
         self._task: asyncio.Task[None] | None = None
+        # __consumer_offsets partitions this broker leads; None = all of them (a standalone broker).
+        self.owned_partitions: set[int] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def startup(self, load: bool = True) -> None:
@@ -68,9 +70,35 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         self._schedule_retention_check()
         self.active = True
 
-    async def start(self) -> None:
-        self.startup()
+    async def start(self, load_all: bool = True) -> None:
+        """Standalone: own and load every partition. Cluster: own none until partition leadership arrives."""
+        if not load_all:
+            self.owned_partitions = set()
+        self.startup(load=load_all)
         self._task = asyncio.get_running_loop().create_task(self.timers.run())
+
+    def on_election(self, partition: int) -> None:
+        """This broker now leads ``__consumer_offsets`` partition ``partition``: load its groups (Kafka's
+        ``onElection`` → ``loadGroupsForPartition``)."""
+        if self.owned_partitions is None or partition in self.owned_partitions:
+            return
+        for group in self.manager.load([partition]):
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+        self.owned_partitions.add(partition)
+        log.info("now coordinating the groups of %s partition %d", "__consumer_offsets", partition)
+
+    def on_resignation(self, partition: int) -> None:
+        """Leadership moved away: drop the partition's groups; parked members are told NOT_COORDINATOR."""
+        if self.owned_partitions is None or partition not in self.owned_partitions:
+            return
+        self.owned_partitions.discard(partition)
+        for group in [g for g in self.manager.groups.values() if self.partition_for(g.group_id) == partition]:
+            for member in list(group.members.values()):
+                group.maybe_invoke_join_callback(member, JoinResult(E.NOT_COORDINATOR, member.member_id))
+                group.maybe_invoke_sync_callback(member, SyncResult(E.NOT_COORDINATOR))
+            self.manager.groups.pop(group.group_id, None)
+        log.info("no longer coordinating the groups of %s partition %d", "__consumer_offsets", partition)
 
     def shutdown(self) -> None:
         """Stop: answer every parked JoinGroup / SyncGroup with NOT_COORDINATOR so clients look again."""
@@ -91,17 +119,13 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
 
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` if the log behind this coordinator can (FindCoordinator does this)."""
-        ensure = getattr(self.manager.log, "ensure_topic", None)
-        if ensure is not None:
-            ensure()
-
     def _validate(self, group_id: str | None, non_empty: bool) -> int | None:
         if group_id is None or (non_empty and group_id == ""):
             return E.INVALID_GROUP_ID
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE
+        if self.owned_partitions is not None and self.partition_for(group_id) not in self.owned_partitions:
+            return E.NOT_COORDINATOR
         return None
 
     # -- JoinGroup --------------------------------------------------------------------------------------------

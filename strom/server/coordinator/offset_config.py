@@ -38,6 +38,7 @@ class OffsetConfig:
 
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offsets_topic_replication_factor: int = 3
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
     offsets_retention_check_interval_ms: int = 600_000
     max_metadata_size: int = 4096  # offset.metadata.max.bytes
@@ -48,6 +49,8 @@ class OffsetConfig:
         return cls(
             offsets_topic_num_partitions=_get(config, "offsets.topic.num.partitions", d.offsets_topic_num_partitions),
             offsets_topic_segment_bytes=_get(config, "offsets.topic.segment.bytes", d.offsets_topic_segment_bytes),
+            offsets_topic_replication_factor=_get(config, "offsets.topic.replication.factor",
+                                                  d.offsets_topic_replication_factor),
             offsets_retention_ms=_get(config, "offsets.retention.minutes", d.offsets_retention_ms // 60_000) * 60_000,
             offsets_retention_check_interval_ms=_get(config, "offsets.retention.check.interval.ms",
                                                      d.offsets_retention_check_interval_ms),

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from strom.common.error_codes import ErrorCode
-from strom.common.errors import KafkaError
 from strom.common.structs import TopicPartition
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.records import MemoryRecords
@@ -24,7 +23,11 @@ from strom.server.coordinator.group_coordinator import GroupCoordinator
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME, GroupConfig, OffsetConfig
 
 if TYPE_CHECKING:
-    from strom.server.broker import BrokerServer
+    from strom.common.time import Time
+    from strom.server.broker_config import BrokerConfig
+    from strom.server.metadata_cache import MetadataCache
+    from strom.server.replica_manager import ReplicaManager
+    from strom.storage.log import Log
 
 __all__ = ["ReplicaOffsetsLog", "create_group_coordinator"]
 
@@ -34,62 +37,51 @@ _READ_CHUNK = 1 << 20
 
 
 class ReplicaOffsetsLog:
-    """Appends and reads ``__consumer_offsets`` partitions through the broker's replica manager."""
+    """Appends and reads ``__consumer_offsets`` partitions through the broker's replica manager.
 
-    def __init__(self, broker: BrokerServer, config: OffsetConfig, topic: str = GROUP_METADATA_TOPIC_NAME) -> None:
-        self.broker = broker
+    The topic itself is created by FindCoordinator (Kafka creates it there too); a write before it exists, or
+    to a partition this broker does not lead, answers COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR.
+    """
+
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, time: Time, config: OffsetConfig,
+                 topic: str = GROUP_METADATA_TOPIC_NAME) -> None:
+        self.replica_manager = replica_manager
+        self.metadata = metadata
+        self.time = time
         self.config = config
         self.topic = topic
 
     def exists(self) -> bool:
-        assert self.broker.metadata is not None
-        return self.topic in self.broker.metadata
+        return self.topic in self.metadata
 
-    def ensure_topic(self) -> None:
-        """Create the compacted internal topic when it does not exist yet."""
-        md, rm = self.broker.metadata, self.broker.replica_manager
-        assert md is not None and rm is not None
-        info = md.topic(self.topic)
-        if info is None:
-            configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-                       "compression.type": "producer"}
-            info = md.create_topic(self.topic, self.config.offsets_topic_num_partitions, configs)
-            rm.ensure_logs(info)
-            log.info("created internal topic %s with %d partition(s)", self.topic, info.num_partitions)
+    def _log(self, partition: int) -> Log | None:
+        return self.replica_manager.get_log(TopicPartition(self.topic, partition)) if self.exists() else None
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
-        rm = self.broker.replica_manager
-        if rm is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        try:
-            self.ensure_topic()
-        except (OSError, KafkaError) as e:
-            log.error("cannot create %s: %s", self.topic, e)
+        if not self.exists():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         builder = MemoryRecordsBuilder()
-        now = self.broker.time.milliseconds()
+        now = self.time.milliseconds()
         for key, value in records:
             builder.append(now, key, value)
-        code, _info, message = rm.append(TopicPartition(self.topic, partition), builder.build())
-        if code:
-            log.warning("append to %s-%d failed with error %d: %s", self.topic, partition, code, message)
-        return code
+        r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build())
+        if r.error_code:
+            log.warning("append to %s-%d failed with error %d: %s", self.topic, partition, r.error_code,
+                        r.error_message)
+        return r.error_code
 
     def offset_range(self, partition: int) -> tuple[int, int]:
-        rm = self.broker.replica_manager
-        lg = rm.get_log(TopicPartition(self.topic, partition)) if rm is not None and self.exists() else None
+        lg = self._log(partition)
         return (0, 0) if lg is None else (lg.log_start_offset, lg.log_end_offset)
 
     def delete_before(self, partition: int, offset: int) -> None:
-        rm = self.broker.replica_manager
-        lg = rm.get_log(TopicPartition(self.topic, partition)) if rm is not None and self.exists() else None
+        lg = self._log(partition)
         if lg is not None:
             lg.delete_records_before(offset)
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """Every data record of the partition, oldest first; control batches are skipped."""
-        rm = self.broker.replica_manager
-        lg = rm.get_log(TopicPartition(self.topic, partition)) if rm is not None and self.exists() else None
+        lg = self._log(partition)
         if lg is None:
             return
         offset, end = lg.log_start_offset, lg.log_end_offset
@@ -110,17 +102,18 @@ class ReplicaOffsetsLog:
             offset = progressed
 
 
-def create_group_coordinator(broker: BrokerServer) -> GroupCoordinator:
+def create_group_coordinator(config: BrokerConfig, time: Time, metadata: MetadataCache,
+                             replica_manager: ReplicaManager) -> GroupCoordinator:
     """The group coordinator of ``broker``, configured from its ``group.*`` / ``offsets.*`` keys.
 
     When ``__consumer_offsets`` exists its partition count wins over ``offsets.topic.num.partitions``, as in
     Kafka: groups must keep mapping to the partitions that hold their records.
     """
-    offset_config = OffsetConfig.from_broker_config(broker.config)
-    existing = broker.metadata.topic(GROUP_METADATA_TOPIC_NAME) if broker.metadata is not None else None
+    offset_config = OffsetConfig.from_broker_config(config)
+    existing = metadata.topic(GROUP_METADATA_TOPIC_NAME)
     if existing is not None and existing.num_partitions != offset_config.offsets_topic_num_partitions:
         log.warning("%s has %d partition(s); offsets.topic.num.partitions=%d is ignored", GROUP_METADATA_TOPIC_NAME,
                     existing.num_partitions, offset_config.offsets_topic_num_partitions)
         offset_config = dataclasses.replace(offset_config, offsets_topic_num_partitions=existing.num_partitions)
-    offsets_log = ReplicaOffsetsLog(broker, offset_config)
-    return GroupCoordinator(GroupConfig.from_broker_config(broker.config), offset_config, broker.time, offsets_log)
+    offsets_log = ReplicaOffsetsLog(replica_manager, metadata, time, offset_config)
+    return GroupCoordinator(GroupConfig.from_broker_config(config), offset_config, time, offsets_log)

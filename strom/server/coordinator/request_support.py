@@ -9,19 +9,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from strom.server.coordinator.group_coordinator import GroupCoordinator
-    from strom.server.request_context import RequestContext
 
-__all__ = ["group_coordinator", "client_host"]
-
-
-def group_coordinator(ctx: RequestContext) -> GroupCoordinator | None:
-    """The broker's group coordinator when it is running, else None (answer COORDINATOR_NOT_AVAILABLE)."""
-    coord: GroupCoordinator | None = getattr(ctx.broker, "group_coordinator", None)
-    return coord if coord is not None and coord.active else None
+__all__ = ["active_coordinator"]
 
 
-def client_host(ctx: RequestContext) -> str:
-    """The client address as Kafka reports it in DescribeGroups (``/127.0.0.1``)."""
-    peer = ctx.connection.peer
-    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
-    return "/" + host.strip("[]")
+def active_coordinator(coord: GroupCoordinator) -> GroupCoordinator | None:
+    """The group coordinator when it is running, else None (answer COORDINATOR_NOT_AVAILABLE)."""
+    return coord if coord.active else None

@@ -35,7 +35,7 @@ class _Harness:
 
     def dispatch(self, frame: bytes) -> bytes | None:
         async def go() -> bytes | None:
-            return await asyncio.wait_for(self.broker._dispatch(self.conn, memoryview(frame)), 10)
+            return await asyncio.wait_for(self.broker.apis.handle(self.conn, memoryview(frame)), 10)
 
         try:
             return self.loop.run_until_complete(go())

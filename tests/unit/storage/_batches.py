@@ -51,14 +51,22 @@ def build_batch(
     records_count: int | None = None,
     last_offset_delta: int | None = None,
     magic: int = 2,
+    keys: Sequence[bytes | None] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
-    """One v2 batch of ``values`` (keys None). ``compression=1`` gzips the records (payload only matters)."""
+    """One v2 batch of ``values`` (keys None unless ``keys``). ``compression=1`` gzips the records."""
     if timestamps is None:
         timestamps = [base_timestamp] * len(values)
     first_ts = timestamps[0] if timestamps else base_timestamp
+    if keys is None:
+        keys = [None] * len(values)
+    deltas = list(range(len(values))) if offset_deltas is None else list(offset_deltas)
     records = b"".join(
-        build_record(i, ts - first_ts, None, v)
-        for i, (v, ts) in enumerate(zip(values, timestamps, strict=True))
+        build_record(d, ts - first_ts, k, v)
+        for d, k, v, ts in zip(deltas, keys, values, timestamps, strict=True)
     )
     if compression == 1:
         c = zlib.compressobj(wbits=31)
@@ -69,7 +77,8 @@ def build_batch(
     count = n if records_count is None else records_count
     max_ts = max(timestamps) if timestamps else first_ts
     header = _HEADER.pack(
-        base_offset, 0, leader_epoch, magic, 0, attrs, lod, first_ts, max_ts, -1, -1, -1, count
+        base_offset, 0, leader_epoch, magic, 0, attrs, lod, first_ts, max_ts, producer_id, producer_epoch,
+        base_sequence, count
     )
     buf = bytearray(header + records)
     struct.pack_into(">i", buf, 8, len(buf) - LOG_OVERHEAD)

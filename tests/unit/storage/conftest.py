@@ -26,3 +26,33 @@ def make_log(tmp_path, mock_time):
     yield factory
     for lg in opened:
         lg.close()
+
+
+def mount_tmpfs(path, size: str) -> bool:
+    """Mount a tmpfs of ``size`` at ``path`` (needs root, as in CI); False when this machine does not allow it."""
+    import subprocess
+
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def unmount(path) -> None:
+    import subprocess
+
+    subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def fast_dir(tmp_path):
+    """A directory on tmpfs when it can be mounted (fsync is free there), else a plain temporary directory."""
+    path = tmp_path / "tmpfs"
+    mounted = mount_tmpfs(path, "512m")
+    yield path
+    if mounted:
+        unmount(path)

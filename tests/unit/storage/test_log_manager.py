@@ -160,3 +160,42 @@ def test_corrupt_checkpoint_forces_recovery(tmp_path, mock_time):
     assert lg.recovered_segments_on_load == 1 and lg.log_end_offset == 1
     assert split_batches(lg.read(0, 100).records)[0][0] == 0
     lm2.shutdown()
+
+
+def test_high_watermarks_checkpointed_and_restored_as_min_of_checkpoint_and_log_end(tmp_path, mock_time):
+    from strom.storage.log_manager import REPLICATION_OFFSET_CHECKPOINT_FILE
+
+    lm = manager([tmp_path], mock_time)
+    a, b, c = (TopicPartition("t", p) for p in range(3))
+    for tp, n in ((a, 5), (b, 4), (c, 3)):
+        lg = lm.get_or_create_log(tp)
+        lg.append_as_follower(b"".join(build_batch([b"x"], base_offset=i) for i in range(n)))
+    lm.get_log(a).update_high_watermark(3)
+    lm.get_log(b).update_high_watermark(4)
+    lm.checkpoint_high_watermarks()
+    path = tmp_path / REPLICATION_OFFSET_CHECKPOINT_FILE
+    assert path.read_text() == "0\n3\nt 0 3\nt 1 4\nt 2 0\n"
+    lm.get_log(b).truncate_to(2)  # the checkpoint now says 4, above the log end
+    lm.shutdown()
+    OffsetCheckpointFile(str(path)).write({a: 3, b: 4})  # no entry for t-2
+    lm2 = manager([tmp_path], mock_time)
+    lm2.load_logs()
+    assert [lm2.get_log(tp).high_watermark for tp in (a, b, c)] == [3, 2, 0]
+    # A standalone broker makes every record committed itself.
+    lg = lm2.get_log(c)
+    assert lg.update_high_watermark(lg.log_end_offset) == 3
+    lm2.shutdown()
+
+
+def test_corrupt_high_watermark_checkpoint_starts_at_log_start(tmp_path, mock_time, caplog):
+    from strom.storage.log_manager import REPLICATION_OFFSET_CHECKPOINT_FILE
+
+    lm = manager([tmp_path], mock_time)
+    lm.get_or_create_log(TopicPartition("t", 0)).append_as_leader(build_batch([b"x"]))
+    lm.shutdown()
+    (tmp_path / REPLICATION_OFFSET_CHECKPOINT_FILE).write_text("0\n7\n")
+    lm2 = manager([tmp_path], mock_time)
+    lm2.load_logs()
+    assert lm2.get_log(TopicPartition("t", 0)).high_watermark == 0
+    assert "replication-offset-checkpoint" in caplog.text
+    lm2.shutdown()

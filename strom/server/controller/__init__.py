@@ -1,0 +1,1 @@
+"""The cluster controller (ZooKeeper mode)."""

@@ -1,0 +1,715 @@
+"""The cluster controller (ZooKeeper mode): one broker at a time wins ``/controller`` and decides leadership.
+
+Kafka counterpart: ``KafkaController`` with its ``ControllerContext``, partition and replica state machines,
+``ControllerChannelManager`` and ``TopicDeletionManager``, reduced to what a 3.x ZooKeeper-mode cluster does:
+
+* election: every broker races for the ephemeral ``/controller``; the winner bumps ``/controller_epoch`` with a
+  compare-and-set and every later ZooKeeper write it makes is fenced on that epoch's znode version;
+* on failover it reads brokers, topics, assignments and partition states, elects leaders for partitions whose
+  leader is gone, and sends LeaderAndIsr to every replica and UpdateMetadata to every live broker;
+* broker changes (``/brokers/ids`` children): a dead broker's partitions get a new leader from the ISR (never an
+  out-of-sync replica unless ``unclean.leader.election.enable``), a dead follower leaves the ISR; a returning
+  broker gets LeaderAndIsr for its replicas and catches up;
+* new topics and partitions (``/brokers/topics``), deletions (``/admin/delete_topics``), AlterPartition (ISR
+  changes proposed by leaders), ControlledShutdown, preferred-leader elections (ElectLeaders and
+  ``auto.leader.rebalance.enable``).
+
+Events are processed one at a time by one task on the broker's event loop (Kafka's ControllerEventManager);
+ZooKeeper watches fire on kazoo's thread and are queued with ``call_soon_threadsafe``; blocking ZooKeeper calls run
+in a worker thread. Requests to brokers go through one in-order queue per broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.common.error_codes import ErrorCode
+from strom.common.errors import KafkaConnectionError
+from strom.common.structs import TopicPartition
+from strom.common.time import Time
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from strom.protocol.messages.stop_replica import StopReplicaRequest
+from strom.protocol.messages.update_metadata import UpdateMetadataRequest
+from strom.server.broker_channel import BrokerChannel
+from strom.server.zk.kafka_zk_client import KafkaZkClient
+from strom.server.zk.znodes import BrokerRegistration, ConfigEntityZNode, ConfigType, LeaderAndIsr
+
+__all__ = ["KafkaController", "ElectionResult"]
+
+log = logging.getLogger("strom.controller")
+
+LEADER_AND_ISR_VERSION = 5
+UPDATE_METADATA_VERSION = 7
+STOP_REPLICA_VERSION = 3
+_SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+NO_LEADER = -1
+
+
+@dataclass(slots=True)
+class ElectionResult:
+    error_code: int
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class ControllerContext:
+    """What the active controller knows (Kafka's ``ControllerContext``)."""
+
+    epoch: int = 0
+    epoch_zk_version: int = 0
+    live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    assignments: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    topics_being_deleted: set[str] = field(default_factory=set)
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return sorted(tp for tp in self.assignments if tp.topic == topic)
+
+    def alive(self, broker_id: int) -> bool:
+        return broker_id in self.live_brokers
+
+
+class KafkaController:
+    def __init__(self, broker_id: int, zk: KafkaZkClient, time: Time, *, inter_broker_listener: str,
+                 unclean_leader_election: bool = False, auto_leader_rebalance: bool = True,
+                 imbalance_check_interval_s: int = 300, imbalance_percentage: int = 10,
+                 socket_timeout_ms: int = 30_000) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.time = time
+        self.listener = inter_broker_listener
+        self.unclean = unclean_leader_election
+        self.auto_rebalance = auto_leader_rebalance
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.imbalance_percentage = imbalance_percentage
+        self.socket_timeout_s = socket_timeout_ms / 1000
+        self.ctx = ControllerContext()
+        self.active = False
+        self.active_controller_id = -1
+        self.on_controller_change: Callable[[int], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._senders: dict[int, _BrokerSender] = {}
+        self._watches: list[Any] = []
+        self._partition_watches: dict[str, Any] = {}
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    async def startup(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run())
+        # /controller changes: elect when it is gone, resign when someone else holds it.
+        self._watches.append(self.zk.watch_data("/controller", lambda data, version: self._enqueue("controller_change")))
+
+    async def shutdown(self) -> None:
+        for w in self._watches:
+            w.cancel()
+        self._watches.clear()
+        for w in self._partition_watches.values():
+            w.cancel()
+        self._partition_watches.clear()
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for s in self._senders.values():
+            s.close()
+        self._senders.clear()
+        if self.active:
+            self.active = False
+            try:
+                await self._zk(self.zk.delete_controller, self.ctx.epoch_zk_version)
+            except Exception as e:
+                log.info("could not delete /controller on shutdown: %s", e)
+
+    def _enqueue(self, kind: str, payload: Any = None) -> None:
+        """From any thread: queue an event for the controller task."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._events.put_nowait, (kind, payload, None))
+
+    async def call(self, kind: str, payload: Any = None) -> Any:
+        """From the event loop: run an event and wait for its result (API requests handled by the controller)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await self._events.put((kind, payload, fut))
+        return await fut
+
+    async def _zk(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(None, fn, *args)
+
+    async def _run(self) -> None:
+        while True:
+            kind, payload, fut = await self._events.get()
+            try:
+                result = await getattr(self, f"_on_{kind}")(payload)
+                if fut is not None and not fut.done():
+                    fut.set_result(result)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.exception("controller event %s failed", kind)
+                if fut is not None and not fut.done():
+                    fut.set_exception(e)
+
+    # -- election ---------------------------------------------------------------------------------------------
+    async def _on_controller_change(self, _payload: Any) -> None:
+        current = await self._zk(self.zk.get_controller_id)
+        if current is None:
+            if self.active:
+                self._resign()
+            await self._elect()
+            return
+        self._set_active_id(current)
+        if self.active and current != self.broker_id:
+            self._resign()
+
+    async def _on_reelect(self, _payload: Any) -> None:
+        """After a new ZooKeeper session: this broker's /controller (if any) is gone with the old session."""
+        if self.active:
+            self._resign()
+        await self._elect()
+
+    def _set_active_id(self, controller_id: int) -> None:
+        if controller_id != self.active_controller_id:
+            self.active_controller_id = controller_id
+            if self.on_controller_change is not None:
+                self.on_controller_change(controller_id)
+
+    async def _elect(self) -> None:
+        result = await self._zk(self.zk.register_controller_and_increment_controller_epoch, self.broker_id)
+        if result is None:
+            current = await self._zk(self.zk.get_controller_id)
+            self._set_active_id(current if current is not None else -1)
+            return
+        self.ctx = ControllerContext(epoch=result[0], epoch_zk_version=result[1])
+        self.active = True
+        self._set_active_id(self.broker_id)
+        log.info("broker %d is the controller at epoch %d", self.broker_id, self.ctx.epoch)
+        await self._on_failover()
+
+    def _resign(self) -> None:
+        log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
+        self.active = False
+        for w in self._watches[1:]:
+            w.cancel()
+        del self._watches[1:]
+        for w in self._partition_watches.values():
+            w.cancel()
+        self._partition_watches.clear()
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+        for s in self._senders.values():
+            s.close()
+        self._senders.clear()
+
+    async def _on_failover(self) -> None:
+        brokers = await self._zk(self.zk.get_all_brokers)
+        self.ctx.live_brokers = {b.broker_id: b for b in brokers}
+        for b in brokers:
+            self._sender(b)
+        for topic in await self._zk(self.zk.get_all_topics):
+            await self._load_topic(topic)
+        self.ctx.topics_being_deleted = set(await self._zk(self.zk.get_topic_deletions))
+        # Partitions with no state yet (a topic created while no controller ran), or whose leader is gone.
+        await self._initialize_new_partitions([tp for tp in self.ctx.assignments if tp not in self.ctx.states])
+        await self._elect_offline_partitions()
+        self._send_update_metadata(list(self.ctx.live_brokers), list(self.ctx.assignments))
+        self._send_leader_and_isr_for(list(self.ctx.assignments))
+        loop = asyncio.get_running_loop()
+        self._watches.append(self.zk.watch_children("/brokers/ids", lambda ids: self._enqueue("broker_change")))
+        self._watches.append(self.zk.watch_children("/brokers/topics", lambda t: self._enqueue("topic_change")))
+        self._watches.append(self.zk.watch_children("/admin/delete_topics", lambda t: self._enqueue("topic_deletion")))
+        for topic in {tp.topic for tp in self.ctx.assignments}:
+            self._watch_topic(topic)
+        if self.auto_rebalance:
+            self._rebalance_task = loop.create_task(self._rebalance_loop())
+        if self.ctx.topics_being_deleted:
+            await self._on_topic_deletion(None)
+
+    async def _load_topic(self, topic: str) -> list[TopicPartition]:
+        assignment = await self._zk(self.zk.get_topic_assignment, topic)
+        if assignment is None:
+            return []
+        if assignment.topic_id is not None:
+            self.ctx.topic_ids[topic] = assignment.topic_id
+        tps = []
+        for p, ra in assignment.partitions.items():
+            tp = TopicPartition(topic, p)
+            self.ctx.assignments[tp] = list(ra.replicas)
+            tps.append(tp)
+        states = await self._zk(self.zk.get_partition_states, tps)
+        self.ctx.states.update(states)
+        return sorted(tps)
+
+    def _watch_topic(self, topic: str) -> None:
+        if topic not in self._partition_watches:
+            self._partition_watches[topic] = self.zk.watch_data(
+                f"/brokers/topics/{topic}", lambda data, version, topic=topic: self._enqueue("partition_change", topic))
+
+    # -- partition state machine -------------------------------------------------------------------------------
+    async def _write_state(self, tp: TopicPartition, new: LeaderAndIsr) -> bool:
+        """Compare-and-set one partition state (fenced on the controller epoch); re-read on a conflict."""
+        old = self.ctx.states.get(tp)
+        new = LeaderAndIsr(new.leader, new.leader_epoch, tuple(new.isr), self.ctx.epoch,
+                           old.zk_version if old is not None else 0)
+        ok, version = await self._zk(self.zk.update_leader_and_isr, tp, new, new.zk_version,
+                                     self.ctx.epoch_zk_version)
+        if not ok:
+            fresh = await self._zk(self.zk.get_partition_state, tp)
+            if fresh is not None:
+                self.ctx.states[tp] = fresh
+            log.info("%s: partition state changed under the controller; re-read %s", tp, fresh)
+            return False
+        self.ctx.states[tp] = LeaderAndIsr(new.leader, new.leader_epoch, new.isr, new.controller_epoch, version)
+        return True
+
+    async def _initialize_new_partitions(self, tps: list[TopicPartition]) -> None:
+        """NewPartition -> OnlinePartition: the first live replica leads, the live replicas form the ISR."""
+        for tp in tps:
+            replicas = self.ctx.assignments[tp]
+            live = [r for r in replicas if self.ctx.alive(r)]
+            leader = live[0] if live else NO_LEADER
+            state = LeaderAndIsr(leader, 0, tuple(live or replicas[:1]), self.ctx.epoch, 0)
+            try:
+                await self._zk(self.zk.create_partition_state, tp, state, self.ctx.epoch_zk_version)
+                self.ctx.states[tp] = state
+            except Exception as e:
+                existing = await self._zk(self.zk.get_partition_state, tp)
+                if existing is None:
+                    log.error("%s: cannot create the partition state: %s", tp, e)
+                    continue
+                self.ctx.states[tp] = existing
+
+    def _select_leader(self, tp: TopicPartition, st: LeaderAndIsr, excluded: set[int]) -> tuple[int, list[int]]:
+        """Kafka's OfflinePartitionLeaderElectionStrategy: the first live ISR member in assignment order."""
+        replicas = self.ctx.assignments.get(tp, [])
+        live_isr = [r for r in st.isr if self.ctx.alive(r) and r not in excluded]
+        for r in replicas:
+            if r in live_isr:
+                return r, live_isr
+        if self.unclean:
+            for r in replicas:
+                if self.ctx.alive(r) and r not in excluded:
+                    log.warning("%s: unclean leader election of broker %d (data may be lost)", tp, r)
+                    return r, [r]
+        return NO_LEADER, list(st.isr)
+
+    async def _elect_offline_partitions(self, excluded: set[int] | None = None) -> list[TopicPartition]:
+        changed = []
+        ex = excluded or set()
+        for tp, st in list(self.ctx.states.items()):
+            if tp.topic in self.ctx.topics_being_deleted:
+                continue
+            if st.leader != NO_LEADER and self.ctx.alive(st.leader) and st.leader not in ex:
+                continue
+            leader, isr = self._select_leader(tp, st, ex)
+            if leader == NO_LEADER and st.leader == NO_LEADER:
+                continue  # still offline
+            if await self._write_state(tp, st.new_leader_and_isr(leader, isr)):
+                changed.append(tp)
+                log.info("%s: leader %d -> %d (epoch %d), ISR %s", tp, st.leader, leader, st.leader_epoch + 1, isr)
+        return changed
+
+    async def _shrink_isr(self, dead: set[int]) -> list[TopicPartition]:
+        """Followers that died leave the ISR (a new leader epoch, as Kafka's controller writes it)."""
+        changed = []
+        for tp, st in list(self.ctx.states.items()):
+            if st.leader in dead or st.leader == NO_LEADER or not (set(st.isr) & dead):
+                continue
+            new_isr = [r for r in st.isr if r not in dead]
+            if await self._write_state(tp, st.new_leader_and_isr(st.leader, new_isr)):
+                changed.append(tp)
+        return changed
+
+    # -- events -----------------------------------------------------------------------------------------------
+    async def _on_broker_change(self, _payload: Any) -> None:
+        if not self.active:
+            return
+        brokers = {b.broker_id: b for b in await self._zk(self.zk.get_all_brokers)}
+        old = self.ctx.live_brokers
+        new_ids = {b for b in brokers if b not in old or brokers[b].broker_epoch != old[b].broker_epoch}
+        dead = {b for b in old if b not in brokers}
+        bounced = {b for b in new_ids if b in old}
+        self.ctx.live_brokers = brokers
+        self.ctx.shutting_down -= (dead | new_ids)
+        for b in dead | bounced:
+            s = self._senders.pop(b, None)
+            if s is not None:
+                s.close()
+        for b in new_ids:
+            self._sender(brokers[b])
+        if dead:
+            log.info("brokers %s failed", sorted(dead))
+        if new_ids:
+            log.info("brokers %s started", sorted(new_ids))
+        # A broker that bounced between two watch events is treated as failed, then started (as Kafka does).
+        changed = await self._elect_offline_partitions(excluded=bounced)
+        changed += await self._shrink_isr(dead | bounced)
+        changed += await self._elect_offline_partitions()  # a bounced sole ISR member leads again
+        # The whole cluster learns the new brokers and leaders; a started broker gets all its replicas.
+        self._send_update_metadata(list(brokers), list(self.ctx.assignments))
+        if changed:
+            self._send_leader_and_isr_for(changed)
+        for b in new_ids:
+            self._send_leader_and_isr_for([tp for tp, r in self.ctx.assignments.items() if b in r], only_to={b})
+        # A started broker also takes part in deletions that waited for it.
+        if self.ctx.topics_being_deleted:
+            await self._on_topic_deletion(None)
+
+    async def _on_topic_change(self, _payload: Any) -> None:
+        if not self.active:
+            return
+        topics = set(await self._zk(self.zk.get_all_topics))
+        known = {tp.topic for tp in self.ctx.assignments}
+        for gone in known - topics:
+            for tp in self.ctx.partitions_of(gone):
+                self.ctx.assignments.pop(tp, None)
+                self.ctx.states.pop(tp, None)
+        new_tps: list[TopicPartition] = []
+        for topic in sorted(topics - known):
+            new_tps += await self._load_topic(topic)
+            self._watch_topic(topic)
+        if new_tps:
+            await self._on_new_partitions(new_tps)
+
+    async def _on_partition_change(self, topic: str) -> None:
+        if not self.active or topic in self.ctx.topics_being_deleted:
+            return
+        assignment = await self._zk(self.zk.get_topic_assignment, topic)
+        if assignment is None:
+            return
+        new_tps = []
+        for p, ra in assignment.partitions.items():
+            tp = TopicPartition(topic, p)
+            if tp not in self.ctx.assignments:
+                self.ctx.assignments[tp] = list(ra.replicas)
+                new_tps.append(tp)
+        if new_tps:
+            await self._on_new_partitions(sorted(new_tps))
+
+    async def _on_new_partitions(self, tps: list[TopicPartition]) -> None:
+        await self._initialize_new_partitions([tp for tp in tps if tp not in self.ctx.states])
+        self._send_update_metadata(list(self.ctx.live_brokers), tps)
+        self._send_leader_and_isr_for(tps)
+        log.info("new partitions %s online", ", ".join(map(str, tps[:10])) + (" ..." if len(tps) > 10 else ""))
+
+    async def _on_topic_deletion(self, _payload: Any) -> None:
+        if not self.active:
+            return
+        marked = set(await self._zk(self.zk.get_topic_deletions))
+        self.ctx.topics_being_deleted = marked
+        done = []
+        for topic in sorted(marked):
+            tps = self.ctx.partitions_of(topic)
+            replicas = {r for tp in tps for r in self.ctx.assignments.get(tp, [])}
+            if any(not self.ctx.alive(r) for r in replicas):
+                log.info("deletion of %s waits for replicas %s to come back", topic,
+                         sorted(r for r in replicas if not self.ctx.alive(r)))
+                continue
+            acks = [self._sender_for(r).stop_replicas(self.broker_id, self.ctx.epoch, tps, delete=True)
+                    for r in replicas]
+            results = await asyncio.gather(*acks, return_exceptions=True)
+            if any(isinstance(r, Exception) for r in results):
+                log.warning("deletion of %s: some replicas did not answer StopReplica; will retry", topic)
+                continue
+            await self._zk(self.zk.delete_topic_znode, topic, self.ctx.epoch_zk_version)
+            await self._zk(self.zk.delete_path, ConfigEntityZNode.path(ConfigType.TOPIC, topic))
+            self._send_update_metadata(list(self.ctx.live_brokers), [], deleting=tps)
+            for tp in tps:
+                self.ctx.assignments.pop(tp, None)
+                self.ctx.states.pop(tp, None)
+            self.ctx.topic_ids.pop(topic, None)
+            w = self._partition_watches.pop(topic, None)
+            if w is not None:
+                w.cancel()
+            done.append(topic)
+            log.info("deleted topic %s", topic)
+        if done:
+            await self._zk(self.zk.delete_topic_deletions, done, self.ctx.epoch_zk_version)
+            self.ctx.topics_being_deleted -= set(done)
+
+    async def _on_alter_partition(self, payload: tuple[int, list[tuple[TopicPartition, int, list[int], int]]],
+                                  ) -> dict[TopicPartition, tuple[int, LeaderAndIsr | None]]:
+        """A leader proposes ISRs: (broker, [(tp, leader_epoch, new_isr, partition_epoch)])."""
+        broker_id, items = payload
+        out: dict[TopicPartition, tuple[int, LeaderAndIsr | None]] = {}
+        if not self.active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp, *_ in items}
+        changed = []
+        for tp, leader_epoch, new_isr, partition_epoch in items:
+            st = self.ctx.states.get(tp)
+            if st is None or tp.topic in self.ctx.topics_being_deleted:
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            elif st.leader != broker_id or leader_epoch < st.leader_epoch:
+                out[tp] = (ErrorCode.FENCED_LEADER_EPOCH, None)
+            elif leader_epoch > st.leader_epoch:
+                out[tp] = (ErrorCode.NOT_CONTROLLER, None)
+            elif partition_epoch != st.zk_version:
+                out[tp] = (ErrorCode.INVALID_UPDATE_VERSION, None)
+            elif any(not self.ctx.alive(r) or r in self.ctx.shutting_down for r in new_isr if r not in st.isr):
+                out[tp] = (ErrorCode.INELIGIBLE_REPLICA, None)
+            elif any(r not in self.ctx.assignments.get(tp, []) for r in new_isr) or broker_id not in new_isr:
+                out[tp] = (ErrorCode.INVALID_REQUEST, None)
+            elif await self._write_state(tp, st.new_isr(new_isr)):
+                out[tp] = (ErrorCode.NONE, self.ctx.states[tp])
+                changed.append(tp)
+            else:
+                out[tp] = (ErrorCode.INVALID_UPDATE_VERSION, None)
+        if changed:
+            self._send_update_metadata(list(self.ctx.live_brokers), changed)
+        return out
+
+    async def _on_controlled_shutdown(self, broker_id: int) -> tuple[int, list[TopicPartition]]:
+        """Move leadership off ``broker_id`` and take it out of every ISR; returns partitions it still leads."""
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        if broker_id not in self.ctx.live_brokers:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        self.ctx.shutting_down.add(broker_id)
+        moved, remaining = [], []
+        for tp, st in list(self.ctx.states.items()):
+            if broker_id not in self.ctx.assignments.get(tp, []):
+                continue
+            if st.leader == broker_id:
+                if len(self.ctx.assignments[tp]) == 1:
+                    continue  # a single replica cannot move; Kafka leaves it too
+                leader, isr = self._select_leader(tp, st, {broker_id})
+                if leader == NO_LEADER or leader == broker_id:
+                    remaining.append(tp)
+                    continue
+                if await self._write_state(tp, st.new_leader_and_isr(leader, [r for r in isr if r != broker_id])):
+                    moved.append(tp)
+                else:
+                    remaining.append(tp)
+            elif broker_id in st.isr:
+                if await self._write_state(tp, st.new_leader_and_isr(st.leader,
+                                                                     [r for r in st.isr if r != broker_id])):
+                    moved.append(tp)
+        if moved:
+            self._send_leader_and_isr_for(moved)
+            self._send_update_metadata(list(self.ctx.live_brokers), moved)
+        log.info("controlled shutdown of broker %d: moved %d partition(s), %d remaining", broker_id, len(moved),
+                 len(remaining))
+        return ErrorCode.NONE, remaining
+
+    async def _on_elect_leaders(self, payload: tuple[int, list[TopicPartition] | None],
+                                ) -> dict[TopicPartition, ElectionResult]:
+        """ElectLeaders: PREFERRED (0) puts the first replica back in charge; UNCLEAN (1) may pick any replica."""
+        election_type, tps = payload
+        if not self.active:
+            return {tp: ElectionResult(ErrorCode.NOT_CONTROLLER) for tp in (tps or [])}
+        wanted = tps if tps is not None else list(self.ctx.assignments)
+        out: dict[TopicPartition, ElectionResult] = {}
+        changed = []
+        for tp in wanted:
+            st = self.ctx.states.get(tp)
+            replicas = self.ctx.assignments.get(tp)
+            if st is None or not replicas:
+                out[tp] = ElectionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                continue
+            if election_type == 0:
+                preferred = replicas[0]
+                if st.leader == preferred:
+                    out[tp] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic "
+                                                                            "partition.")
+                    continue
+                if not self.ctx.alive(preferred) or preferred not in st.isr or preferred in self.ctx.shutting_down:
+                    out[tp] = ElectionResult(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                             f"Failed to elect leader for partition {tp} under strategy "
+                                             "PreferredReplicaPartitionLeaderElectionStrategy")
+                    continue
+                new = st.new_leader_and_isr(preferred, st.isr)
+            else:
+                if st.leader != NO_LEADER and self.ctx.alive(st.leader):
+                    out[tp] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic "
+                                                                            "partition.")
+                    continue
+                live = [r for r in replicas if self.ctx.alive(r)]
+                if not live:
+                    out[tp] = ElectionResult(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                             f"Failed to elect leader for partition {tp}: no live replica")
+                    continue
+                in_isr = [r for r in live if r in st.isr]
+                leader = in_isr[0] if in_isr else live[0]
+                new = st.new_leader_and_isr(leader, in_isr or [leader])
+            if await self._write_state(tp, new):
+                out[tp] = ElectionResult(ErrorCode.NONE)
+                changed.append(tp)
+            else:
+                out[tp] = ElectionResult(ErrorCode.UNKNOWN_SERVER_ERROR, "concurrent partition state change")
+        if changed:
+            self._send_leader_and_isr_for(changed)
+            self._send_update_metadata(list(self.ctx.live_brokers), changed)
+        return out
+
+    async def _on_auto_rebalance(self, _payload: Any) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: per broker, elect preferred leaders past the imbalance."""
+        if not self.active:
+            return
+        by_broker: dict[int, list[TopicPartition]] = {}
+        for tp, replicas in self.ctx.assignments.items():
+            if replicas and tp.topic not in self.ctx.topics_being_deleted:
+                by_broker.setdefault(replicas[0], []).append(tp)
+        todo: list[TopicPartition] = []
+        for broker, tps in by_broker.items():
+            if not self.ctx.alive(broker) or broker in self.ctx.shutting_down:
+                continue
+            not_led = [tp for tp in tps if self.ctx.states.get(tp) is not None and self.ctx.states[tp].leader != broker]
+            if tps and 100 * len(not_led) / len(tps) > self.imbalance_percentage:
+                todo += [tp for tp in not_led if broker in self.ctx.states[tp].isr]
+        if todo:
+            log.info("auto leader rebalance: preferred leaders for %d partition(s)", len(todo))
+            await self._on_elect_leaders((0, todo))
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.imbalance_check_interval_s)
+            await self._events.put(("auto_rebalance", None, None))
+
+    # -- requests to brokers ----------------------------------------------------------------------------------
+    def _sender(self, b: BrokerRegistration) -> _BrokerSender:
+        ep = b.endpoint(self.listener) or (b.endpoints[0] if b.endpoints else None)
+        s = self._senders.get(b.broker_id)
+        if s is None:
+            assert ep is not None, f"broker {b.broker_id} has no endpoint"
+            s = _BrokerSender(b.broker_id, ep.host, ep.port, f"strom-controller-{self.broker_id}",
+                              self.socket_timeout_s)
+            self._senders[b.broker_id] = s
+        return s
+
+    def _sender_for(self, broker_id: int) -> _BrokerSender:
+        return self._sender(self.ctx.live_brokers[broker_id])
+
+    def _partition_state(self, tp: TopicPartition) -> LeaderAndIsrRequest.LeaderAndIsrPartitionState:
+        st = self.ctx.states[tp]
+        return LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+            partition_index=tp.partition, controller_epoch=st.controller_epoch, leader=st.leader,
+            leader_epoch=st.leader_epoch, isr=list(st.isr), partition_epoch=st.zk_version,
+            replicas=list(self.ctx.assignments.get(tp, [])), adding_replicas=[], removing_replicas=[], is_new=False)
+
+    def _send_leader_and_isr_for(self, tps: Iterable[TopicPartition], only_to: set[int] | None = None) -> None:
+        per_broker: dict[int, dict[str, list[TopicPartition]]] = {}
+        for tp in tps:
+            if tp not in self.ctx.states:
+                continue
+            for r in self.ctx.assignments.get(tp, []):
+                if self.ctx.alive(r) and (only_to is None or r in only_to):
+                    per_broker.setdefault(r, {}).setdefault(tp.topic, []).append(tp)
+        live_leaders = [
+            LeaderAndIsrRequest.LeaderAndIsrLiveLeader(broker_id=b.broker_id, host_name=ep.host, port=ep.port)
+            for b in self.ctx.live_brokers.values()
+            if (ep := b.endpoint(self.listener) or (b.endpoints[0] if b.endpoints else None)) is not None]
+        for broker, topics in per_broker.items():
+            req = LeaderAndIsrRequest(
+                controller_id=self.broker_id, controller_epoch=self.ctx.epoch,
+                broker_epoch=self.ctx.live_brokers[broker].broker_epoch, type=0,
+                topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                    topic_name=topic, topic_id=self.ctx.topic_ids.get(topic, uuid.UUID(int=0)),
+                    partition_states=[self._partition_state(tp) for tp in sorted(parts)])
+                    for topic, parts in topics.items()],
+                live_leaders=live_leaders)
+            self._sender_for(broker).send(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req)
+
+    def _send_update_metadata(self, brokers: list[int], tps: list[TopicPartition],
+                              deleting: list[TopicPartition] | None = None) -> None:
+        live = []
+        for b in self.ctx.live_brokers.values():
+            live.append(UpdateMetadataRequest.UpdateMetadataBroker(
+                id=b.broker_id, rack=b.rack, endpoints=[
+                    UpdateMetadataRequest.UpdateMetadataEndpoint(
+                        port=ep.port, host=ep.host, listener=ep.listener_name,
+                        security_protocol=_SECURITY_PROTOCOLS.get(ep.security_protocol, 0))
+                    for ep in b.endpoints]))
+        topics: dict[str, list[UpdateMetadataRequest.UpdateMetadataPartitionState]] = {}
+        for tp in tps:
+            st = self.ctx.states.get(tp)
+            if st is None:
+                continue
+            replicas = self.ctx.assignments.get(tp, [])
+            topics.setdefault(tp.topic, []).append(UpdateMetadataRequest.UpdateMetadataPartitionState(
+                partition_index=tp.partition, controller_epoch=st.controller_epoch, leader=st.leader,
+                leader_epoch=st.leader_epoch, isr=list(st.isr), zk_version=st.zk_version, replicas=list(replicas),
+                offline_replicas=[r for r in replicas if not self.ctx.alive(r)]))
+        for tp in deleting or []:
+            # Kafka marks deleted partitions with leader -2 (LeaderDuringDelete) so brokers drop them.
+            topics.setdefault(tp.topic, []).append(UpdateMetadataRequest.UpdateMetadataPartitionState(
+                partition_index=tp.partition, controller_epoch=self.ctx.epoch, leader=LeaderAndIsr.LEADER_DURING_DELETE,
+                leader_epoch=0, isr=[], zk_version=0, replicas=[], offline_replicas=[]))
+        topic_states = [UpdateMetadataRequest.UpdateMetadataTopicState(
+            topic_name=topic, topic_id=self.ctx.topic_ids.get(topic, uuid.UUID(int=0)), partition_states=parts)
+            for topic, parts in topics.items()]
+        for broker in brokers:
+            if broker not in self.ctx.live_brokers:
+                continue
+            req = UpdateMetadataRequest(
+                controller_id=self.broker_id, controller_epoch=self.ctx.epoch,
+                broker_epoch=self.ctx.live_brokers[broker].broker_epoch, topic_states=topic_states,
+                live_brokers=live)
+            self._sender_for(broker).send(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, req)
+
+
+class _BrokerSender:
+    """One in-order queue of controller requests to one broker (Kafka's RequestSendThread)."""
+
+    def __init__(self, broker_id: int, host: str, port: int, client_id: str, timeout_s: float) -> None:
+        self.broker_id = broker_id
+        self.channel = BrokerChannel(host, port, client_id, timeout_s=timeout_s)
+        self._queue: asyncio.Queue[tuple[int, int, Any, asyncio.Future[Any] | None]] = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def send(self, api_key: int, version: int, body: Any) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((api_key, version, body, fut))
+        return fut
+
+    async def stop_replicas(self, controller_id: int, epoch: int, tps: list[TopicPartition], delete: bool) -> Any:
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        req = StopReplicaRequest(controller_id=controller_id, controller_epoch=epoch, broker_epoch=-1,
+                                 topic_states=[StopReplicaRequest.StopReplicaTopicState(
+                                     topic_name=t, partition_states=[StopReplicaRequest.StopReplicaPartitionState(
+                                         partition_index=tp.partition, leader_epoch=-2, delete_partition=delete)
+                                         for tp in parts]) for t, parts in by_topic.items()])
+        return await self.send(ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, req)
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            api_key, version, body, fut = await self._queue.get()
+            while True:
+                try:
+                    resp = await self.channel.request(api_key, version, body)
+                    if fut is not None and not fut.done():
+                        fut.set_result(resp)
+                    backoff = 0.05
+                    break
+                except KafkaConnectionError as e:
+                    # The broker may be restarting; its ZooKeeper session ending removes this sender.
+                    log.debug("controller request to broker %d failed (%s); retrying", self.broker_id, e)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+
+    def close(self) -> None:
+        self._task.cancel()
+        self.channel.close()
+        while not self._queue.empty():
+            *_rest, fut = self._queue.get_nowait()
+            if fut is not None and not fut.done():
+                fut.set_exception(KafkaConnectionError(f"broker {self.broker_id} is gone"))

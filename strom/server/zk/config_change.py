@@ -1,0 +1,59 @@
+"""Dynamic topic config changes as every broker learns them (``/config/changes/config_change_<seq>``).
+
+Kafka counterpart: ``ZkConfigManager`` + ``ZkNodeChangeNotificationListener``: an admin writes the new overrides to
+``/config/topics/<t>`` and appends a sequential notification naming ``topics/<t>``; each broker watches the
+notifications, reads the entity's current configs and applies them. Notifications older than the broker's start
+are skipped (it reads current configs when it opens a topic anyway). Watches fire on kazoo's thread; the apply
+callback runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+
+from strom.server.zk.kafka_zk_client import KafkaZkClient
+
+__all__ = ["ConfigChangeWatcher"]
+
+log = logging.getLogger("strom.server")
+
+CHANGES_PATH = "/config/changes"
+PREFIX = "config_change_"
+
+
+class ConfigChangeWatcher:
+    def __init__(self, zk: KafkaZkClient, loop: asyncio.AbstractEventLoop,
+                 apply: Callable[[str, dict[str, str]], None]) -> None:
+        self.zk = zk
+        self.loop = loop
+        self.apply = apply
+        self._last_seen: str | None = None
+        self._handle = None
+
+    def start(self) -> None:
+        existing = [c for c in self.zk.get_children(CHANGES_PATH) if c.startswith(PREFIX)]
+        self._last_seen = max(existing) if existing else ""
+        self._handle = self.zk.watch_children(CHANGES_PATH, self._on_children)
+
+    def _on_children(self, children: list[str]) -> None:
+        new = sorted(c for c in children if c.startswith(PREFIX) and c > (self._last_seen or ""))
+        for name in new:
+            self._last_seen = name
+            data, _v = self.zk.get_data_and_version(f"{CHANGES_PATH}/{name}")
+            try:
+                entity = json.loads(data or b"{}").get("entity_path", "")
+            except ValueError:
+                log.warning("unreadable config change notification %s", name)
+                continue
+            kind, _, entity_name = entity.partition("/")
+            if kind != "topics" or not entity_name:
+                continue
+            configs = self.zk.get_topic_config(entity_name)
+            self.loop.call_soon_threadsafe(self.apply, entity_name, configs)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
