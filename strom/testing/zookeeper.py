@@ -39,6 +39,10 @@ TEST_JVM_ENV = {
 }
 
 
+class _PortTaken(Exception):
+    pass
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL it when the process (thread) that started it dies, so a test run that
     is killed never leaves a JVM behind on the shared machine (the setting survives the exec into java)."""
@@ -57,14 +61,21 @@ class ZooKeeperServer:
         self.base_dir = Path(self._tmp.name)
         self.data_dir = Path(data_dir) if data_dir is not None else self.base_dir / "data"
         self.port = port or free_port()
+        # A port picked here may be taken by another process before ZooKeeper binds it (the machine is shared):
+        # the first start then moves to another free port. A port given by the caller is kept.
+        self._may_move_port = port is None
         self.tick_time_ms = tick_time_ms
         self.config_file = self.base_dir / "zookeeper.properties"
         self.log_file = self.base_dir / "zookeeper.log"
-        props = {"dataDir": str(self.data_dir), "clientPort": str(self.port), "clientPortAddress": "127.0.0.1",
-                 "tickTime": str(tick_time_ms), "maxClientCnxns": "0", "admin.enableServer": "false",
-                 **dict(extra_config or {})}
-        self.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self._extra = dict(extra_config or {})
+        self._write_config()
         self.proc: subprocess.Popen[bytes] | None = None
+
+    def _write_config(self) -> None:
+        props = {"dataDir": str(self.data_dir), "clientPort": str(self.port), "clientPortAddress": "127.0.0.1",
+                 "tickTime": str(self.tick_time_ms), "maxClientCnxns": "0", "admin.enableServer": "false",
+                 **self._extra}
+        self.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     @property
     def connect_string(self) -> str:
@@ -75,13 +86,25 @@ class ZooKeeperServer:
 
     def start(self, timeout_s: float = 60.0) -> ZooKeeperServer:
         """Start and wait until a ZooKeeper client session can be opened (or raise with the log's tail)."""
+        for _ in range(5):
+            try:
+                return self._start_once(timeout_s)
+            except _PortTaken:
+                self.port = free_port()
+                self._write_config()
+        return self._start_once(timeout_s)
+
+    def _start_once(self, timeout_s: float) -> ZooKeeperServer:
         env = {**os.environ, **TEST_JVM_ENV}
+        log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         with open(self.log_file, "ab") as out:
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:
+                if self._may_move_port and "already in use" in self.read_log()[log_offset:]:
+                    raise _PortTaken()
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}: {self.read_log()[-3000:]}")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -89,6 +112,7 @@ class ZooKeeperServer:
                 raise RuntimeError(f"ZooKeeper did not accept a session within {timeout_s} s: "
                                    f"{self.read_log()[-3000:]}")
             if self._session_opens(min(2.0, remaining)):
+                self._may_move_port = False  # clients know this port now: restarts keep it
                 return self
 
     def _session_opens(self, timeout_s: float) -> bool:

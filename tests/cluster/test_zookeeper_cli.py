@@ -237,3 +237,22 @@ def test_ensemble_member_without_myid_names_the_problem(tmp_path: Path) -> None:
     result = _strom("zookeeper-server-start", "-daemon", str(cfg), cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ZooKeeper exited with code 2: ") and "myid file is missing" in result.stderr
+
+
+def test_test_server_moves_off_a_port_taken_before_it_started() -> None:
+    from strom.testing.zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer()
+    first = server.port
+    with socket.socket() as thief:  # another process grabs the port between the pick and the start
+        thief.bind(("127.0.0.1", first))
+        thief.listen()
+        try:
+            server.start()
+            assert server.port != first
+            assert _znode_round_trip(server.port) == b"hello"
+            server.restart()  # a restart keeps the port clients know
+            assert _znode_round_trip(server.port) == b"hello"
+        finally:
+            server.stop()
+            server.cleanup()
