@@ -42,11 +42,12 @@ from strom.config.properties import load_properties_file
 
 __all__ = [
     "ZooKeeperConfig", "ZooKeeperNotInstalledError", "parse_zookeeper_config", "load_zookeeper_config",
-    "java_command", "check_port_free", "pid_file", "write_pid_file", "start_daemon", "wait_until_serving",
+    "java_command", "shell_command", "check_port_free", "pid_file", "write_pid_file", "start_daemon", "wait_until_serving",
     "find_server_pids", "stop_servers", "MAIN_CLASS", "STROM_MARKER",
 ]
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+SHELL_CLASS = "org.apache.zookeeper.ZooKeeperMain"
 STROM_MARKER = "-Dstrom.zookeeper=true"
 PID_FILE_NAME = "zookeeper_server.pid"
 DEFAULT_HEAP_OPTS = "-Xmx512M -Xms512M"
@@ -195,15 +196,28 @@ def _java() -> str:
 
 def java_command(config_path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> list[str]:
     """The command line that runs ZooKeeper on ``config_path`` (Kafka's kafka-run-class.sh equivalent)."""
+    return _run_class(MAIN_CLASS, [str(Path(config_path).resolve())], env, server=True)
+
+
+def shell_command(args: list[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """The command line of ZooKeeper's own command-line client (``ZooKeeperMain``), as Kafka's
+    zookeeper-shell.sh runs it: warnings only on stderr, a small heap."""
+    return _run_class(SHELL_CLASS, args, env, server=False)
+
+
+def _run_class(main_class: str, args: list[str], env: Mapping[str, str] | None, server: bool) -> list[str]:
     env = os.environ if env is None else env
-    opts = shlex.split(env.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS))
+    opts = shlex.split(env.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS if server else "-Xmx256M"))
     opts += shlex.split(env.get("KAFKA_JVM_PERFORMANCE_OPTS", ""))
     opts += shlex.split(env.get("KAFKA_OPTS", ""))
-    # slf4j-simple: time-stamped INFO lines on stderr, like Kafka's console log4j appender.
+    # slf4j-simple: time-stamped lines on stderr, like Kafka's console log4j appender (tools: warnings only).
     logging_opts = ["-Dorg.slf4j.simpleLogger.showDateTime=true",
                     "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS"]
-    return [_java(), *opts, *logging_opts, STROM_MARKER, "-cp", _classpath(), MAIN_CLASS,
-            str(Path(config_path).resolve())]
+    marker = [STROM_MARKER] if server else []
+    if not server:  # ServiceUtils logs every exit at ERROR, even a clean one
+        logging_opts += ["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                         "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.util.ServiceUtils=off"]
+    return [_java(), *opts, *logging_opts, *marker, "-cp", _classpath(), main_class, *args]
 
 
 def check_port_free(host: str | None, port: int) -> None:

@@ -256,3 +256,30 @@ def test_test_server_moves_off_a_port_taken_before_it_started() -> None:
         finally:
             server.stop()
             server.cleanup()
+
+
+def test_zookeeper_shell_shows_kafkas_znodes(zookeeper, zk_connect: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from strom.server.zk import BrokerRegistration, EndPoint, KafkaZkClient
+
+    clients = [KafkaZkClient.connect(zk_connect, session_timeout_ms=6000) for _ in range(3)]
+    try:
+        for i, c in enumerate(clients):
+            c.register_broker(BrokerRegistration(i, (EndPoint("127.0.0.1", 9092 + i),)))
+        assert clients[1].register_controller(1) == 1
+        ls = _strom("zookeeper-shell", zk_connect, "ls", "/brokers/ids", cwd=tmp_path)
+        assert ls.returncode == 0, ls.stderr
+        assert ls.stdout.strip().splitlines()[-1] == "[0, 1, 2]"
+        get = _strom("zookeeper-shell", zk_connect, "get", "/controller", cwd=tmp_path)
+        assert get.returncode == 0 and '"brokerid":1' in get.stdout.strip().splitlines()[-1]
+        missing = _strom("zookeeper-shell", zk_connect, "get", "/nope", cwd=tmp_path)
+        assert missing.returncode == 1 and missing.stderr.strip() == "Node does not exist: /nope"
+        piped = subprocess.run([sys.executable, "-m", "strom.cli.main", "zookeeper-shell", zk_connect],
+                               input="get /controller_epoch\n", capture_output=True, text=True, timeout=60,
+                               env={**os.environ, **TEST_JVM_ENV})
+        assert piped.returncode == 0 and piped.stdout.strip().splitlines()[-1] == "1"
+    finally:
+        for c in clients:
+            c.close()
+    bad = _strom("zookeeper-shell", "no-port-here", "ls", "/", cwd=tmp_path)
+    assert (bad.returncode, bad.stderr.strip()) == (2, "Error: Invalid ZooKeeper address 'no-port-here': "
+                                                       "expected host:port[/path]")
