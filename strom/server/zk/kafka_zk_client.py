@@ -238,6 +238,10 @@ class KafkaZkClient:
         client_id = self._zk.client_id
         return int(client_id[0]) if client_id else 0
 
+    def _owned(self, stat: ZnodeStat) -> bool:
+        """The znode is an ephemeral of this client's current session."""
+        return stat.ephemeralOwner != 0 and stat.ephemeralOwner == self.session_id
+
     @property
     def connected(self) -> bool:
         return bool(self._zk.connected)
@@ -366,7 +370,7 @@ class KafkaZkClient:
                 _, stat = self._retry(self._zk.get, path, watch=watcher)
             except NoNodeError:
                 continue
-            if stat.ephemeralOwner == self.session_id:
+            if self._owned(stat):
                 return int(stat.czxid)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -447,9 +451,8 @@ class KafkaZkClient:
                 data, stat = self._retry(self._zk.get, ControllerZNode.PATH)
             except NoNodeError:
                 return None
-            if stat.ephemeralOwner == self.session_id and ControllerZNode.decode(data) == broker_id:
-                current = self.get_controller_epoch()
-                return current
+            if self._owned(stat) and ControllerZNode.decode(data) == broker_id:
+                return self.get_controller_epoch()
             return None
         if isinstance(error, (BadVersionError, NoNodeError)):
             return None
