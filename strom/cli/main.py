@@ -22,7 +22,6 @@ __all__ = ["main", "CliError", "COMMANDS", "StromArgumentParser"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("strom.cli.broker", "start a broker, in the foreground or with -daemon (kafka-server-start.sh)"),
     "broker-stop": ("strom.cli.broker_stop", "stop brokers started with -daemon (kafka-server-stop.sh)"),
-    "cluster": ("strom.cli.cluster", "start or stop a local ZooKeeper + N-broker cluster (cluster up / down)"),
     "pipeline": ("strom.cli.pipeline", "run the Spark clickstream demo pipeline (make demo)"),
     "topics": ("strom.cli.topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
     "console-producer": ("strom.cli.console_producer",
