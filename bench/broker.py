@@ -24,7 +24,7 @@ import confluent_kafka as ck  # noqa: E402
 import psutil  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from strom.testing.broker_process import BrokerProcess  # noqa: E402
+from strom.broker_process import BrokerProcess  # noqa: E402
 
 
 def produce(bootstrap: str, topic: str, size: int, n: int, extra: dict | None = None) -> tuple[float, int]:  # type: ignore[type-arg]

@@ -175,7 +175,7 @@ def main() -> None:
         return
     import statistics
 
-    from strom.testing.broker_process import BrokerProcess
+    from strom.broker_process import BrokerProcess
 
     runs: dict[str, list[dict]] = {}  # type: ignore[type-arg]
     clients = args.clients.split(",")

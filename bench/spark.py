@@ -29,9 +29,9 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from strom.admin import AdminClient, NewTopic  # noqa: E402
+from strom.broker_process import BrokerProcess  # noqa: E402
 from strom.producer.kafka_producer import KafkaProducer  # noqa: E402
 from strom.spark.local import local_session, stop_session  # noqa: E402
-from strom.testing.broker_process import BrokerProcess  # noqa: E402
 
 PARTITIONS = 2
 

@@ -33,9 +33,9 @@ def run_demo(events: int = 3000, events_per_s: float | None = 150.0, bootstrap: 
     if problem:
         say(f"strom demo: cannot run the Spark pipeline: {problem}")
         return 2
+    from strom.broker_process import BrokerProcess
     from strom.spark.demo_pipeline import DemoConfig, format_table, run_pipeline
     from strom.spark.local import local_session, stop_session
-    from strom.testing.broker_process import BrokerProcess
 
     t0 = time.monotonic()
     cfg = DemoConfig(events=events, events_per_s=events_per_s)

@@ -1,13 +1,74 @@
-"""Shared fixtures: a real broker subprocess on loopback."""
+"""Shared fixtures (a real broker subprocess on loopback) and the skip report.
+
+A test that skips did not run. At the end of every run the skips are counted and grouped by reason, and the
+run fails (exit status 1) when any test under tests/spark, tests/interop, tests/cluster or tests/integration
+skipped: whatever those need (Java, kcat, third-party clients) is installed by the project's own files
+(pyproject extras, the Makefile), so a skip there means the set-up is broken, not that the test may pass.
+"""
 
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
+
+MUST_NOT_SKIP = ("spark", "interop", "cluster", "integration")
+_TESTS = Path(__file__).parent
+_skips: list[tuple[str, str]] = []  # (node id, reason)
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.skipped:
+        _skips.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skips.append((report.nodeid, _skip_reason(report)))
+
+
+def _must_not_skip(nodeid: str, rootpath: Path) -> bool:
+    path = (rootpath / nodeid.split("::")[0]).resolve()
+    try:
+        parts = path.relative_to(_TESTS).parts
+    except ValueError:
+        return False
+    return bool(parts) and parts[0] in MUST_NOT_SKIP
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    write = terminalreporter.write_line
+    if not _skips:
+        write("skipped: 0")
+        return
+    write(f"skipped: {len(_skips)}, by reason:")
+    for reason, n in Counter(reason for _, reason in _skips).most_common():
+        write(f"  {n:4d}  {reason}")
+    forbidden = [nodeid for nodeid, _ in _skips if _must_not_skip(nodeid, config.rootpath)]
+    if forbidden:
+        write(f"FAILED: {len(forbidden)} test(s) under tests/{{{','.join(MUST_NOT_SKIP)}}} skipped "
+              "(they must run; install what they need):", red=True)
+        for nodeid in forbidden:
+            write(f"  {nodeid}", red=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if any(_must_not_skip(nodeid, session.config.rootpath) for nodeid, _ in _skips) \
+            and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,8 @@ from strom.common.errors import KafkaError
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
+from strom.metrics import KafkaMetric, MetricName
+from strom.metrics.client_metrics import new_client_metrics
 from strom.network.api_versions import ApiVersions
 from strom.network.kafka_client import KafkaClient
 from strom.network.network_client import NetworkClient
@@ -102,6 +104,7 @@ class AdminClient:
         self._thread: threading.Thread | None = None
         self._close_lock = threading.Lock()
         try:
+            self._metrics = new_client_metrics(values, self.client_id, self._time, "admin.client")
             self._metadata = AdminMetadataManager(values["retry.backoff.ms"], values["metadata.max.age.ms"])
             self._metadata.bootstrap(parse_bootstrap_servers(values["bootstrap.servers"]))
             if client is not None and getattr(client, "metadata", "unset") is None:
@@ -119,7 +122,8 @@ class AdminClient:
         log.debug("%sKafka admin client initialized", self._log_context)
 
     def _new_network_client(self, values: Mapping[str, Any]) -> NetworkClient:
-        selector = Selector(values["connections.max.idle.ms"], self._time, log_context=self._log_context)
+        selector = Selector(values["connections.max.idle.ms"], self._time, log_context=self._log_context,
+                            metrics=self._metrics, metric_grp_prefix="admin-client")
         return NetworkClient(
             selector, self._metadata, self.client_id, 100, values["reconnect.backoff.ms"],
             values["reconnect.backoff.max.ms"], values["send.buffer.bytes"], values["receive.buffer.bytes"],
@@ -230,7 +234,14 @@ class AdminClient:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        self._metrics.close()
         log.debug("%sKafka admin client closed.", self._log_context)
+
+    def metrics(self) -> dict[MetricName, KafkaMetric]:
+        """The admin client's metrics by :class:`MetricName` (Kafka's ``metrics()``): ``admin-client-metrics``
+        and ``admin-client-node-metrics`` (connections, bytes, requests, per-node request latency) and
+        ``app-info``. Thread-safe."""
+        return self._metrics.metrics()
 
     def __enter__(self) -> AdminClient:
         return self

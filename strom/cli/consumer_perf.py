@@ -27,7 +27,7 @@ from typing import Any
 from strom.cli.clients import check_topic, new_consumer
 from strom.cli.common import add_connection_options, client_properties, error_message, parse_key_values
 from strom.cli.errors import CliError
-from strom.cli.perf_stats import ProgressBar
+from strom.cli.perf_stats import ProgressBar, print_metrics, snapshot_metrics
 
 __all__ = ["add_arguments", "run", "java_date_format", "summary_line"]
 
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         progress.clear()
         end_ms = int(time.time() * 1000)
         try:
-            metrics = consumer.metrics() if args.print_metrics and hasattr(consumer, "metrics") else None
+            metrics = snapshot_metrics(consumer.metrics()) if args.print_metrics else None
             consumer.close(timeout=10)
         except Exception as e:  # noqa: BLE001 - one line
             print(f"Error closing the consumer: {error_message(e)}", file=sys.stderr)
@@ -178,8 +178,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.show_detailed_stats:
         print(summary_line(start_ms, end_ms, total_bytes, messages, listener.join_ms, args.date_format))
     if metrics:
-        for name in sorted(metrics, key=str):
-            print(f"{name} : {metrics[name]}")
+        print_metrics(metrics)
     return 0
 
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
-__all__ = ["Stats", "percentiles", "ThroughputThrottler", "ProgressBar", "MAX_SAMPLES"]
+__all__ = ["Stats", "percentiles", "ThroughputThrottler", "ProgressBar", "MAX_SAMPLES", "snapshot_metrics",
+           "print_metrics"]
 
 MAX_SAMPLES = 500_000
 MB = 1024.0 * 1024.0
@@ -206,3 +207,28 @@ class ProgressBar:
                 self.stream.write("\r\x1b[K")
                 self.stream.flush()
                 self._drawn = False
+
+
+def snapshot_metrics(metrics: Mapping[Any, Any]) -> dict[str, Any]:
+    """``{"group:name:{tags}": value}`` of a client's ``metrics()``, read now (Kafka's ``ToolsUtils`` key)."""
+    out: dict[str, Any] = {}
+    for name, metric in metrics.items():
+        tags = ", ".join(f"{k}={v}" for k, v in name.tags.items())
+        try:
+            out[f"{name.group}:{name.name}:{{{tags}}}"] = metric.metric_value()
+        except Exception as e:  # noqa: BLE001 - a failing gauge prints as its error
+            out[f"{name.group}:{name.name}:{{{tags}}}"] = f"error: {e}"
+    return out
+
+
+def print_metrics(values: Mapping[str, Any], out: TextIO | None = None) -> None:
+    """Kafka's ``ToolsUtils.printMetrics``: a sorted name/value table, floats with 3 decimals."""
+    if not values:
+        return
+    out = out or sys.stdout
+    width = max(len("Metric Name"), *(len(k) for k in values))
+    print(f"\n{'Metric Name':<{width}} : Value", file=out)
+    for key in sorted(values):
+        value = values[key]
+        text = f"{value:.3f}" if isinstance(value, float) else str(value)
+        print(f"{key:<{width}} : {text}", file=out)

@@ -27,7 +27,7 @@ from typing import Any
 from strom.cli.clients import check_topic, new_producer
 from strom.cli.common import error_message, load_config_file, parse_key_values
 from strom.cli.errors import CliError
-from strom.cli.perf_stats import ProgressBar, Stats, ThroughputThrottler
+from strom.cli.perf_stats import ProgressBar, Stats, ThroughputThrottler, print_metrics, snapshot_metrics
 
 __all__ = ["add_arguments", "run", "random_payload", "read_payloads"]
 
@@ -147,19 +147,10 @@ def run(args: argparse.Namespace) -> int:
             failures.append(e)
     stats.print_total()
     if args.print_metrics:
-        _print_metrics(producer.metrics())
+        print_metrics(snapshot_metrics(producer.metrics()))  # after close: every record acknowledged
     if failures:
         print(f"Error: sending failed: {error_message(failures[0])}", file=sys.stderr)
         return 1
     return 0
 
 
-def _print_metrics(metrics: dict[str, Any]) -> None:
-    """Kafka's ``ToolsUtils.printMetrics``: a name/value table."""
-    if not metrics:
-        return
-    width = max(len("Metric Name"), *(len(str(k)) for k in metrics))
-    print(f"\n{'Metric Name':<{width}} : Value")
-    for name in sorted(metrics, key=str):
-        value = metrics[name]
-        print(f"{str(name):<{width}} : {value:.3f}" if isinstance(value, float) else f"{str(name):<{width}} : {value}")

@@ -1,6 +1,6 @@
 """Consumer-side exceptions.
 
-Kafka counterparts: ``CommitFailedException``, ``NoOffsetForPartitionException``, ``WakeupException``,
+Kafka counterparts: ``CommitFailedException``, ``RetriableCommitFailedException``, ``NoOffsetForPartitionException``, ``WakeupException``,
 ``RebalanceInProgressException`` (client side), ``RecordDeserializationException``,
 ``InvalidOffsetException``, ``ConcurrentModificationException``. ``RebalanceInProgressError`` (a commit while
 the group rebalances: call ``poll`` and retry) is the broker error class for ``REBALANCE_IN_PROGRESS``, as in
@@ -21,6 +21,7 @@ from strom.common.structs import TopicPartition
 
 __all__ = [
     "CommitFailedError",
+    "RetriableCommitFailedError",
     "NoOffsetForPartitionError",
     "WakeupError",
     "RebalanceInProgressError",
@@ -29,6 +30,12 @@ __all__ = [
     "CorruptRecordError",
     "offset_out_of_range",
 ]
+
+
+class RetriableCommitFailedError(KafkaError):
+    """An async commit failed with a retriable error (Kafka's ``RetriableCommitFailedException``)."""
+
+    retriable = True
 
 
 class CommitFailedError(KafkaError):

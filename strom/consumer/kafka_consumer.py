@@ -15,6 +15,11 @@ offsets, then ``auto.offset.reset``), return buffered records or send fetches an
 returning records the next fetches are already sent (pipelining). Timeouts are in seconds (float or
 ``timedelta``), or ``timeout_ms=`` in milliseconds.
 
+Position control and lookups (``seek``, ``seek_to_beginning``/``end``, ``position``, ``committed``,
+``offsets_for_times``, ``beginning_offsets``/``end_offsets``, ``partitions_for``, ``list_topics``, ``pause``/
+``resume``/``paused``, ``current_lag``) are methods of this class, as in Kafka; their timeouts default to
+``default.api.timeout.ms`` and raise :class:`KafkaTimeoutError` when they expire.
+
 Threading: **not thread-safe except wakeup()** — a second thread entering raises
 :class:`ConcurrentModificationError`. The coordinator runs a heartbeat thread
 ("kafka-coordinator-heartbeat-thread | <group>"); rebalance listeners, interceptors and commit callbacks
@@ -35,24 +40,27 @@ from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
 from strom.consumer.config import ConsumerConfig
-from strom.consumer.consumer_lookups import ConsumerLookupsMixin
-from strom.consumer.consumer_records import ConsumerRecords
+from strom.consumer.consumer_records import ConsumerRecords, OffsetAndTimestamp
 from strom.consumer.errors import ConcurrentModificationError
 from strom.consumer.internals.abstract_coordinator import GroupRebalanceConfig
 from strom.consumer.internals.completed_fetch import RecordConverter
 from strom.consumer.internals.consumer_coordinator import ConsumerCoordinator
 from strom.consumer.internals.consumer_metadata import ConsumerMetadata
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
+from strom.consumer.internals.fetch_metrics import FetchMetricsManager
 from strom.consumer.internals.fetcher import Fetcher
-from strom.consumer.internals.offset_fetcher import OffsetFetcher
-from strom.consumer.internals.subscription_state import SubscriptionState
+from strom.consumer.internals.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
+from strom.consumer.internals.subscription_state import OffsetResetStrategy, SubscriptionState
 from strom.consumer.internals.timer import Timer
+from strom.metrics import Avg, KafkaMetric, Max, MetricName, Metrics
+from strom.metrics.client_metrics import new_client_metrics
 
 __all__ = ["KafkaConsumer", "DEFAULT_CLOSE_TIMEOUT_MS"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CLOSE_TIMEOUT_MS = 30_000
+Timeout = float | timedelta | None
 _NO_CURRENT_THREAD = -1
 
 
@@ -70,7 +78,7 @@ def to_ms(timeout: float | timedelta | None, timeout_ms: int | None, default_ms:
     return int(seconds * 1000)
 
 
-class KafkaConsumer(ConsumerLookupsMixin):
+class KafkaConsumer:
     """Kafka's ``KafkaConsumer`` (see the module docstring).
 
     ``KafkaConsumer(configs=None, *, key_deserializer=None, value_deserializer=None, **kwargs)`` — keys as in
@@ -87,6 +95,7 @@ class KafkaConsumer(ConsumerLookupsMixin):
                                      value_deserializer=value_deserializer, **kwargs)
         self._client: ConsumerNetworkClient | None = None
         self._coordinator: ConsumerCoordinator | None = None
+        self._metrics: Metrics | None = None
         self._interceptors: Any = None
         self._deserializers: list[Any] = []
         try:
@@ -110,6 +119,19 @@ class KafkaConsumer(ConsumerLookupsMixin):
         self._request_timeout_ms: int = c["request.timeout.ms"]
         self._default_api_timeout_ms: int = c["default.api.timeout.ms"]
         self._retry_backoff_ms: int = c["retry.backoff.ms"]
+        self._metrics = metrics = new_client_metrics(c, self.client_id, time, "consumer")
+        # Kafka's KafkaConsumerMetrics: the time between the application's polls
+        self._last_poll_ms = -1
+        self._poll_gap = metrics.sensor("time-between-poll")
+        self._poll_gap.add(metrics.metric_name("time-between-poll-avg", "consumer-metrics",
+                                               "The average delay between invocations of poll() in milliseconds."),
+                           Avg())
+        self._poll_gap.add(metrics.metric_name("time-between-poll-max", "consumer-metrics",
+                                               "The max delay between invocations of poll() in milliseconds."), Max())
+        metrics.add_metric(metrics.metric_name("last-poll-seconds-ago", "consumer-metrics",
+                                               "The number of seconds since the last poll() invocation."),
+                           lambda _c, now: float((now - self._last_poll_ms) // 1000) if self._last_poll_ms >= 0
+                           else -1.0)
         self._interceptors = self.config.make_interceptors()
         key_deserializer = self.config.make_key_deserializer()
         value_deserializer = self.config.make_value_deserializer()
@@ -135,14 +157,15 @@ class KafkaConsumer(ConsumerLookupsMixin):
                 rebalance_config, self._client, time, self._subscriptions, self._metadata,
                 self.config.make_assignors(), auto_commit_enabled=c["enable.auto.commit"],
                 auto_commit_interval_ms=c["auto.commit.interval.ms"], interceptors=self._interceptors,
-                client_rack=c["client.rack"], client_id=self.client_id)
+                client_rack=c["client.rack"], client_id=self.client_id, metrics=metrics)
         self._fetcher = Fetcher(
             self._client, self._metadata, self._subscriptions, time, RecordConverter(key_deserializer,
                                                                                      value_deserializer),
             fetch_min_bytes=c["fetch.min.bytes"], fetch_max_bytes=c["fetch.max.bytes"],
             fetch_max_wait_ms=c["fetch.max.wait.ms"], max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
             max_poll_records=c["max.poll.records"], check_crcs=c["check.crcs"], client_rack=c["client.rack"],
-            read_committed=read_committed, request_timeout_ms=self._request_timeout_ms)
+            read_committed=read_committed, request_timeout_ms=self._request_timeout_ms,
+            metrics=FetchMetricsManager(metrics))
         self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, time,
                                              self._retry_backoff_ms, self._request_timeout_ms, read_committed)
         self._has_all_fetch_positions = False
@@ -152,7 +175,8 @@ class KafkaConsumer(ConsumerLookupsMixin):
         from strom.network.network_client import NetworkClient
         from strom.network.selector import Selector
 
-        selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context)
+        selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context,
+                            metrics=self._metrics, metric_grp_prefix="consumer")
         return NetworkClient(
             selector, self._metadata, self.client_id, 100, c["reconnect.backoff.ms"], c["reconnect.backoff.max.ms"],
             c["send.buffer.bytes"], c["receive.buffer.bytes"], self._request_timeout_ms,
@@ -288,6 +312,10 @@ class KafkaConsumer(ConsumerLookupsMixin):
             if self._subscriptions.has_no_subscription_or_user_assignment():
                 raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
             timer = Timer(self._time, to_ms(timeout, timeout_ms, 0))
+            now = timer.current_ms
+            if self._last_poll_ms >= 0:
+                self._poll_gap.record(now - self._last_poll_ms, now)
+            self._last_poll_ms = now
             client = self._client
             assert client is not None
             while True:
@@ -440,7 +468,19 @@ class KafkaConsumer(ConsumerLookupsMixin):
         metadata = getattr(self, "_metadata", None)
         if metadata is not None:
             metadata.close()
+        if self._metrics is not None:
+            self._metrics.close()
         log.debug("%sKafka consumer has been closed", getattr(self, "_log_context", ""))
+
+    def metrics(self) -> dict[MetricName, KafkaMetric]:
+        """The consumer's metrics by :class:`MetricName` (Kafka's ``metrics()``): ``consumer-fetch-manager-metrics``
+        (records-consumed-rate, fetch-latency-avg, records-lag-max; per topic; per partition records-lag and
+        records-lead), ``consumer-coordinator-metrics`` (commit-latency-avg, rebalance-rate-per-hour,
+        last-heartbeat-seconds-ago, assigned-partitions, ...), ``consumer-metrics`` and ``consumer-node-metrics``
+        (network), ``app-info``. Thread-safe (like Kafka's, the one method besides ``wakeup`` that is)."""
+        if self._metrics is None:
+            raise IllegalStateError("The consumer was not constructed")
+        return self._metrics.metrics()
 
     def __enter__(self) -> KafkaConsumer:
         return self
@@ -450,3 +490,210 @@ class KafkaConsumer(ConsumerLookupsMixin):
 
     def __repr__(self) -> str:
         return f"KafkaConsumer(client_id={getattr(self, 'client_id', None)!r}, group_id={getattr(self, 'group_id', None)!r})"
+
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
+        """Fetch ``partition`` from ``offset`` on the next ``poll``."""
+        om = offset if isinstance(offset, OffsetAndMetadata) else OffsetAndMetadata(int(offset))
+        if om.offset < 0:
+            raise ValueError("seek offset must not be a negative number")
+        self._acquire_and_ensure_open()
+        try:
+            log.info("%sSeeking to offset %d for partition %s", self._log_context, om.offset, partition)
+            self._subscriptions.seek(partition, om.offset, om.leader_epoch)
+            self._fetcher.clear_buffered_data_for(partition)
+        finally:
+            self._release()
+
+    def _seek_to(self, partitions: Iterable[TopicPartition] | None, strategy: OffsetResetStrategy) -> None:
+        self._acquire_and_ensure_open()
+        try:
+            targets = self._subscriptions.assigned_partitions() if partitions is None else list(partitions)
+            for tp in targets:
+                log.info("%sSeeking to %s offset of partition %s", self._log_context, strategy.name, tp)
+                self._subscriptions.request_offset_reset(tp, strategy)
+                self._fetcher.clear_buffered_data_for(tp)
+        finally:
+            self._release()
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Reset to the earliest offset lazily (on the next ``poll``/``position``); ``None`` = all assigned."""
+        self._seek_to(partitions, OffsetResetStrategy.EARLIEST)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Reset to the latest offset (LSO with ``read_committed``) lazily; ``None`` = all assigned."""
+        self._seek_to(partitions, OffsetResetStrategy.LATEST)
+
+    def position(self, partition: TopicPartition, timeout: Timeout = None) -> int:
+        """The offset of the next record to fetch, looking it up (committed offset / reset) if needed."""
+        self._acquire_and_ensure_open()
+        try:
+            if not self._subscriptions.is_assigned(partition):
+                raise IllegalStateError("You can only check the position for partitions assigned to this consumer.")
+            timer = self._timer(timeout)
+            while True:
+                offset = self._subscriptions.position(partition)
+                if offset is not None:
+                    return int(offset)
+                self._update_fetch_positions(timer)
+                offset = self._subscriptions.position(partition)
+                if offset is not None:
+                    return int(offset)
+                self._client.poll(timer.remaining_ms())
+                timer.update()
+                if timer.is_expired():
+                    raise KafkaTimeoutError(f"Timeout of {timer.timeout_ms}ms expired before the position for "
+                                            f"partition {partition} could be determined")
+        finally:
+            self._release()
+
+    def committed(self, partitions: TopicPartition | Iterable[TopicPartition],
+                  timeout: Timeout = None) -> Any:
+        """The last committed offsets: ``{partition: OffsetAndMetadata | None}`` for a collection, or one
+        ``OffsetAndMetadata | None`` for a single partition."""
+        self._acquire_and_ensure_open()
+        try:
+            coordinator = self._require_group()
+            wanted = {partitions} if isinstance(partitions, TopicPartition) else set(partitions)
+            timer = self._timer(timeout)
+            offsets = coordinator.fetch_committed_offsets(wanted, timer)
+            if offsets is None:
+                raise KafkaTimeoutError(f"Timeout of {timer.timeout_ms}ms expired before the last committed offset "
+                                        f"for partitions {sorted(wanted)} could be determined.")
+            result = {tp: offsets.get(tp) for tp in wanted}
+            return result[partitions] if isinstance(partitions, TopicPartition) else result
+        finally:
+            self._release()
+
+    # ------------------------------------------------------------------------------ offset lookups
+
+    def _with_topics(self, partitions: Iterable[TopicPartition], timer: Timer) -> None:
+        """Make sure metadata knows the partitions' topics (transient topics for unsubscribed ones)."""
+        topics = {tp.topic for tp in partitions}
+        missing = topics - self._metadata.fetch().topics()
+        if missing:
+            self._metadata.add_transient_topics(missing)
+            self._client.await_metadata_update(timer)
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout: Timeout = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given one per partition (``None`` if none)."""
+        self._acquire_and_ensure_open()
+        try:
+            timer = self._timer(timeout)
+            self._with_topics(timestamps, timer)
+            return self._offset_fetcher.offsets_for_times(dict(timestamps), timer)
+        finally:
+            self._release()
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition],
+                          timeout: Timeout = None) -> dict[TopicPartition, int]:
+        return self._edge_offsets(partitions, EARLIEST_TIMESTAMP, timeout)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition],
+                    timeout: Timeout = None) -> dict[TopicPartition, int]:
+        """The high watermark (last stable offset with ``read_committed``) of each partition."""
+        return self._edge_offsets(partitions, LATEST_TIMESTAMP, timeout)
+
+    def _edge_offsets(self, partitions: Iterable[TopicPartition], timestamp: int,
+                      timeout: Timeout) -> dict[TopicPartition, int]:
+        self._acquire_and_ensure_open()
+        try:
+            wanted = list(partitions)
+            timer = self._timer(timeout)
+            self._with_topics(wanted, timer)
+            return self._offset_fetcher.beginning_or_end_offsets(wanted, timestamp, timer)
+        finally:
+            self._release()
+
+    def partitions_for(self, topic: str, timeout: Timeout = None) -> list[Any]:
+        """The topic's partitions (``PartitionInfo``), fetching metadata if needed; ``[]`` if unknown."""
+        self._acquire_and_ensure_open()
+        try:
+            cluster = self._metadata.fetch()
+            infos = cluster.partition_infos_for_topic(topic)
+            if infos:
+                return infos
+            timer = self._timer(timeout)
+            self._metadata.add_transient_topics([topic])
+            while not self._metadata.fetch().partition_infos_for_topic(topic) and timer.not_expired():
+                if not self._client.await_metadata_update(timer):
+                    break
+                self._metadata.maybe_throw_exception_for_topic(topic)
+            return self._metadata.fetch().partition_infos_for_topic(topic)
+        finally:
+            self._release()
+
+    def list_topics(self, timeout: Timeout = None) -> dict[str, list[Any]]:
+        """Every topic the cluster reports (internal ones excluded unless configured), with partitions."""
+        self._acquire_and_ensure_open()
+        try:
+            from strom.network.cluster import PartitionInfo
+            from strom.network.metadata import metadata_request
+
+            timer = self._timer(timeout)
+            node = self._client.least_loaded_node()
+            while node is None and timer.not_expired():
+                self._client.await_metadata_update(timer)
+                node = self._client.least_loaded_node()
+            if node is None:
+                raise KafkaTimeoutError("Timeout expired while fetching topic metadata")
+            future = self._client.send(node, metadata_request(None, False), min_version=1)
+            if not self._client.poll_future(future, timer):
+                raise KafkaTimeoutError("Timeout expired while fetching topic metadata")
+            if future.failed():
+                raise future.exception
+            include_internal = self._metadata.include_internal_topics
+            out: dict[str, list[Any]] = {}
+            nodes = {b.node_id: b for b in future.value.brokers}
+            for topic in future.value.topics:
+                if topic.error_code or topic.name is None or (topic.is_internal and not include_internal):
+                    continue
+                out[topic.name] = [PartitionInfo(topic.name, p.partition_index, _node(nodes.get(p.leader_id)))
+                                   for p in sorted(topic.partitions, key=lambda p: p.partition_index)]
+            return out
+        finally:
+            self._release()
+
+    # ----------------------------------------------------------------------------------- pausing
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching from these (assigned) partitions until ``resume``."""
+        self._acquire_and_ensure_open()
+        try:
+            for tp in partitions:
+                log.debug("%sPausing partition %s", self._log_context, tp)
+                self._subscriptions.pause(tp)
+        finally:
+            self._release()
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._acquire_and_ensure_open()
+        try:
+            for tp in partitions:
+                log.debug("%sResuming partition %s", self._log_context, tp)
+                self._subscriptions.resume(tp)
+        finally:
+            self._release()
+
+    def paused(self) -> set[TopicPartition]:
+        self._acquire_and_ensure_open()
+        try:
+            return self._subscriptions.paused_partitions()
+        finally:
+            self._release()
+
+    def current_lag(self, partition: TopicPartition) -> int | None:
+        """Lag from the last fetch response (``None`` if unknown); no request is sent."""
+        self._acquire_and_ensure_open()
+        try:
+            return self._subscriptions.partition_lag(partition, self._fetcher.read_committed)
+        finally:
+            self._release()
+
+
+def _node(broker: Any) -> Any:
+    if broker is None:
+        return None
+    from strom.common.structs import Node
+
+    return Node(broker.node_id, broker.host, broker.port, broker.rack)

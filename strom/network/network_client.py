@@ -87,6 +87,8 @@ class NetworkClient:
         rng: random.Random | None = None,
     ) -> None:
         self.selector = selector
+        # Per-node request latency goes to the selector's metrics (a test selector may have none).
+        self._sensors = getattr(selector, "sensors", None)
         if isinstance(metadata, Metadata):
             metadata = DefaultMetadataUpdater(metadata)
         self.metadata_updater = metadata
@@ -329,6 +331,8 @@ class NetworkClient:
                 self._handle_api_versions_response(responses, request, now, body)
             else:
                 responses.append(request.completed(body, now))
+            if self._sensors is not None:
+                self._sensors.record_latency(source, now - request.created_time_ms, now)
 
     def _parse_response(self, payload: memoryview, request: InFlightRequest) -> Any:
         header = request.header

@@ -27,9 +27,11 @@ from typing import Any
 
 from strom.common.errors import IllegalStateError
 from strom.common.time import SYSTEM_TIME, Time
+from strom.metrics import Metrics
 from strom.network.errors import InvalidReceiveError
 from strom.network.kafka_channel import ChannelState, KafkaChannel
 from strom.network.network_receive import UNLIMITED, NetworkReceive, NetworkSend
+from strom.network.selector_metrics import SelectorMetrics
 from strom.network.transport import EVENT_READ, EVENT_WRITE, NONE_POOL, MemoryPool, PlaintextTransport
 
 __all__ = ["Selector", "IdleExpiryManager", "USE_DEFAULT_BUFFER_SIZE", "NO_IDLE_TIMEOUT_MS"]
@@ -77,7 +79,7 @@ class Selector:
 
     def __init__(self, connection_max_idle_ms: int = NO_IDLE_TIMEOUT_MS, time: Time = SYSTEM_TIME, *,
                  max_receive_size: int = UNLIMITED, memory_pool: MemoryPool = NONE_POOL,
-                 log_context: str = "") -> None:
+                 log_context: str = "", metrics: Metrics | None = None, metric_grp_prefix: str = "client") -> None:
         self._time = time
         self._sel = selectors.DefaultSelector()
         self._max_receive_size = max_receive_size
@@ -103,9 +105,10 @@ class Selector:
         self._sel.register(self._wake_r, EVENT_READ, None)
         self._wakeup_pending = False
         self._closed = False
-        self.stats = {"connection-creation-total": 0, "connection-close-total": 0, "outgoing-byte-total": 0,
-                      "incoming-byte-total": 0, "select-total": 0, "io-wait-time-ns-total": 0,
-                      "request-total": 0, "response-total": 0}
+        # Kafka's SelectorMetrics (a private registry when the owner passes none).
+        self.sensors = SelectorMetrics(metrics if metrics is not None else Metrics(time=time), metric_grp_prefix,
+                                       self.connection_count)
+        self._now_ms = time.milliseconds()
 
     # ------------------------------------------------------------------------------------- connect
 
@@ -165,7 +168,6 @@ class Selector:
             raise
         if channel.ready():
             self._pending_writes.append(channel)
-        self.stats["request-total"] += 1
 
     # ---------------------------------------------------------------------------------------- poll
 
@@ -193,6 +195,7 @@ class Selector:
                     channel.maybe_unmute()
             self._out_of_memory = False
         time = self._time
+        self._now_ms = time.milliseconds()
         if self._pending_writes:
             pending, self._pending_writes = self._pending_writes, []
             now_ns = time.nanoseconds()
@@ -204,8 +207,6 @@ class Selector:
         start = time.nanoseconds()
         events = self._sel.select(min(timeout_ms, _MAX_SELECT_MS) / 1000.0 if timeout_ms > 0 else 0)
         end_select = time.nanoseconds()
-        self.stats["select-total"] += 1
-        self.stats["io-wait-time-ns-total"] += end_select - start
         for key, mask in events:
             channel = key.data
             if channel is None:
@@ -219,6 +220,7 @@ class Selector:
                     self._poll_channel(channel, 0, True, end_select)
         self._maybe_close_oldest_connection(end_select)
         self._add_to_completed_receives()
+        self.sensors.record_select(end_select - start, time.nanoseconds() - end_select, self._now_ms)
 
     def _poll_channel(self, channel: KafkaChannel, mask: int, immediately_connected: bool, now_ns: int) -> None:
         if self._idle is not None:
@@ -228,7 +230,7 @@ class Selector:
                 if not channel.finish_connect():
                     return
                 self.connected.append(channel.id)
-                self.stats["connection-creation-total"] += 1
+                self.sensors.record_connection_created(self._now_ms)
                 log.debug("%sCreated socket to node %s", self._log_context, channel.id)
                 if channel.send is not None:
                     mask |= EVENT_WRITE
@@ -238,7 +240,7 @@ class Selector:
                 send = channel.write()
                 if send is not None:
                     self.completed_sends.append(send)
-                    self.stats["outgoing-byte-total"] += send.size
+                    self.sensors.record_completed_send(channel.id, send.size, self._now_ms)
         except EOFError:
             self._close_with(channel, ChannelState.CLOSED_BY_PEER if channel.is_connected()
                              else ChannelState.NOT_CONNECTED)
@@ -270,8 +272,7 @@ class Selector:
                 staged = self._staged[channel]
                 receive = staged.popleft()
                 self.completed_receives.append(receive)
-                self.stats["incoming-byte-total"] += receive.size()
-                self.stats["response-total"] += 1
+                self.sensors.record_completed_receive(channel.id, receive.size(), self._now_ms)
                 if not staged:
                     del self._staged[channel]
         if self._closing:
@@ -296,7 +297,7 @@ class Selector:
             channel.close()
         except Exception:  # pragma: no cover - closing never matters more than the cause
             log.debug("%sError closing channel %s", self._log_context, connection_id, exc_info=True)
-        self.stats["connection-close-total"] += 1
+        self.sensors.record_connection_closed(self._now_ms)
         if not keep_staged:
             self._staged.pop(channel, None)
         if notify:

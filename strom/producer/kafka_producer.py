@@ -30,10 +30,11 @@ from strom.common.serialization import SerializationError, make_serializer
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
+from strom.metrics import KafkaMetric, MetricName, Metrics
+from strom.metrics.client_metrics import new_client_metrics
 from strom.network.api_versions import ApiVersions
 from strom.network.cluster import Cluster, PartitionInfo
 from strom.network.kafka_client import KafkaClient
-from strom.network.metrics import Metrics
 from strom.network.network_client import NetworkClient
 from strom.network.selector import Selector
 from strom.producer.config import ENABLE_IDEMPOTENCE_CONFIG, ProducerConfig
@@ -43,6 +44,7 @@ from strom.producer.internals.future_record_metadata import FutureRecordMetadata
 from strom.producer.internals.producer_metadata import ProducerMetadata
 from strom.producer.internals.record_accumulator import RecordAccumulator
 from strom.producer.internals.sender import Sender
+from strom.producer.internals.sender_metrics import ProducerMetrics
 from strom.producer.internals.transaction_manager import TransactionManager
 from strom.producer.partitioner import make_partitioner
 from strom.producer.record import ProducerRecord
@@ -99,8 +101,8 @@ class KafkaProducer:
         self._time = time = time or SYSTEM_TIME
         self.client_id: str = values["client.id"]
         self._log_context = log_context = f"[Producer clientId={self.client_id}] "
-        self._metrics = Metrics(time, values["metrics.sample.window.ms"], values["metrics.num.samples"])
         configs = dict(values)
+        self._metrics: Metrics = new_client_metrics(values, self.client_id, time, "producer")
         self._partitioner = make_partitioner(values["partitioner.class"], configs)
         self._key_serializer = make_serializer(values["key.serializer"], True, configs)
         self._value_serializer = make_serializer(values["value.serializer"], False, configs)
@@ -120,7 +122,8 @@ class KafkaProducer:
                 allow_unsupported_fallback=ENABLE_IDEMPOTENCE_CONFIG not in cfg.originals, time=time)
         level = {"gzip": values["compression.gzip.level"], "lz4": values["compression.lz4.level"],
                  "zstd": values["compression.zstd.level"]}.get(values["compression.type"])
-        self._buffer_pool = BufferPool(self._total_memory_size, values["batch.size"], None, time)
+        self._producer_metrics = ProducerMetrics(self._metrics, lambda: self._buffer_pool.metric_values())
+        self._buffer_pool = BufferPool(self._total_memory_size, values["batch.size"], self._producer_metrics, time)
         self._accumulator = RecordAccumulator(
             values["batch.size"], self._compression, cfg.linger_ms, values["retry.backoff.ms"],
             values["delivery.timeout.ms"], self._buffer_pool, time, transaction_manager=self._transaction_manager,
@@ -129,31 +132,23 @@ class KafkaProducer:
         self._metadata = metadata or ProducerMetadata(values["retry.backoff.ms"], values["metadata.max.age.ms"],
                                                       values["metadata.max.idle.ms"], time, log_context=log_context)
         self._metadata.bootstrap(addresses)
-        self._errors = self._metrics.sensor("errors", record_error_rate="rate", record_error_total="total")
-        self._metadata_wait = self._metrics.sensor("metadata-wait", metadata_wait_time_ns_total="total")
-        self._flush_time = self._metrics.sensor("flush-time", flush_time_ns_total="total")
+        self._metadata_wait = self._producer_metrics.metadata_wait
+        self._flush_time = self._producer_metrics.flush_time
         self._client = client or self._new_network_client(values, time, log_context)
         max_in_flight = values["max.in.flight.requests.per.connection"]
         self._sender = Sender(self._client, self._metadata, self._accumulator, max_in_flight == 1,
                               self._max_request_size, values["acks"], values["retries"], self._metrics, time,
                               values["request.timeout.ms"], values["retry.backoff.ms"], self._transaction_manager,
                               log_context=log_context)
-        for name in ("buffer-total-bytes", "buffer-available-bytes", "waiting-threads",
-                     "bufferpool-wait-time-ns-total"):
-            self._metrics.add_gauge(name, lambda n=name: self._buffer_pool.metric_values()[n])
-        selector = getattr(self._client, "selector", None)
-        selector_stats = getattr(selector, "stats", None)
-        if selector_stats is not None:
-            for name in selector_stats:
-                self._metrics.add_gauge(name, lambda n=name: selector_stats[n])
-            self._metrics.add_gauge("connection-count", selector.connection_count)  # type: ignore[union-attr]
+        self._errors = self._sender.sensors.errors
         name = f"{NETWORK_THREAD_PREFIX} | {self.client_id}" if self.client_id else NETWORK_THREAD_PREFIX
         self._io_thread = threading.Thread(target=self._sender.run, name=name, daemon=True)
         self._io_thread.start()
         log.info("%sKafka producer started", log_context)
 
     def _new_network_client(self, values: Mapping[str, Any], time: Time, log_context: str) -> NetworkClient:
-        selector = Selector(values["connections.max.idle.ms"], time, log_context=log_context)
+        selector = Selector(values["connections.max.idle.ms"], time, log_context=log_context, metrics=self._metrics,
+                            metric_grp_prefix="producer")
         return NetworkClient(
             selector, self._metadata, self.client_id, values["max.in.flight.requests.per.connection"],
             values["reconnect.backoff.ms"], values["reconnect.backoff.max.ms"], values["send.buffer.bytes"],
@@ -360,10 +355,12 @@ class KafkaProducer:
         cluster, _ = self._wait_on_metadata(topic, None, self._time.milliseconds(), self._max_block_time_ms)
         return cluster.partition_infos_for_topic(topic)
 
-    def metrics(self) -> dict[str, Any]:
-        """Current values of the producer's metrics by Kafka name (record-send-rate, request-latency-avg,
-        batch-size-avg, records-per-request-avg, buffer-available-bytes, bufferpool-wait-time-ns-total, ...)."""
-        return self._metrics.values()
+    def metrics(self) -> dict[MetricName, KafkaMetric]:
+        """The producer's metrics by :class:`MetricName` (Kafka's ``metrics()``): groups ``producer-metrics``
+        (record-send-rate, request-latency-avg, batch-size-avg, buffer-available-bytes, io-wait-ratio, ...),
+        ``producer-topic-metrics`` (per topic), ``producer-node-metrics`` (per broker) and ``app-info``; read a
+        value with ``metric.metric_value()`` (or :func:`strom.metrics.metric_values` for ``{name: value}``)."""
+        return self._metrics.metrics()
 
     def _throw_if_producer_closed(self) -> None:
         if self._sender is None or not self._sender.is_running():
@@ -416,6 +413,9 @@ class KafkaProducer:
         metadata = getattr(self, "_metadata", None)
         if metadata is not None:
             metadata.close()
+        metrics = getattr(self, "_metrics", None)
+        if metrics is not None:
+            metrics.close()
         log.debug("Kafka producer has been closed")
 
     def __enter__(self) -> KafkaProducer:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from strom.common.error_codes import CorruptMessageError
 from strom.record.compression import CompressionType, decompress
@@ -158,104 +158,124 @@ def decode_records(
     base_offset: int,
     base_timestamp: int,
     log_append_time: int | None = None,
-) -> list[Record]:
-    """Decode ``count`` v2 records from ``data[start:end]`` (uncompressed).
+    into: tuple[type, str, int, int, int | None] | None = None,
+) -> list[Any]:
+    """Decode ``count`` v2 records from ``data[start:end]`` (uncompressed): the one record-by-record decoder.
 
     Offsets and timestamps are made absolute; with ``log_append_time`` set every record gets that
     timestamp (LogAppendTime batches). Raises ``CorruptMessageError`` on any inconsistency.
+
+    The records are :class:`Record` tuples, or with ``into = (cls, topic, partition, timestamp_type,
+    leader_epoch)`` tuples of ``cls`` laid out as the consumer's ``ConsumerRecord`` (topic, partition, offset,
+    timestamp, timestamp_type, key, value, headers, key size, value size, leader epoch), built directly so
+    the consumer's slow path makes no intermediate tuple.
     """
+    if into is not None:
+        cls, topic, partition, timestamp_type, leader_epoch = into
     out: list[Record] = []
     append = out.append
     p = start
     try:
         for _ in range(count):
+            # One- and two-byte varints (lengths and deltas below 8192) are decoded inline: the common case.
             rec_start = p
             b = data[p]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 p += 1
-            elif data[p + 1] < 0x80:  # two bytes: lengths/deltas below 8192, inlined
-                b = (b & 0x7F) | (data[p + 1] << 7)
-                length = (b >> 1) ^ -(b & 1)
-                p += 2
             else:
-                length, p = decode_varint(data, p)
-            body_start = p
+                c = data[p + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | (c << 7)
+                    length = (b >> 1) ^ -(b & 1)
+                    p += 2
+                else:
+                    length, p = decode_varint(data, p)
+            rec_end = p + length
             p += 1  # attributes (unused)
             b = data[p]
             if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
+                ts = base_timestamp + ((b >> 1) ^ -(b & 1))
                 p += 1
-            elif data[p + 1] < 0x80:  # two bytes: lengths/deltas below 8192, inlined
-                b = (b & 0x7F) | (data[p + 1] << 7)
-                ts_delta = (b >> 1) ^ -(b & 1)
-                p += 2
             else:
-                ts_delta, p = decode_varlong(data, p)
+                c = data[p + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | (c << 7)
+                    ts = base_timestamp + ((b >> 1) ^ -(b & 1))
+                    p += 2
+                else:
+                    ts, p = decode_varlong(data, p)
+                    ts += base_timestamp
             b = data[p]
             if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
+                offset = base_offset + ((b >> 1) ^ -(b & 1))
                 p += 1
-            elif data[p + 1] < 0x80:  # two bytes: lengths/deltas below 8192, inlined
-                b = (b & 0x7F) | (data[p + 1] << 7)
-                off_delta = (b >> 1) ^ -(b & 1)
-                p += 2
             else:
-                off_delta, p = decode_varint(data, p)
+                c = data[p + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | (c << 7)
+                    offset = base_offset + ((b >> 1) ^ -(b & 1))
+                    p += 2
+                else:
+                    offset, p = decode_varint(data, p)
+                    offset += base_offset
             b = data[p]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                p += 1
-            elif data[p + 1] < 0x80:  # two bytes: lengths/deltas below 8192, inlined
-                b = (b & 0x7F) | (data[p + 1] << 7)
-                klen = (b >> 1) ^ -(b & 1)
-                p += 2
-            else:
-                klen, p = decode_varint(data, p)
-            if klen < 0:
+            if b & 1:  # negative: -1 is a null key (other negative lengths too, as Kafka reads them)
+                if b < 0x80:
+                    p += 1
+                else:
+                    _, p = decode_varint(data, p)
                 key = None
+                ksize = -1
             else:
-                key = data[p : p + klen]
-                p += klen
+                if b < 0x80:
+                    p += 1
+                    b >>= 1
+                else:
+                    b, p = decode_varint(data, p)
+                key = data[p : p + b]
+                ksize = b
+                p += b
             b = data[p]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 1
-            elif data[p + 1] < 0x80:  # two bytes: lengths/deltas below 8192, inlined
-                b = (b & 0x7F) | (data[p + 1] << 7)
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 2
-            else:
-                vlen, p = decode_varint(data, p)
-            if vlen < 0:
+            if b & 1:
+                if b < 0x80:
+                    p += 1
+                else:
+                    _, p = decode_varint(data, p)
                 value = None
+                vsize = -1
             else:
-                value = data[p : p + vlen]
-                p += vlen
-            b = data[p]
-            if b == 0:
+                if b < 0x80:
+                    p += 1
+                    b >>= 1
+                else:
+                    c = data[p + 1]
+                    if c < 0x80:
+                        b = ((b & 0x7F) | (c << 7)) >> 1
+                        p += 2
+                    else:
+                        b, p = decode_varint(data, p)
+                value = data[p : p + b]
+                vsize = b
+                p += b
+            if data[p] == 0:
                 headers: tuple[Header, ...] = ()
                 p += 1
             else:
                 hcount, p = decode_varint(data, p)
                 headers, p = _read_headers(data, p, hcount)
-            if p - body_start != length:
+            if p != rec_end:
                 raise CorruptMessageError(
-                    f"record at offset delta {off_delta}: length field says {length} bytes, found {p - body_start}"
+                    f"record at offset {offset}: length field says {length} bytes, found {p - rec_end + length}"
                 )
-            append(
-                _new_record(
-                    Record,
-                    (
-                        base_offset + off_delta,
-                        base_timestamp + ts_delta if log_append_time is None else log_append_time,
-                        key,
-                        value,
-                        headers,
-                        p - rec_start,
-                    ),
-                )
-            )
+            if log_append_time is not None:
+                ts = log_append_time
+            if into is None:
+                append(_new_record(Record, (offset, ts, key, value, headers, p - rec_start)))
+            else:
+                append(_new_record(cls, (topic, partition, offset, ts, timestamp_type, key, value, headers, ksize,
+                                         vsize, leader_epoch)))
+            p = rec_end
     except CorruptMessageError:
         raise
     except (IndexError, ValueError) as exc:  # ran off the buffer, overlong varint, bad UTF-8

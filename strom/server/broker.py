@@ -23,7 +23,7 @@ from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.server.coordinator.offsets_log import create_group_coordinator
 from strom.server.kafka_apis import ApiCollaborators, KafkaApis
 from strom.server.meta_properties import check_meta_properties
-from strom.server.metadata_cache import MetadataCache, StandaloneMetadata
+from strom.server.metadata_cache import BrokerInfo, MetadataCache, StandaloneMetadata
 from strom.server.producer_id_manager import ProducerIdManager
 from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
@@ -103,7 +103,8 @@ class BrokerServer:
         else:
             assert cluster_id is not None
             zk = self.zk
-            metadata = ZkMetadataCache(self.node_id, cluster_id, zk)
+            metadata = ZkMetadataCache(self.node_id, cluster_id, zk,
+                                       BrokerInfo(self.node_id, self._endpoints(), c["broker.rack"]))
             rm = self._replica_manager(metadata)
             listener = self.inter_broker_listener
             self.controller = KafkaController(

@@ -22,8 +22,9 @@ LEADER_DURING_DELETE = -2
 
 
 class ZkMetadataCache(MetadataCache):
-    def __init__(self, node_id: int, cluster_id: str, zk: Any = None) -> None:
+    def __init__(self, node_id: int, cluster_id: str, zk: Any = None, local: BrokerInfo | None = None) -> None:
         self.node_id = node_id
+        self.local = local
         self.zk = zk
         self.cluster_id = cluster_id
         self._controller_id = -1
@@ -44,10 +45,16 @@ class ZkMetadataCache(MetadataCache):
         self._controller_id = controller_id
 
     def alive_brokers(self) -> list[BrokerInfo]:
+        if not self._brokers and self.local is not None:
+            # Before the controller's first UpdateMetadata, clients still learn of this broker (not of nothing).
+            return [self.local]
         return [self._brokers[b] for b in sorted(self._brokers)]
 
     def broker(self, node_id: int) -> BrokerInfo | None:
-        return self._brokers.get(node_id)
+        b = self._brokers.get(node_id)
+        if b is None and self.local is not None and node_id == self.node_id and not self._brokers:
+            return self.local
+        return b
 
     def topic(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)

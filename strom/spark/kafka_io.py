@@ -1,9 +1,9 @@
 """strom's consumer behind the data source: driver-side offset look-ups and executor-side range reads.
 
 - :class:`ConsumerOffsetSource` (driver): the :class:`~strom.spark.resolver.OffsetSource` of a query — topic
-  listing, earliest / latest offsets, offsets for timestamps — over one ``KafkaConsumer`` without a group.
+  listing, earliest / latest offsets, offsets for timestamps — over one ``KafkaConsumer`` (the driver's group id, no subscription).
 - :func:`read_range` (executors): the records ``[start, end)`` of one partition with a ``KafkaConsumer`` in
-  assign mode, no group, ``auto.offset.reset=none``. Consumers are pooled per Python worker process (Spark
+  assign mode with the executors' group id (never committing), ``auto.offset.reset=none``. Consumers are pooled per Python worker process (Spark
   reuses its Python workers), so a micro-batch does not pay for a new connection and metadata round trip.
 
 Nothing here assumes the driver and the executors share a machine: both sides connect to
@@ -35,23 +35,27 @@ _FIXED = {"key.deserializer": "bytes", "value.deserializer": "bytes", "enable.au
 _DEFAULTS = {"max.poll.records": "20000"}
 
 
-def consumer_config(kafka_params: Mapping[str, str], client_id: str | None = None) -> dict[str, str]:
-    """``kafka.*`` options -> a group-less consumer config (Spark tracks offsets in its checkpoint)."""
+def consumer_config(kafka_params: Mapping[str, str], client_id: str | None = None,
+                    group_id: str | None = None) -> dict[str, str]:
+    """``kafka.*`` options -> a consumer config for assign-mode reads with ``group_id`` (chosen as Spark's Kafka
+    source does, see :func:`strom.spark.options._group_ids`); it never commits: Spark tracks offsets in its
+    checkpoint."""
     conf = dict(_DEFAULTS)
-    conf.update({k: v for k, v in kafka_params.items() if k != "group.id"})
-    if "group.id" in kafka_params:
-        log.info("kafka.group.id is ignored: strom reads partitions in assign mode without a group")
+    conf.update(kafka_params)
     conf.update(_FIXED)
+    if group_id:
+        conf["group.id"] = group_id
     if client_id and "client.id" not in kafka_params:
         conf["client.id"] = client_id
     return conf
 
 
 class ConsumerOffsetSource:
-    """Driver-side look-ups over one group-less ``KafkaConsumer`` (created on first use). Not thread-safe."""
+    """Driver-side look-ups over one ``KafkaConsumer`` in no group membership (created on first use). Not
+    thread-safe."""
 
-    def __init__(self, kafka_params: Mapping[str, str], timeout_ms: int = 60_000) -> None:
-        self._conf = consumer_config(kafka_params, client_id="strom-spark-driver")
+    def __init__(self, kafka_params: Mapping[str, str], timeout_ms: int = 60_000, group_id: str | None = None) -> None:
+        self._conf = consumer_config(kafka_params, client_id="strom-spark-driver", group_id=group_id)
         self._timeout_s = timeout_ms / 1000
         self._consumer: KafkaConsumer | None = None
 
@@ -119,7 +123,7 @@ def close_pooled_consumers() -> None:
 
 
 def read_range(kafka_params: Mapping[str, str], r: OffsetRange, fail_on_data_loss: bool,
-               poll_timeout_ms: int = 120_000) -> Iterator[list[ConsumerRecord]]:
+               poll_timeout_ms: int = 120_000, group_id: str | None = None) -> Iterator[list[ConsumerRecord]]:
     """Yield the records of ``r`` in offset order, in chunks (one per poll), and nothing at or past ``r.end``.
 
     Gaps inside the available log (compaction, transaction markers) are skipped silently. Records that are no
@@ -128,7 +132,7 @@ def read_range(kafka_params: Mapping[str, str], r: OffsetRange, fail_on_data_los
     """
     if r.size <= 0:
         return
-    key, consumer = _acquire(consumer_config(kafka_params, client_id="strom-spark-executor"))
+    key, consumer = _acquire(consumer_config(kafka_params, client_id="strom-spark-executor", group_id=group_id))
     ok = False
     try:
         yield from _read(consumer, r, DataLossReporter(fail_on_data_loss), poll_timeout_ms)

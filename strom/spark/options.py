@@ -10,6 +10,7 @@ Pure code: no pyspark, no network.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -74,6 +75,10 @@ class SourceOptions:
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
     consumer_config: dict[str, str] = field(default_factory=dict)
+    # Spark's Kafka source: ``kafka.group.id`` for every consumer when set, else a unique id per query,
+    # ``<groupIdPrefix>-<uuid>-driver-0`` on the driver and ``...-executor`` on the executors.
+    driver_group_id: str = ""
+    executor_group_id: str = ""
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is subscribed (``subscribe`` / ``subscribePattern``; ``assign`` is by partition)."""
@@ -235,6 +240,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         raise OptionError(f"The value of minOffsetPerTrigger({min_per_trigger}) is higher than the "
                           f"maxOffsetsPerTrigger({max_per_trigger}).")
     consumer = _kafka_params(opts)
+    driver_group_id, executor_group_id = _group_ids(opts, consumer, streaming)
     return SourceOptions(
         bootstrap_servers=consumer["bootstrap.servers"], strategy=strategy, assign=assign, topics=topics,
         pattern=pattern, starting=starting, ending=ending,
@@ -249,7 +255,22 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         fetch_offset_retry_interval_ms=_opt_long(opts, "fetchoffset.retryintervalms",
                                                  "fetchOffset.retryIntervalMs") or 10,
         consumer_config=consumer,
+        driver_group_id=driver_group_id,
+        executor_group_id=executor_group_id,
     )
+
+
+def _group_ids(opts: Mapping[str, str], kafka_params: Mapping[str, str], streaming: bool) -> tuple[str, str]:
+    """The consumers' ``group.id`` on the driver and on the executors, as Spark's ``KafkaSourceProvider`` picks
+    them: ``kafka.group.id`` for both when given (``groupIdPrefix`` is then ignored); else
+    ``<groupIdPrefix>-<random UUID>`` (prefix ``spark-kafka-source`` for streaming, ``spark-kafka-relation``
+    for batch reads) with ``-driver-0`` / ``-executor`` appended, so no query shares a group with another.
+    The consumers read in assign mode and never commit: the id is what the brokers see for ACLs and quotas."""
+    if "group.id" in kafka_params:
+        return kafka_params["group.id"], kafka_params["group.id"]
+    prefix = opts.get("groupidprefix", "spark-kafka-source" if streaming else "spark-kafka-relation")
+    unique = f"{prefix}-{uuid.uuid4()}"
+    return f"{unique}-driver-0", f"{unique}-executor"
 
 
 def _opt_long(opts: Mapping[str, str], key: str, name: str) -> int | None:

@@ -114,7 +114,7 @@ class _ReaderBase:
         if self._arrow_schema is None:
             self._arrow_schema = to_arrow_schema(source_schema(self.include_headers), timezone="UTC")
         for chunk in read_range(self.opts.consumer_config, partition.range, self.opts.fail_on_data_loss,
-                                self.opts.poll_timeout_ms):
+                                self.opts.poll_timeout_ms, group_id=self.opts.executor_group_id):
             yield records_to_batch(chunk, self._arrow_schema, self.include_headers)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -133,7 +133,7 @@ class StromBatchReader(_ReaderBase, DataSourceReader):
         check_schema(schema, self.include_headers)
 
     def partitions(self) -> list[InputPartition]:
-        source = ConsumerOffsetSource(self.opts.consumer_config)
+        source = ConsumerOffsetSource(self.opts.consumer_config, group_id=self.opts.driver_group_id)
         try:
             ranges = plan_batch(self.opts, source)
         finally:
@@ -172,7 +172,7 @@ class StromStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
     @property
     def planner(self) -> StreamPlanner:
         if getattr(self, "_planner", None) is None:
-            self._source = ConsumerOffsetSource(self.opts.consumer_config)
+            self._source = ConsumerOffsetSource(self.opts.consumer_config, group_id=self.opts.driver_group_id)
             self._planner = StreamPlanner(self.opts, self._source)
         assert self._planner is not None
         return self._planner

@@ -14,10 +14,12 @@ Not thread-safe on its own: the owning segment serialises writes; ``os.pread`` r
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from strom.common.error_codes import CorruptMessageError
 from strom.record.header import (
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -27,7 +29,19 @@ from strom.record.header import (
 )
 from strom.storage.fs import PooledFile
 
-__all__ = ["FileRecords", "BatchPosition", "record_timestamps"]
+__all__ = ["FileRecords", "BatchPosition", "CorruptRecordError", "record_timestamps"]
+
+log = logging.getLogger("strom.storage.log")
+
+
+class CorruptRecordError(CorruptMessageError):
+    """A read met bytes that are not a batch where one must start (Kafka's CorruptRecordException): answered as
+    CORRUPT_MESSAGE rather than as an empty read that would stall every consumer at that offset forever."""
+
+    def __init__(self, message: str, path: str, position: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.position = position
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # smallest legal batchLength (a header with no records)
 _SCAN_CHUNK = 8192
@@ -53,6 +67,7 @@ class FileRecords:
 
     def __init__(self, path: str) -> None:
         self._file = PooledFile(path)
+        self._reported: set[int] = set()  # positions of corruption already logged (readers retry; log it once)
         fd = self._file.acquire()
         try:
             self.size = os.fstat(fd).st_size
@@ -149,11 +164,14 @@ class FileRecords:
     def last_modified_ms(self) -> int:
         return os.stat(self.path).st_mtime_ns // 1_000_000
 
-    def batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
-        """Headers of the whole batches in ``[start, end)``; stops quietly at a torn or implausible batch.
+    def batches(self, start: int = 0, end: int | None = None, *, strict: bool = False) -> Iterator[BatchPosition]:
+        """Headers of the whole batches in ``[start, end)``; stops quietly at a torn or implausible batch, or with
+        ``strict`` raises :class:`CorruptRecordError` there unless it is a batch cut by an ``end`` below the file
+        size (reads: the file holds only whole batches, so anything else is corruption).
 
         Reads ahead in small chunks so scanning many small batches costs few syscalls. Does not check CRCs.
         """
+        file_end = end is None or end >= self.size
         end = self.size if end is None else min(end, self.size)
         pos = start
         buf = b""
@@ -164,26 +182,39 @@ class FileRecords:
                 buf = self._pread(min(_SCAN_CHUNK, end - pos), pos)
                 buf_pos, off = pos, 0
                 if len(buf) < HEADER_SIZE:
-                    return
+                    break
             header = parse_header(buf, off)
-            if header.batch_length < _MIN_BATCH_LENGTH:
-                return
             size = header.batch_length + LOG_OVERHEAD
+            if header.batch_length < _MIN_BATCH_LENGTH or (strict and header.magic != 2):
+                if strict:
+                    self._corrupt(pos, f"batch length {header.batch_length}, magic {header.magic}")
+                return
             if pos + size > end:
+                if strict and file_end:
+                    self._corrupt(pos, f"batch of {size} bytes runs past the end of the file ({self.size})")
                 return
             yield BatchPosition(pos, header)
             pos += size
+        if strict and file_end and pos < end:
+            self._corrupt(pos, f"{end - pos} bytes left, less than a batch header")
+
+    def _corrupt(self, position: int, why: str) -> None:
+        message = f"corrupt record batch in {self.path} at position {position}: {why}"
+        if position not in self._reported:
+            self._reported.add(position)
+            log.error("%s", message)
+        raise CorruptRecordError(message, self.path, position)
 
     def search_for_offset(self, target: int, start: int, end: int | None = None) -> BatchPosition | None:
         """The first batch at or after ``start`` whose last offset is >= ``target``."""
-        for batch in self.batches(start, end):
+        for batch in self.batches(start, end, strict=True):
             if batch.last_offset >= target:
                 return batch
         return None
 
     def search_for_timestamp(self, target_ts: int, start: int, starting_offset: int) -> BatchPosition | None:
         """The first batch at or after ``start`` with maxTimestamp >= ``target_ts`` and offsets >= starting_offset."""
-        for batch in self.batches(start):
+        for batch in self.batches(start, strict=True):
             if batch.header.max_timestamp >= target_ts and batch.last_offset >= starting_offset:
                 return batch
         return None

@@ -48,8 +48,11 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
             view = view[os.write(fd, view) :]
         if sync:
             os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        os.unlink(tmp)  # a full disk must not also keep a half-written temp file
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))

@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 
+from strom.common.error_codes import KafkaStorageError
 from strom.storage.checkpoint import CHECKPOINT_VERSION, CorruptCheckpointError
 from strom.storage.fs import atomic_write
 
@@ -184,7 +185,20 @@ class LeaderEpochFileCache:
     def _flush(self) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(self._epochs))]
         lines += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
-        atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+        try:
+            atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+        except OSError as e:
+            # The records this entry describes are written; a stale file would be trusted at the next load, so
+            # remove it (that works on a full disk): the next load rebuilds the cache from the batch headers.
+            log.error("could not write %s (%s); removing it so that it is rebuilt from the log", self.path, e)
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            except OSError as e2:
+                raise KafkaStorageError(f"leader epoch checkpoint {self.path} can be neither written nor removed: {e2}") from e
+            self.file_existed = False
+            return
         self.file_existed = True
 
     def _read(self) -> list[EpochEntry]:

@@ -38,7 +38,7 @@ from strom.storage.fs import fsync_dir
 from strom.storage.leader_epoch_cache import LeaderEpochFileCache
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
-from strom.storage.log_loader import delete_segment_files, load_log
+from strom.storage.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, delete_segment_files, load_log
 from strom.storage.log_segment import DELETED_SUFFIX, LogSegment
 from strom.storage.log_validator import (
     AppendOrigin,
@@ -131,6 +131,7 @@ class Log:
         self.recovered_segments_on_load = loaded.recovered_segments
         self._last_flush_ms = time.milliseconds()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._segments_version = 0  # bumped when segments are truncated or replaced (the cleaner checks it)
         self._dir_dirty = False
         self._closed = False
         self.producer_state = ProducerStateManager(dir)
@@ -212,6 +213,24 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    @property
+    def segments_version(self) -> int:
+        """Changes whenever existing segments are truncated or replaced (not on appends or rolls)."""
+        return self._segments_version
+
+    def producer_last_batch_offsets(self) -> set[int]:
+        """Last offsets of each producer's latest batch: compaction keeps those batches (possibly emptied) so that
+        producer state rebuilt from the log still knows the producer's last sequence (Kafka's RETAIN_EMPTY)."""
+        with self._lock:
+            return {e.batches[-1].last_offset for e in self.producer_state.producers.values() if e.batches}
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        """OffsetForLeaderEpoch as Kafka's ``UnifiedLog.endOffsetForEpoch``: ``(epoch, end_offset)`` from the epoch
+        cache with the current log end, or None when the epoch is undefined or above every known epoch."""
+        with self._lock:
+            epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self._next_offset)
+            return None if offset < 0 else (epoch, offset)
 
     def update_high_watermark(self, hw: int) -> int:
         """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns it."""
@@ -326,7 +345,10 @@ class Log:
 
     def _write(self, result: ValidationResult, now: int, roll_base: int | None = None) -> None:
         """Write validated batches to the (maybe rolled) active segment; on failure leave it as it was."""
-        segment = self._maybe_roll(len(result.records), result.last_offset, now, roll_base)
+        try:
+            segment = self._maybe_roll(len(result.records), result.last_offset, now, roll_base)
+        except OSError as e:
+            raise KafkaStorageError(f"rolling a new segment of {self.dir} failed: {e}") from e
         size_before = segment.size
         try:
             segment.append(result.last_offset, result.max_timestamp, result.offset_of_max_timestamp, result.records)
@@ -685,10 +707,50 @@ class Log:
             self._recovery_point = offset
             self._high_watermark = offset
             self._dir_dirty = True
+            self._segments_version += 1
             self.leader_epoch_cache.clear()
             self.producer_state.truncate_fully_and_start_at(offset)
 
+    def replace_segments(
+        self, new_segment: LogSegment, old_segments: list[LogSegment], expected_version: int
+    ) -> bool:
+        """Compaction's swap (Kafka's ``replaceSegments``): ``new_segment``, written and flushed under
+        ``*.cleaned`` names, takes the place of ``old_segments`` (consecutive, non-active).
+
+        Crash-safe order: ``.cleaned`` -> ``.swap`` (directory fsynced), old segments renamed ``.deleted``, then
+        ``.swap`` -> final names; the loader completes a swap found at any point of it. Returns False (and deletes
+        the cleaned files) when the log changed meanwhile: closed, truncated, or an old segment already gone.
+        """
+        with self._lock:
+            current = set(map(id, self._segments))
+            if (
+                self._closed
+                or self._segments_version != expected_version
+                or not old_segments
+                or any(id(s) not in current for s in old_segments)
+                or old_segments[-1] is self._segments[-1]
+            ):
+                new_segment.delete()
+                return False
+            try:
+                new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+                fsync_dir(self.dir)  # the swap must be durable before any old segment goes
+                index = next(i for i, s in enumerate(self._segments) if s is old_segments[0])
+                for segment in old_segments:
+                    self._segments.remove(segment)
+                    self._schedule_delete(segment)
+                new_segment.change_file_suffixes(SWAP_SUFFIX, "")
+                self._segments.insert(index, new_segment)
+                self._bases = [s.base_offset for s in self._segments]
+                fsync_dir(self.dir)
+            except OSError as e:
+                raise KafkaStorageError(f"replacing segments of {self.dir} failed: {e}") from e
+            finally:
+                self._segments_version += 1
+            return True
+
     def _after_truncation(self) -> None:
+        self._segments_version += 1
         self._recovery_point = min(self._recovery_point, self._next_offset)
         self._high_watermark = min(self._high_watermark, self._next_offset)
         self._log_start_offset = min(self._log_start_offset, self._next_offset)
@@ -702,12 +764,21 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            self.flush()
+            errors: list[Exception] = []
+            try:
+                self.flush()
+            except KafkaStorageError as e:
+                errors.append(e)
             self.producer_state.take_snapshot(self._next_offset)
             for segment in self._segments:
-                segment.close()
+                try:
+                    segment.close()
+                except OSError as e:
+                    errors.append(e)
             self._purge_deleted_segments(0, force=True)
             self._closed = True
+            if errors:  # e.g. a full disk: the caller must not record a clean shutdown
+                raise KafkaStorageError(f"closing {self.dir} failed: {errors[0]}")
 
     def close_handlers(self) -> None:
         """Close file descriptors without flushing (for a directory that is about to be deleted)."""

@@ -1,10 +1,12 @@
 """Open a partition directory: clean leftovers, load segments, recover what was not flushed.
 
-Kafka counterpart: ``LogLoader`` (without swap-file completion and producer-state rebuilding).
+Kafka counterpart: ``LogLoader``.
 
 Steps:
-1. delete ``*.deleted`` / ``*.cleaned`` / ``*.swap`` / ``*.tmp`` leftovers (a segment deletion interrupted by a
-   crash, or compaction/replace output that strom never produces);
+1. delete ``*.deleted`` / ``*.cleaned`` / ``*.tmp`` leftovers (a segment deletion or a compaction interrupted by a
+   crash); complete an interrupted segment swap: a ``<base>.log.swap`` (a cleaned segment whose old segments were
+   being replaced) replaces every segment with a base offset in ``[base, its next offset)`` and takes the final
+   name; its indexes are dropped and rebuilt by step 3;
 2. delete index files whose ``.log`` is gone (orphans);
 3. open every segment; segments holding offsets >= the recovery point are re-validated batch by batch
    (``LogSegment.recover``) unless the directory was shut down cleanly; other segments only get an index
@@ -24,6 +26,7 @@ import os
 from dataclasses import dataclass
 
 from strom.common.time import Time
+from strom.storage.file_records import FileRecords
 from strom.storage.log_config import LogConfig
 from strom.storage.log_segment import (
     INDEX_SUFFIX,
@@ -33,11 +36,13 @@ from strom.storage.log_segment import (
     log_file_name,
 )
 
-__all__ = ["LoadedLog", "load_log", "delete_segment_files", "CLEANUP_SUFFIXES"]
+__all__ = ["LoadedLog", "load_log", "delete_segment_files", "CLEANUP_SUFFIXES", "SWAP_SUFFIX", "CLEANED_SUFFIX"]
 
 log = logging.getLogger(__name__)
 
-CLEANUP_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+CLEANUP_SUFFIXES = (".deleted", ".cleaned", ".tmp")
+SWAP_SUFFIX = ".swap"
+CLEANED_SUFFIX = ".cleaned"
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
@@ -69,12 +74,57 @@ def delete_segment_files(dir: str, base_offset: int) -> None:
             pass
 
 
+def _complete_swaps(dir: str, names: list[str]) -> None:
+    """Finish segment swaps a crash interrupted (Kafka: LogLoader's swap-file handling)."""
+    present = sorted(b for name in names if (b := _base_offset_of(name, LOG_SUFFIX)) is not None)
+    for name in sorted(names):
+        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        base = _base_offset_of(name[: -len(SWAP_SUFFIX)], LOG_SUFFIX)
+        if base is None:
+            continue
+        swap = FileRecords(os.path.join(dir, name))
+        try:
+            last, scanned = None, 0
+            for batch in swap.batches():
+                last, scanned = batch.last_offset, batch.position + batch.size
+            whole = scanned == swap.size
+        finally:
+            swap.close()
+        if not whole:
+            # A swap file is a flushed, complete cleaned segment renamed; anything else cannot be trusted over
+            # the segments it would replace.
+            log.warning("discarding swap file %s: it does not hold whole batches", os.path.join(dir, name))
+            os.unlink(os.path.join(dir, name))
+            continue
+        end = max(base + 1, last + 1 if last is not None else base)
+        for old in present:
+            if base <= old < end:
+                log.info("swap of %s: deleting replaced segment %d", os.path.join(dir, name), old)
+                delete_segment_files(dir, old)
+        for suffix in _INDEX_SUFFIXES:  # rebuilt from the log when the segment is opened
+            for stale in (suffix, suffix + SWAP_SUFFIX):
+                try:
+                    os.unlink(log_file_name(dir, base, stale))
+                except FileNotFoundError:
+                    pass
+        os.replace(os.path.join(dir, name), log_file_name(dir, base))
+        log.info("completed the interrupted swap of segment %d in %s", base, dir)
+
+
 def _clean_directory(dir: str) -> list[int]:
     names = os.listdir(dir)
     for name in names:
         if name.endswith(CLEANUP_SUFFIXES):
             log.info("deleting leftover file %s", os.path.join(dir, name))
             os.unlink(os.path.join(dir, name))
+    names = [n for n in names if not n.endswith(CLEANUP_SUFFIXES)]
+    if any(n.endswith(SWAP_SUFFIX) for n in names):
+        _complete_swaps(dir, names)
+        for name in os.listdir(dir):
+            if name.endswith(SWAP_SUFFIX):  # index swap files of a completed swap
+                os.unlink(os.path.join(dir, name))
+        names = os.listdir(dir)
     bases = sorted(
         b
         for name in names

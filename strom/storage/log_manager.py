@@ -9,6 +9,7 @@ Per log dir::
     <dir>/recovery-point-offset-checkpoint       OffsetCheckpointFile: offsets below which data is fsynced
     <dir>/log-start-offset-checkpoint            OffsetCheckpointFile: each log's start offset
     <dir>/replication-offset-checkpoint          OffsetCheckpointFile: each log's high watermark
+    <dir>/cleaner-offset-checkpoint              OffsetCheckpointFile: where compaction stopped in each log
     <dir>/<topic>-<partition>/                   one Log
     <dir>/<topic>-<partition>.<uuid>-delete/     a deleted partition being removed
 
@@ -21,6 +22,10 @@ High watermarks: each log's HW is restored at load from ``replication-offset-che
 min(checkpoint, log end), 0 (then clamped to the log start) for a log without an entry, since in a cluster a
 record beyond the checkpointed HW may not be committed. A standalone broker, where every appended record is
 committed, sets the HW to the log end itself (``Log.update_high_watermark(log.log_end_offset)``).
+
+Compaction: :meth:`startup` starts the :class:`LogCleaner` threads (``log.cleaner.*``: pass a CleanerConfig);
+:meth:`shutdown` stops them first. Deleting a log aborts its cleaning; truncate through :meth:`truncate_to` /
+:meth:`truncate_fully_and_start_at` so a cleaning in progress is aborted and the cleaner checkpoint follows.
 
 Threading: thread-safe. A lock guards the partition map; each ``Log`` has its own lock.
 """
@@ -41,8 +46,16 @@ from strom.common.error_codes import KafkaStorageError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
-from strom.storage.fs import MIN_HANDLE_CAPACITY, atomic_write, count_open_fds, fsync_dir, open_file_limit
+from strom.storage.fs import (
+    FILE_HANDLES,
+    MIN_HANDLE_CAPACITY,
+    atomic_write,
+    count_open_fds,
+    fsync_dir,
+    open_file_limit,
+)
 from strom.storage.log import Log, parse_topic_partition
+from strom.storage.log_cleaner import CleanerConfig, LogCleaner
 from strom.storage.log_config import LogConfig
 
 __all__ = [
@@ -92,6 +105,7 @@ class LogManager:
         flush_check_ms: int = 1000,
         retention_check_ms: int = 300000,
         checkpoint_interval_ms: int = 60000,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -116,6 +130,12 @@ class LogManager:
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self._lock_fds.append(self._lock_dir(d))
+        self.cleaner = LogCleaner(cleaner_config or CleanerConfig(), self.log_dirs, self.all_logs, time)
+
+    def startup(self) -> None:
+        """Start background work owned by storage: the log cleaner threads (after :meth:`load_logs`)."""
+        self._check_running()
+        self.cleaner.startup()
 
     @staticmethod
     def _lock_dir(d: str) -> int:
@@ -239,14 +259,20 @@ class LogManager:
                 self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
         if doomed is None:
             return False
+        parent = os.path.dirname(doomed.dir)
+        self.cleaner.manager.abort_cleaning(tp)
         doomed.close_handlers()
         target = f"{doomed.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
-            os.rename(doomed.dir, target)
-            fsync_dir(os.path.dirname(target))
+            os.rename(doomed.dir, target)  # renames and unlinks need no free space: this works on a full disk
+            fsync_dir(parent)
         except OSError as e:
             raise KafkaStorageError(f"could not delete {doomed.dir}: {e}") from e
         shutil.rmtree(target, ignore_errors=True)
+        try:  # after the space is freed; a stale entry would only be reset at the next cleaning
+            self.cleaner.manager.update_checkpoint(parent, tp, None)
+        except (OSError, KafkaStorageError) as e:
+            log.warning("could not remove %s from the cleaner checkpoint of %s: %s", tp, parent, e)
         return True
 
     def check_capacity(self, new_partitions: int) -> str | None:
@@ -260,7 +286,7 @@ class LogManager:
         if new_partitions <= 0:
             return None
         soft, _hard = open_file_limit()
-        free = soft - count_open_fds()
+        free = soft - count_open_fds() + len(FILE_HANDLES)  # idle storage descriptors can be given back
         if free < MIN_HANDLE_CAPACITY:
             return (
                 f"cannot create {new_partitions} partitions: only {free} of {soft} file descriptors "
@@ -274,6 +300,34 @@ class LogManager:
                 f"and only {available >> 20} MiB is available"
             )
         return None
+
+    def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
+        """Truncate ``tp``'s log (a follower dropping a divergent tail), with compaction of it paused meanwhile
+        and its cleaner checkpoint lowered to the new end. Returns whether anything was removed."""
+        lg = self._require_log(tp)
+        self.cleaner.abort_and_pause_cleaning(tp)
+        try:
+            removed = lg.truncate_to(offset)
+            self.cleaner.manager.truncate_checkpoint(os.path.dirname(lg.dir), tp, lg.log_end_offset)
+            return removed
+        finally:
+            self.cleaner.resume_cleaning(tp)
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        """Restart ``tp``'s log empty at ``offset`` (a follower far behind the leader's log start)."""
+        lg = self._require_log(tp)
+        self.cleaner.abort_and_pause_cleaning(tp)
+        try:
+            lg.truncate_fully_and_start_at(offset)
+            self.cleaner.manager.update_checkpoint(os.path.dirname(lg.dir), tp, offset)
+        finally:
+            self.cleaner.resume_cleaning(tp)
+
+    def _require_log(self, tp: TopicPartition) -> Log:
+        lg = self.get_log(tp)
+        if lg is None:
+            raise KafkaStorageError(f"no log for {tp}")
+        return lg
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """Apply a new config to every partition of ``topic`` (and to partitions created later)."""
@@ -368,6 +422,7 @@ class LogManager:
             if self._shut_down:
                 return
             self._shut_down = True
+            self.cleaner.shutdown()
             failed = False
             for lg in self._logs.values():
                 try:
@@ -375,16 +430,20 @@ class LogManager:
                 except (OSError, KafkaStorageError):
                     failed = True
                     log.exception("could not close %s", lg.dir)
-            self.checkpoint_recovery_points()
-            self.checkpoint_log_start_offsets()
-            self.checkpoint_high_watermarks()
-            if not failed:
-                for d in self.log_dirs:
-                    atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
-            for fd in self._lock_fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._lock_fds = []
+            try:
+                self.checkpoint_recovery_points()
+                self.checkpoint_log_start_offsets()
+                self.checkpoint_high_watermarks()
+                if not failed:  # without the marker the next start recovers what was not flushed
+                    for d in self.log_dirs:
+                        atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+            except OSError as e:
+                log.error("shutdown of the logs in %s was not clean: %s", self.log_dirs, e)
+            finally:
+                for fd in self._lock_fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._lock_fds = []
 
     def __enter__(self) -> LogManager:
         return self

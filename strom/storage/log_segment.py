@@ -56,6 +56,7 @@ class LogSegment:
         time: Time,
         *,
         load_state: bool = True,
+        file_suffix: str = "",
     ) -> None:
         """Open (creating if missing) the segment's files.
 
@@ -67,15 +68,16 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self._time = time
-        self.log = FileRecords(log_file_name(dir, base_offset))
+        self.log = FileRecords(log_file_name(dir, base_offset, LOG_SUFFIX + file_suffix))
         self._indexes_existed = all(
-            os.path.exists(log_file_name(dir, base_offset, sfx)) for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            os.path.exists(log_file_name(dir, base_offset, sfx + file_suffix))
+            for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
         self.offset_index = OffsetIndex(
-            log_file_name(dir, base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            log_file_name(dir, base_offset, INDEX_SUFFIX + file_suffix), base_offset, config.segment_index_bytes
         )
         self.time_index = TimeIndex(
-            log_file_name(dir, base_offset, TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            log_file_name(dir, base_offset, TIME_INDEX_SUFFIX + file_suffix), base_offset, config.segment_index_bytes
         )
         self._next_offset = base_offset
         self._max_timestamp = -1
@@ -387,6 +389,14 @@ class LogSegment:
             self._closed = True
             return True
 
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>`` (compaction's
+        ``.cleaned`` -> ``.swap`` -> final names); open descriptors stay valid."""
+        for f in (self.log, self.offset_index, self.time_index):
+            if not f.path.endswith(old_suffix):
+                raise ValueError(f"{f.path} does not end with {old_suffix!r}")
+            f.rename_to(f.path[: len(f.path) - len(old_suffix)] + new_suffix)
+
     def change_file_suffix(self, suffix: str) -> None:
         """Rename the three files by appending ``suffix`` (e.g. ``.deleted``); open descriptors stay valid."""
         for f in (self.log, self.offset_index, self.time_index):
@@ -402,13 +412,15 @@ class LogSegment:
         """Write the final time index entry, trim indexes and close the files."""
         if not self._wait_and_mark_closed():
             return
-        if self._max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
-            )
-        self.offset_index.close()
-        self.time_index.close()
-        self.log.close()
+        try:
+            if self._max_timestamp >= 0:
+                self.time_index.maybe_append(
+                    self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+                )
+        finally:  # even on a full disk the descriptors are given back; the caller reports the failure
+            self.offset_index.close()
+            self.time_index.close()
+            self.log.close()
 
     def close_handlers(self) -> None:
         """Close the files without touching them (for deletion)."""
@@ -437,7 +449,7 @@ def _whole_batches_end(data: bytes, first_size: int) -> int:
         return 0
     while end + LOG_OVERHEAD <= n:
         size = struct.unpack_from(">i", data, end + 8)[0] + LOG_OVERHEAD
-        if end + size > n:
+        if size < HEADER_SIZE or end + size > n:  # a corrupt length ends the read; the next one reports it
             break
         end += size
     return end

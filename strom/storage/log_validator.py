@@ -13,6 +13,9 @@ payload: baseOffset and partitionLeaderEpoch are rewritten, and for LogAppendTim
 timestamp-type attribute bit and the CRC. Compressed batches are handled the same way: they are stored as the
 producer compressed them (``compression.type`` other than ``producer`` is not enforced: no recompression).
 
+For compacted topics every record must have a key (INVALID_RECORD, "Compacted topic cannot accept message
+without key", as Kafka's ``validateKey``): the records are decoded (decompressed) for that check only.
+
 Any failure raises before anything is written. Pure function, thread-safe.
 """
 
@@ -29,6 +32,7 @@ from strom.common.error_codes import (
     RecordListTooLargeError,
     UnsupportedForMessageFormatError,
 )
+from strom.record.batch import RecordBatch
 from strom.record.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -87,6 +91,7 @@ def validate_and_assign_offsets(
     before_max = config.timestamp_before_max_ms()
     after_max = config.timestamp_after_max_ms()
     check_ts = not log_append and (before_max != LONG_MAX or after_max != LONG_MAX)
+    compacted = config.compact_enabled
     max_ts = NO_TIMESTAMP
     offset_of_max_ts = -1
     offset = next_offset
@@ -120,6 +125,8 @@ def validate_and_assign_offsets(
             )
         if h.is_control and origin is AppendOrigin.CLIENT:
             raise InvalidRecordError("clients may not write control batches")
+        if compacted and not h.is_control:
+            _check_keys(buf, pos, num_batches)
         if check_ts:
             for ts in (h.base_timestamp, h.max_timestamp):
                 if ts != NO_TIMESTAMP and (ts < now_ms - before_max or ts > now_ms + after_max):
@@ -204,3 +211,17 @@ def validate_replicated(records: bytes | bytearray | memoryview) -> ValidationRe
         num_records=num_records,
         num_batches=num_batches,
     )
+
+
+def _check_keys(buf: bytearray, pos: int, batch_index: int) -> None:
+    try:
+        records = RecordBatch(buf, pos).records()
+    except CorruptMessageError:
+        raise
+    except (ValueError, IndexError) as e:
+        raise CorruptMessageError(f"cannot decode the records of batch {batch_index}: {e}") from None
+    for i, r in enumerate(records):
+        if r.key is None:
+            raise InvalidRecordError(
+                f"Compacted topic cannot accept message without key (record {i} of batch {batch_index})"
+            )

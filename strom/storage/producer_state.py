@@ -177,19 +177,26 @@ class ProducerStateManager:
     def _path(self, offset: int) -> str:
         return os.path.join(self.log_dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def take_snapshot(self, end_offset: int) -> None:
+    def take_snapshot(self, end_offset: int) -> bool:
+        """Write the state as of ``end_offset`` and remove older snapshots. A failure (full disk) is logged, not
+        raised: snapshots only shorten loading, and an older one plus replay gives the same state."""
         doc = {"version": 1, "end_offset": end_offset, "producers": [
             {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp,
              "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches]}
             for e in self.producers.values()
         ]}
-        atomic_write(self._path(end_offset), json.dumps(doc).encode())
+        try:
+            atomic_write(self._path(end_offset), json.dumps(doc).encode())
+        except OSError as e:
+            log.warning("could not write producer snapshot %s: %s", self._path(end_offset), e)
+            return False
         for off in self._snapshot_offsets():
             if off != end_offset:
                 try:
                     os.unlink(self._path(off))
                 except FileNotFoundError:
                     pass
+        return True
 
     def load_snapshot(self, max_offset: int) -> int:
         """Load the newest readable snapshot at or below ``max_offset``; returns its offset (0 when none)."""

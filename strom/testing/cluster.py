@@ -78,7 +78,22 @@ class LocalCluster:
         for b in self.brokers.values():
             b.overrides["zookeeper.connect"] = self.zk_connect
             b.start(timeout=60)
+        self.wait_for_metadata()
         return self
+
+    def wait_for_metadata(self, nodes: list[int] | None = None, timeout_s: float = 60.0) -> None:
+        """Until every running broker knows every running broker and the controller (UpdateMetadata arrived)."""
+        from strom.protocol.api_keys import ApiKey
+        from strom.protocol.messages.metadata import MetadataRequest
+        from strom.testing.raw_client import RawClient
+
+        alive = set(self.alive())
+        for n in nodes or sorted(alive):
+            def sees_all(n: int = n) -> bool:
+                with RawClient(self.brokers[n].bootstrap, timeout=5) as c:
+                    md = c.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
+                return {b.node_id for b in md.brokers} == alive and md.controller_id in alive
+            wait_until(sees_all, timeout_s, f"broker {n} to see brokers {sorted(alive)} and a controller")
 
     def alive(self) -> list[int]:
         return [n for n, b in self.brokers.items() if b.proc is not None and b.proc.poll() is None]

@@ -22,6 +22,7 @@ from strom.admin import (
     RecordsToDelete,
     TopicPartition,
 )
+from strom.broker_process import BrokerProcess
 from strom.common.error_codes import (
     GroupIdNotFoundError,
     InvalidConfigError,
@@ -33,7 +34,6 @@ from strom.common.error_codes import (
     UnknownTopicOrPartitionError,
 )
 from strom.common.errors import KafkaTimeoutError
-from strom.testing.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.common.error_codes import ErrorCode
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.api_versions import ApiVersionsRequest
@@ -16,7 +17,6 @@ from strom.protocol.messages.fetch import FetchRequest
 from strom.protocol.messages.metadata import MetadataRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
-from strom.testing.broker_process import BrokerProcess
 from strom.testing.raw_client import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.create_topics import CreateTopicsRequest
 from strom.protocol.messages.describe_configs import DescribeConfigsRequest
 from strom.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
-from strom.testing.broker_process import BrokerProcess
 from strom.testing.raw_client import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

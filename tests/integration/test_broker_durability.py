@@ -11,11 +11,11 @@ import pytest
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from strom.broker_process import BrokerProcess  # noqa: E402
 from strom.common.error_codes import ErrorCode  # noqa: E402
 from strom.protocol.api_keys import ApiKey  # noqa: E402
 from strom.protocol.messages.fetch import FetchRequest  # noqa: E402
 from strom.protocol.messages.list_offsets import ListOffsetsRequest  # noqa: E402
-from strom.testing.broker_process import BrokerProcess  # noqa: E402
 from strom.testing.raw_client import RawClient  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

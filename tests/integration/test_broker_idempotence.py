@@ -7,13 +7,13 @@ import time
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.common.error_codes import ErrorCode
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.init_producer_id import InitProducerIdRequest
 from strom.protocol.messages.list_offsets import ListOffsetsRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
-from strom.testing.broker_process import BrokerProcess
 from strom.testing.raw_client import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

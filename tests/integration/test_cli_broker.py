@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess, free_port
+from strom.broker_process import BrokerProcess, free_port
 from strom.testing.raw_client import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

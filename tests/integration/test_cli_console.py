@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.common.error_codes import OffsetOutOfRangeError
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.consumer import KafkaConsumer, NoOffsetForPartitionError
-from strom.testing.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

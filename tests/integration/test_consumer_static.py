@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.common.structs import TopicPartition
 from strom.consumer import KafkaConsumer
-from strom.testing.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey as K
 from strom.protocol.messages.consumer_protocol import ConsumerProtocolSubscription
@@ -22,7 +23,6 @@ from strom.protocol.messages.list_groups import ListGroupsRequest
 from strom.protocol.messages.offset_commit import OffsetCommitRequest
 from strom.protocol.messages.offset_fetch import OffsetFetchRequest
 from strom.protocol.messages.sync_group import SyncGroupRequest
-from strom.testing.broker_process import BrokerProcess
 from strom.testing.raw_client import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 from strom.common.errors import KafkaTimeoutError
+from strom.metrics import metric_values
 from strom.producer import KafkaProducer, ProducerRecord
 
 from .producer_support import confluent, create_topics, read_back
@@ -122,6 +123,6 @@ def test_metadata_timeout_and_memory_bound_with_broker_down(fresh_broker) -> Non
         # growth is buffer.memory plus per-record bookkeeping (~4k futures/thunks) and allocator noise.
         print(f"RSS growth with buffer.memory={buffer_memory}: {growth} bytes")
         assert growth <= buffer_memory + _RSS_SLACK, growth
-        assert producer.metrics()["buffer-available-bytes"] < 20_000
+        assert metric_values(producer.metrics(), "producer-metrics")["buffer-available-bytes"] < 20_000
     finally:
         producer.close(0)

@@ -21,6 +21,7 @@ import pytest
 
 ck = pytest.importorskip("confluent_kafka")
 
+from strom.metrics import metric_values  # noqa: E402
 from strom.producer import KafkaProducer, ProducerRecord  # noqa: E402
 from strom.protocol.api_keys import ApiKey  # noqa: E402
 from strom.testing.mock_cluster import MockCluster  # noqa: E402
@@ -116,7 +117,7 @@ def test_injected_produce_errors_no_loss_no_duplicates_in_order(cluster: MockClu
 
     futures = _produce_keys(producer, "faults", keys, per_key, inject)
     assert all(f.exception(30) is None for f in futures)
-    assert producer.metrics()["record-retry-total"] > 0
+    assert metric_values(producer.metrics(), "producer-metrics")["record-retry-total"] > 0
     producer.close()
     _check_exactly_once_in_order(_read_all(cluster, "faults", 6, keys * per_key), keys, per_key, in_flight == 1)
 
@@ -154,7 +155,7 @@ def test_leader_moves_no_loss_no_duplicates_in_order(cluster: MockCluster, in_fl
 
     futures = _produce_phases(producer, "moves", keys, per_key, 4, move)
     assert all(f.exception(30) is None for f in futures)
-    assert producer.metrics()["record-retry-total"] > 0  # the moves really hit requests
+    assert metric_values(producer.metrics(), "producer-metrics")["record-retry-total"] > 0  # the moves really hit requests
     producer.close()
     messages = [m for m in _read_all(cluster, "moves", 6, keys * per_key + 1) if m.value() != b"warm-up"]
     _check_exactly_once_in_order(messages, keys, per_key, in_flight == 1)
@@ -173,7 +174,7 @@ def test_broker_down_and_back_no_loss_no_duplicates_in_order(cluster: MockCluste
     for p in range(6):
         producer.send(ProducerRecord("down", b"warm-up", partition=p)).get(30)  # connected to every leader
     timers: list[threading.Timer] = []
-    connections_before = producer.metrics()["connection-creation-total"]
+    connections_before = metric_values(producer.metrics(), "producer-metrics")["connection-creation-total"]
     victim = producer.partitions_for("down")[0].leader.node_id  # a broker that leads something
 
     def outage(phase: int) -> None:
@@ -187,7 +188,7 @@ def test_broker_down_and_back_no_loss_no_duplicates_in_order(cluster: MockCluste
     for t in timers:
         t.join()
     assert all(f.exception(60) is None for f in futures)
-    assert producer.metrics()["connection-creation-total"] > connections_before  # reconnected after the outage
+    assert metric_values(producer.metrics(), "producer-metrics")["connection-creation-total"] > connections_before  # reconnected after the outage
     producer.close()
     messages = [m for m in _read_all(cluster, "down", 6, keys * per_key + 6) if m.value() != b"warm-up"]
     _check_exactly_once_in_order(messages, keys, per_key, in_flight == 1)

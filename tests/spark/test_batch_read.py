@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.common.structs import TopicPartition
-from strom.testing.broker_process import BrokerProcess
 from tests.spark.helpers import create_topic, delete_records, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]

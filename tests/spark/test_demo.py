@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.spark.demo_pipeline import DemoConfig, expected_counts, format_table, generate_events, run_pipeline
-from strom.testing.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
 from tests.spark.helpers import add_partitions, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]

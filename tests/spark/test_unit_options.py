@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from strom.common.structs import TopicPartition as TP
@@ -122,3 +124,24 @@ def test_durations() -> None:
     assert parse_duration_ms("d", "10 s") == 10_000
     with pytest.raises(OptionError):
         parse_duration_ms("d", "soon")
+
+
+def test_group_ids_follow_sparks_kafka_source() -> None:
+    """``kafka.group.id`` is used by the driver's and the executors' consumers (``groupIdPrefix`` is then
+    ignored); otherwise each query gets its own ``<groupIdPrefix>-<uuid>`` with ``-driver-0`` / ``-executor``,
+    the prefix defaulting to spark-kafka-source (streaming) / spark-kafka-relation (batch)."""
+    from strom.spark.kafka_io import consumer_config
+
+    given = src(subscribe="t", groupIdPrefix="ignored", **{"kafka.group.id": "billing"})
+    assert (given.driver_group_id, given.executor_group_id) == ("billing", "billing")
+    assert consumer_config(given.consumer_config, group_id=given.executor_group_id)["group.id"] == "billing"
+
+    prefixed = src(subscribe="t", groupIdPrefix="team-a")
+    assert re.fullmatch(r"team-a-[0-9a-f-]{36}-driver-0", prefixed.driver_group_id)
+    assert prefixed.executor_group_id == prefixed.driver_group_id[:-len("-driver-0")] + "-executor"
+    assert src(subscribe="t").driver_group_id.startswith("spark-kafka-source-")
+    batch = src(False, subscribe="t")
+    assert batch.driver_group_id.startswith("spark-kafka-relation-") and batch.executor_group_id.endswith("-executor")
+    assert src(subscribe="t").executor_group_id != src(subscribe="t").executor_group_id  # one group per query
+    conf = consumer_config(batch.consumer_config, client_id="x", group_id=batch.executor_group_id)
+    assert conf["group.id"] == batch.executor_group_id and conf["enable.auto.commit"] == "false"

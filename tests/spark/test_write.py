@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
 from tests.spark.helpers import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]

@@ -9,12 +9,12 @@ from collections import defaultdict
 
 import pytest
 
+from strom.broker_process import BrokerProcess
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.fetch import FetchRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.records import MemoryRecords
-from strom.testing.broker_process import BrokerProcess
 from strom.testing.raw_client import RawClient
 
 pytestmark = [pytest.mark.stress, pytest.mark.timeout(180)]

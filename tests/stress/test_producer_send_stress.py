@@ -13,7 +13,7 @@ import pytest
 from strom import KafkaProducer, ProducerRecord
 from strom.admin import AdminClient
 from strom.admin.models import NewTopic
-from strom.testing.broker_process import BrokerProcess
+from strom.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.stress, pytest.mark.timeout(180)]
 

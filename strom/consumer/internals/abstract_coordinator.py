@@ -14,6 +14,11 @@ node gets its own connection (node id ``2**31 - 1 - broker id``, as Kafka does) 
 not queue behind long-polling fetches. Subclasses supply the protocol: ``metadata()``, ``on_join_prepare``,
 ``perform_assignment``, ``on_join_complete``.
 
+Heartbeats (Kafka's ``sendHeartbeatRequest`` + ``HeartbeatResponseHandler``, ``pollHeartbeat``,
+``timeToNextHeartbeat``) are methods of the coordinator, as in Kafka: they read and reset its generation and
+state; the timing is :class:`~strom.consumer.internals.heartbeat.Heartbeat`, the sending thread
+:class:`~strom.consumer.internals.heartbeat.HeartbeatThread`.
+
 Threading: the public methods run on the consumer's thread; the :class:`HeartbeatThread` shares the state.
 Both hold ``self.lock`` (re-entrant; ``self.cond`` wakes the heartbeat thread) while touching it.
 """
@@ -31,16 +36,19 @@ from strom.common.errors import KafkaError, for_code
 from strom.common.structs import Node
 from strom.common.time import Time
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
+from strom.consumer.internals.coordinator_metrics import CoordinatorMetrics
 from strom.consumer.internals.group_state import NO_GENERATION, Generation, MemberState
-from strom.consumer.internals.heartbeat import Heartbeat, HeartbeatMixin, HeartbeatThread
+from strom.consumer.internals.heartbeat import Heartbeat, HeartbeatThread
 from strom.consumer.internals.request_future import (
     RequestFuture,
     coordinator_not_available,
     no_brokers_available,
 )
 from strom.consumer.internals.timer import Timer
+from strom.metrics import Metrics
 from strom.protocol.messages import (
     FindCoordinatorRequest,
+    HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     SyncGroupRequest,
@@ -76,13 +84,13 @@ class GroupRebalanceConfig:
     leave_group_on_close: bool = True
 
 
-class AbstractCoordinator(HeartbeatMixin):
+class AbstractCoordinator:
     """Kafka's ``AbstractCoordinator`` (see the module docstring)."""
 
     PROTOCOL_TYPE = "consumer"
 
     def __init__(self, config: GroupRebalanceConfig, client: ConsumerNetworkClient, time: Time,
-                 client_id: str = "") -> None:
+                 client_id: str = "", metrics: Metrics | None = None) -> None:
         self.config = config
         self.client = client
         self.time = time
@@ -103,6 +111,13 @@ class AbstractCoordinator(HeartbeatMixin):
         self.heartbeat_thread: HeartbeatThread | None = None
         self.fatal_error: BaseException | None = None
         self.closed = False
+        self.sensors = CoordinatorMetrics(metrics if metrics is not None else Metrics(time=time),
+                                          self._num_assigned_partitions,
+                                          lambda: self.heartbeat.last_heartbeat_send_ms)
+
+    def _num_assigned_partitions(self) -> int:
+        subscriptions = getattr(self, "subscriptions", None)
+        return subscriptions.num_assigned_partitions() if subscriptions is not None else 0
 
     # ----------------------------------------------------------------------------- subclass protocol
 
@@ -273,6 +288,7 @@ class AbstractCoordinator(HeartbeatMixin):
         with self.lock:
             if self.join_future is None:
                 self.state = MemberState.PREPARING_REBALANCE
+                self.sensors.rebalance_started(self.time.milliseconds())
                 if self.heartbeat_thread is not None:
                     self.heartbeat_thread.disable()
                 future = self._send_join_group_request()
@@ -287,11 +303,13 @@ class AbstractCoordinator(HeartbeatMixin):
                 return
             log.info("Successfully joined group with generation %s", self.generation)
             self.state = MemberState.STABLE
+            self.sensors.rebalance_succeeded(self.time.milliseconds())
             self.rejoin_needed = False
             if self.heartbeat_thread is not None:
                 self.heartbeat_thread.enable()
 
     def _on_join_failure(self, exc: BaseException) -> None:
+        self.sensors.rebalance_failed(self.time.milliseconds())
         with self.lock:
             if self.state is not MemberState.STABLE:
                 self.state = MemberState.UNJOINED
@@ -309,13 +327,18 @@ class AbstractCoordinator(HeartbeatMixin):
             reason=self.rejoin_reason or None)
         self.rejoin_reason = ""
         timeout = max(self.config.request_timeout_ms, self.config.rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS)
+        sent_ms = self.time.milliseconds()
         return self.client.send(self.coordinator, request, timeout_ms=timeout,
                                 min_version=5 if self.config.group_instance_id else 0,
-                                max_version=JOIN_GROUP_MAX_VERSION).compose(self._handle_join)
+                                max_version=JOIN_GROUP_MAX_VERSION).compose(
+            lambda response, future: self._handle_join(response, future, sent_ms))
 
-    def _handle_join(self, response: Any, future: RequestFuture) -> None:
+    def _handle_join(self, response: Any, future: RequestFuture, sent_ms: int | None = None) -> None:
         error = response.error_code
         if error == ErrorCode.NONE:
+            if sent_ms is not None:
+                now = self.time.milliseconds()
+                self.sensors.join.record(now - sent_ms, now)
             if response.protocol_type is not None and response.protocol_type != self.PROTOCOL_TYPE:
                 future.raise_(ec.InconsistentGroupProtocolError())
                 return
@@ -372,12 +395,17 @@ class AbstractCoordinator(HeartbeatMixin):
                                    member_id=generation.member_id, group_instance_id=self.config.group_instance_id,
                                    protocol_type=self.PROTOCOL_TYPE, protocol_name=generation.protocol_name,
                                    assignments=assignments)
+        sent_ms = self.time.milliseconds()
         return self.client.send(self.coordinator, request, min_version=3 if self.config.group_instance_id else 0,
-                                max_version=SYNC_GROUP_MAX_VERSION).compose(self._handle_sync)
+                                max_version=SYNC_GROUP_MAX_VERSION).compose(
+            lambda response, future: self._handle_sync(response, future, sent_ms))
 
-    def _handle_sync(self, response: Any, future: RequestFuture) -> None:
+    def _handle_sync(self, response: Any, future: RequestFuture, sent_ms: int | None = None) -> None:
         error = response.error_code
         if error == ErrorCode.NONE:
+            if sent_ms is not None:
+                now = self.time.milliseconds()
+                self.sensors.sync.record(now - sent_ms, now)
             if response.protocol_type is not None and response.protocol_type != self.PROTOCOL_TYPE:
                 future.raise_(ec.InconsistentGroupProtocolError())
                 return
@@ -458,3 +486,60 @@ class AbstractCoordinator(HeartbeatMixin):
             self.closed = True
             if thread is not None and thread.ident is not None and thread is not threading.current_thread():
                 thread.join(5)
+
+    def send_heartbeat_request(self) -> RequestFuture:
+        if self.coordinator is None:
+            return coordinator_not_available()
+        generation = self.generation
+        request = HeartbeatRequest(group_id=self.config.group_id, generation_id=generation.generation_id,
+                                   member_id=generation.member_id, group_instance_id=self.config.group_instance_id)
+        sent_generation = generation
+        sent_ms = self.time.milliseconds()
+        return self.client.send(self.coordinator, request).compose(
+            lambda response, future: self._handle_heartbeat(response, future, sent_generation, sent_ms))
+
+    def _handle_heartbeat(self, response: Any, future: RequestFuture, sent: Generation,
+                          sent_ms: int | None = None) -> None:
+        if sent_ms is not None:  # heartbeat-response-time-max, heartbeat-rate (Kafka records every response)
+            now = self.time.milliseconds()
+            self.sensors.heartbeat.record(now - sent_ms, now)
+        error = response.error_code
+        if error == ErrorCode.NONE:
+            future.complete(None)
+            return
+        exc = for_code(error)
+        if error in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+            self.mark_coordinator_unknown(exc.name)
+        elif error == ErrorCode.REBALANCE_IN_PROGRESS:
+            with self.lock:
+                if self.state is not MemberState.STABLE:
+                    future.complete(None)  # already rebalancing: nothing to do
+                    return
+            self.request_rejoin("group is already rebalancing")
+        elif error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+            with self.lock:
+                unchanged = self.generation == sent
+                if unchanged and self.state is not MemberState.COMPLETING_REBALANCE:
+                    if error == ErrorCode.FENCED_INSTANCE_ID:
+                        self.fatal_error = exc
+                    self.reset_generation_on_response_error("Heartbeat", error)
+        future.raise_(exc)
+
+    def poll_heartbeat(self, now: int) -> None:
+        """The application polled: reset the poll timer; surface a heartbeat-thread failure."""
+        with self.lock:
+            thread = self.heartbeat_thread
+            if thread is not None and thread.failure is not None:
+                failure, thread.failure = thread.failure, None
+                if isinstance(failure, ec.FencedInstanceIdError):
+                    self.fatal_error = failure
+                raise failure
+            if self.fatal_error is not None:
+                raise self.fatal_error
+            self.heartbeat.poll(now)
+
+    def time_to_next_heartbeat(self, now: int) -> int:
+        with self.lock:
+            if self.state.has_not_joined_group():
+                return 2**31 - 1
+            return self.heartbeat.time_to_next_heartbeat(now)

@@ -37,7 +37,9 @@ from strom.consumer.consumer_records import ConsumerRecord
 from strom.consumer.errors import offset_out_of_range
 from strom.consumer.internals.completed_fetch import CompletedFetch, RecordConverter
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
+from strom.consumer.internals.fetch_metrics import FetchMetricsManager
 from strom.consumer.internals.subscription_state import SubscriptionState
+from strom.metrics import Metrics
 from strom.protocol.messages import FetchRequest
 
 __all__ = ["Fetcher", "FETCH_MIN_VERSION", "FETCH_MAX_VERSION"]
@@ -60,7 +62,8 @@ class Fetcher:
                  converter: RecordConverter, *, fetch_min_bytes: int = 1, fetch_max_bytes: int = 50 * 1024 * 1024,
                  fetch_max_wait_ms: int = 500, max_partition_fetch_bytes: int = 1024 * 1024,
                  max_poll_records: int = 500, check_crcs: bool = True, client_rack: str = "",
-                 read_committed: bool = False, request_timeout_ms: int = 30_000) -> None:
+                 read_committed: bool = False, request_timeout_ms: int = 30_000,
+                 metrics: FetchMetricsManager | None = None) -> None:
         self.client = client
         self.metadata = metadata
         self.subscriptions = subscriptions
@@ -79,6 +82,7 @@ class Fetcher:
         self._completed: deque[CompletedFetch] = deque()
         self._next_in_line: CompletedFetch | None = None
         self._nodes_with_pending_fetch: set[int] = set()
+        self.metrics_manager = metrics if metrics is not None else FetchMetricsManager(Metrics(time=time))
 
     # ------------------------------------------------------------------------------------ requests
 
@@ -99,9 +103,11 @@ class Fetcher:
             log.debug("Sending READ_%s FetchRequest for %s to broker %s",
                       "COMMITTED" if self.read_committed else "UNCOMMITTED", offsets, node)
             timeout = self.request_timeout_ms + self.fetch_max_wait_ms
+            sent_ms = self.time.milliseconds()
             future = self.client.send(node, request, timeout_ms=timeout, min_version=FETCH_MIN_VERSION,
                                       max_version=FETCH_MAX_VERSION)
-            future.add_listener(lambda response, n=node, o=offsets: self._handle_fetch_response(n, o, response),
+            future.add_listener(lambda response, n=node, o=offsets, t=sent_ms:
+                                self._handle_fetch_response(n, o, response, t),
                                 lambda exc, n=node: self._handle_fetch_failure(n, exc))
         return len(requests)
 
@@ -137,8 +143,10 @@ class Fetcher:
             out[node] = (request, offsets[node])
         return out
 
-    def _handle_fetch_response(self, node: Node, offsets: dict[TopicPartition, int], response: Any) -> None:
+    def _handle_fetch_response(self, node: Node, offsets: dict[TopicPartition, int], response: Any,
+                               sent_ms: int | None = None) -> None:
         fetched = []
+        bytes_by_topic: dict[str, int] = {}
         if response.error_code:
             log.info("Fetch from node %s failed: %s", node, ec.ERROR_CLASSES.get(response.error_code))
         for topic in response.responses:
@@ -150,9 +158,11 @@ class Fetcher:
                     continue
                 aborted = p.aborted_transactions
                 records = p.records
-                if records is not None and type(records) is not bytes:
-                    # own the bytes: the receive buffer behind this view belongs to the network layer
-                    records = bytes(records)
+                if records is not None:
+                    if type(records) is not bytes:
+                        # own the bytes: the receive buffer behind this view belongs to the network layer
+                        records = bytes(records)
+                    bytes_by_topic[name] = bytes_by_topic.get(name, 0) + len(records)
                 fetched.append(CompletedFetch(
                     tp, fetch_offset, p.error_code, records, self.converter, check_crcs=self.check_crcs,
                     read_committed=self.read_committed, high_watermark=p.high_watermark,
@@ -161,6 +171,9 @@ class Fetcher:
         with self._lock:
             self._completed.extend(fetched)
             self._nodes_with_pending_fetch.discard(node.node_id)
+        now = self.time.milliseconds()
+        self.metrics_manager.record_fetch_response(now - sent_ms if sent_ms is not None else 0, bytes_by_topic,
+                                                   getattr(response, "throttle_time_ms", 0) or 0, now)
 
     def _handle_fetch_failure(self, node: Node, exc: BaseException) -> None:
         log.debug("Fetch request to node %s failed: %s", node, exc)
@@ -186,6 +199,7 @@ class Fetcher:
         """Up to ``max.poll.records`` records from the buffered responses."""
         fetched: dict[TopicPartition, list[ConsumerRecord]] = {}
         remaining = self.max_poll_records
+        self.metrics_manager.maybe_update_assignment(self.subscriptions)
         paused: list[CompletedFetch] = []
         try:
             while remaining > 0:
@@ -241,6 +255,10 @@ class Fetcher:
                 records = cf.fetch_records(max_records)
                 if cf.next_fetch_offset > position:
                     subscriptions.update_position(tp, cf.next_fetch_offset, cf.last_epoch)
+                # Kafka's FetchCollector: records consumed, then the partition's lag and lead at the new position
+                self.metrics_manager.record_partition_fetch(
+                    tp, len(records), subscriptions.partition_lag(tp, self.read_committed),
+                    subscriptions.partition_lead(tp), self.time.milliseconds())
                 return records
             log.debug("Ignoring fetched records for %s at offset %s since the current position is %s", tp,
                       cf.next_fetch_offset, position)

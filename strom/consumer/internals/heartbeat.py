@@ -20,20 +20,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from strom.common import error_codes as ec
-from strom.common.error_codes import ErrorCode
-from strom.common.errors import for_code
 from strom.common.time import Time
-from strom.consumer.internals.group_state import Generation, MemberState
-from strom.consumer.internals.request_future import RequestFuture, coordinator_not_available
-from strom.protocol.messages import HeartbeatRequest
 
 if TYPE_CHECKING:
     from strom.consumer.internals.abstract_coordinator import AbstractCoordinator
 
-__all__ = ["Heartbeat", "HeartbeatThread", "HeartbeatMixin"]
+__all__ = ["Heartbeat", "HeartbeatThread"]
 
 log = logging.getLogger(__name__)
 
@@ -194,77 +188,4 @@ class HeartbeatThread(threading.Thread):
             else:
                 self.coordinator.heartbeat.fail_heartbeat()
             self.coordinator.cond.notify_all()
-
-
-class HeartbeatMixin:
-    """The heartbeat half of ``AbstractCoordinator``: HeartbeatRequest and its response handling (Kafka's
-    ``sendHeartbeatRequest`` + ``HeartbeatResponseHandler``), ``pollHeartbeat`` and ``timeToNextHeartbeat``.
-    Mixed into :class:`~strom.consumer.internals.abstract_coordinator.AbstractCoordinator`."""
-
-    coordinator: Any
-    generation: Any
-    config: Any
-    client: Any
-    lock: Any
-    state: Any
-    heartbeat: Heartbeat
-    heartbeat_thread: HeartbeatThread | None
-    fatal_error: BaseException | None
-
-    def mark_coordinator_unknown(self, cause: str, disconnect: bool = False) -> None: ...
-    def request_rejoin(self, reason: str) -> None: ...
-    def reset_generation_on_response_error(self, api: str, error: int) -> None: ...
-
-
-    def send_heartbeat_request(self) -> RequestFuture:
-        if self.coordinator is None:
-            return coordinator_not_available()
-        generation = self.generation
-        request = HeartbeatRequest(group_id=self.config.group_id, generation_id=generation.generation_id,
-                                   member_id=generation.member_id, group_instance_id=self.config.group_instance_id)
-        sent_generation = generation
-        return self.client.send(self.coordinator, request).compose(
-            lambda response, future: self._handle_heartbeat(response, future, sent_generation))
-
-    def _handle_heartbeat(self, response: Any, future: RequestFuture, sent: Generation) -> None:
-        error = response.error_code
-        if error == ErrorCode.NONE:
-            future.complete(None)
-            return
-        exc = for_code(error)
-        if error in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
-            self.mark_coordinator_unknown(exc.name)
-        elif error == ErrorCode.REBALANCE_IN_PROGRESS:
-            with self.lock:
-                if self.state is not MemberState.STABLE:
-                    future.complete(None)  # already rebalancing: nothing to do
-                    return
-            self.request_rejoin("group is already rebalancing")
-        elif error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
-            with self.lock:
-                unchanged = self.generation == sent
-                if unchanged and self.state is not MemberState.COMPLETING_REBALANCE:
-                    if error == ErrorCode.FENCED_INSTANCE_ID:
-                        self.fatal_error = exc
-                    self.reset_generation_on_response_error("Heartbeat", error)
-        future.raise_(exc)
-
-    def poll_heartbeat(self, now: int) -> None:
-        """The application polled: reset the poll timer; surface a heartbeat-thread failure."""
-        with self.lock:
-            thread = self.heartbeat_thread
-            if thread is not None and thread.failure is not None:
-                failure, thread.failure = thread.failure, None
-                if isinstance(failure, ec.FencedInstanceIdError):
-                    self.fatal_error = failure
-                raise failure
-            if self.fatal_error is not None:
-                raise self.fatal_error
-            self.heartbeat.poll(now)
-
-    def time_to_next_heartbeat(self, now: int) -> int:
-        with self.lock:
-            if self.state.has_not_joined_group():
-                return 2**31 - 1
-            return self.heartbeat.time_to_next_heartbeat(now)
 

@@ -349,6 +349,18 @@ class SubscriptionState:
         end = state.last_stable_offset if read_committed else state.high_watermark
         return None if end is None else end - state.position
 
+    def assignment_token(self) -> object:
+        """An object that changes whenever the assignment does (Kafka's ``assignmentId``): the assignment map is
+        replaced on every change, never mutated, so its identity is the token."""
+        return self._assignment
+
+    def partition_lead(self, tp: TopicPartition) -> int | None:
+        """Position minus log start offset (Kafka's ``partitionLead``), once both are known."""
+        state = self._assignment.get(tp)
+        if state is None or state.position is None or state.log_start_offset is None:
+            return None
+        return state.position - state.log_start_offset
+
     def partition_end_offset(self, tp: TopicPartition, read_committed: bool) -> int | None:
         state = self._assignment.get(tp)
         if state is None:

@@ -29,11 +29,12 @@ from strom.common.error_codes import (
 from strom.common.errors import KafkaError, KafkaTimeoutError, error_class, for_code
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
+from strom.metrics import Metrics
 from strom.network.client_request import ClientResponse
 from strom.network.kafka_client import KafkaClient
-from strom.network.metrics import Metrics
 from strom.producer.internals.producer_batch import ProducerBatch
 from strom.producer.internals.record_accumulator import RecordAccumulator
+from strom.producer.internals.sender_metrics import SenderMetrics
 from strom.producer.internals.transaction_manager import TransactionManager
 from strom.protocol.messages import ProduceRequest, ProduceResponse
 
@@ -71,24 +72,9 @@ class Sender:
         self.running = True
         self.force_closed = False
         self.in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
-        self.metrics = metrics or Metrics(time)
-        m = self.metrics
-        self._batch_size = m.sensor("batch-size", batch_size_avg="avg", batch_size_max="max")
-        self._compression_rate = m.sensor("compression-rate", compression_rate_avg="avg")
-        self._queue_time = m.sensor("queue-time", record_queue_time_avg="avg", record_queue_time_max="max")
-        self._request_latency = m.sensor("request-latency", request_latency_avg="avg", request_latency_max="max")
-        self._throttle_time = m.sensor("produce-throttle-time", produce_throttle_time_avg="avg",
-                                       produce_throttle_time_max="max")
-        self._records_per_request = m.sensor("records-per-request", records_per_request_avg="avg")
-        self._record_send = m.sensor("records-sent", record_send_rate="rate", record_send_total="total")
-        self._retries = m.sensor("record-retries", record_retry_rate="rate", record_retry_total="total")
-        self._errors = m.sensor("errors", record_error_rate="rate", record_error_total="total")
-        self._splits = m.sensor("batch-split", batch_split_rate="count-rate", batch_split_total="count")
-        self._requests = m.sensor("produce-requests", produce_request_rate="count-rate",
-                                  produce_request_total="count")
-        m.add_gauge("requests-in-flight", lambda: self.client.in_flight_request_count())
-        m.add_gauge("metadata-age", lambda: (self.time.milliseconds() - self.metadata.last_successful_update())
-                    / 1000.0)
+        self.metrics = metrics if metrics is not None else Metrics(time=time)
+        self.sensors = SenderMetrics(self.metrics, lambda: self.client.in_flight_request_count(),
+                                     lambda: self.time.milliseconds() - self.metadata.last_successful_update())
 
     # ------------------------------------------------------------------------------------- run loop
 
@@ -281,24 +267,23 @@ class Sender:
         by_partition: dict[TopicPartition, ProducerBatch] = {}
         topic_data: dict[str, Any] = {}
         records = 0
+        record_batch_sent = self.sensors.record_batch_sent
         for batch in batches:
             tp = batch.topic_partition
             data = topic_data.get(tp.topic)
             if data is None:
                 data = topic_data[tp.topic] = _TopicData(name=tp.topic, partition_data=[])
-            data.partition_data.append(_PartitionData(index=tp.partition, records=batch.records()))
+            batch_records = batch.records()
+            data.partition_data.append(_PartitionData(index=tp.partition, records=batch_records))
             by_partition[tp] = batch
             records += batch.record_count
-            self._batch_size.record(len(batch.records()), now)
-            self._queue_time.record(batch.queue_time_ms(), now)
-            if batch.compression_type:
-                self._compression_rate.record(batch.records_builder.compression_ratio, now)
+            record_batch_sent(tp.topic, batch.record_count, len(batch_records), batch.queue_time_ms(),
+                              batch.records_builder.compression_ratio if batch.compression_type else None, now)
         tm = self.transaction_manager
         request = ProduceRequest(transactional_id=tm.transactional_id if tm is not None and tm.is_transactional()
                                  else None, acks=self.acks, timeout_ms=self.request_timeout_ms,
                                  topic_data=list(topic_data.values()))
-        self._records_per_request.record(records, now)
-        self._requests.record(1, now)
+        self.sensors.records_per_request.record(records, now)
 
         def callback(response: ClientResponse) -> None:
             self._handle_produce_response(response, by_partition, self.time.milliseconds())
@@ -341,9 +326,8 @@ class Sender:
                     batch = batches.get(TopicPartition(topic.name, p.index))
                     if batch is not None:
                         self._complete_batch(batch, p, correlation_id, now)
-            self._request_latency.record(response.request_latency_ms, now)
-            if body.throttle_time_ms:
-                self._throttle_time.record(body.throttle_time_ms, now)
+            self.sensors.request_time.record(response.request_latency_ms, now)
+            self.sensors.throttle_time.record(body.throttle_time_ms, now)
         else:  # acks=0: complete on send
             for batch in batches.values():
                 self._complete_batch(batch, _PartitionResponse(error_code=ErrorCode.NONE, base_offset=-1),
@@ -361,7 +345,7 @@ class Sender:
                 tm.remove_in_flight_batch(batch)
             self.accumulator.split_and_reenqueue(batch)
             self._maybe_remove_and_deallocate_batch(batch)
-            self._splits.record(1, now)
+            self.sensors.batch_split.record(1, now)
         elif error != ErrorCode.NONE:
             if self._can_retry(batch, response, now):
                 log.warning("%sGot error produce response with correlation id %d on topic-partition %s, retrying "
@@ -405,13 +389,12 @@ class Sender:
     def _reenqueue_batch(self, batch: ProducerBatch, now: int) -> None:
         self.accumulator.reenqueue(batch, now)
         self._maybe_remove_from_inflight_batches(batch)
-        self._retries.record(batch.record_count, now)
+        self.sensors.record_retries(batch.topic_partition.topic, batch.record_count, now)
 
     def _complete_batch_success(self, batch: ProducerBatch, response: Any) -> None:
         if self.transaction_manager is not None:
             self.transaction_manager.handle_completed_batch(batch, response.base_offset)
         if batch.complete(response.base_offset, response.log_append_time_ms):
-            self._record_send.record(batch.record_count)
             self._maybe_remove_and_deallocate_batch(batch)
 
     @staticmethod
@@ -439,7 +422,7 @@ class Sender:
             def record_exceptions(index: int) -> BaseException:
                 return mapping.get(index, generic)
 
-        self._errors.record(batch.record_count)
+        self.sensors.record_errors(batch.topic_partition.topic, batch.record_count)
         if batch.complete_exceptionally(top_level, record_exceptions):
             if self.transaction_manager is not None:
                 try:

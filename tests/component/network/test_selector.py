@@ -263,6 +263,14 @@ def test_memory_pressure_mutes_then_unmutes() -> None:
         server.close()
 
 
+def _readable(sock: socket.socket) -> bool:
+    """Whether a whole 8-byte frame waits unread in ``sock``'s receive buffer (peeked, not consumed)."""
+    try:
+        return len(sock.recv(8, socket.MSG_PEEK | socket.MSG_DONTWAIT)) == 8
+    except BlockingIOError:
+        return False
+
+
 def test_explicit_mute_stops_reading(selector: Selector) -> None:
     """§10.5 / §18 item 88: explicitly muted channels are not read until unmuted."""
     server = TinyServer(lambda conn: (read_exact(conn, 1), conn.sendall(frame(b"late")), time.sleep(5)))
@@ -272,10 +280,15 @@ def test_explicit_mute_stops_reading(selector: Selector) -> None:
         events.until(lambda: "n" in events.connected)
         selector.mute("n")
         selector.send(NetworkSend("n", b"!"))
-        deadline = time.monotonic() + 0.3
-        while time.monotonic() < deadline:
-            events.poll()
-        assert not events.receives
+        events.until(lambda: events.sends)  # the server answers once it has read this byte
+        sock = selector.channel("n").transport.sock  # type: ignore[union-attr]
+        deadline = time.monotonic() + 10
+        while not _readable(sock):  # the whole answer is in our socket buffer
+            assert time.monotonic() < deadline, "the answer never waited unread in the socket (read while muted?)"
+            time.sleep(0.001)
+        for _ in range(5):
+            events.poll(0)
+        assert not events.receives and _readable(sock)  # muted: nothing was read
         selector.unmute("n")
         events.until(lambda: events.receives)
     finally:
@@ -283,11 +296,15 @@ def test_explicit_mute_stops_reading(selector: Selector) -> None:
 
 
 def test_wakeup_interrupts_poll(selector: Selector) -> None:
-    """§18 item 89: wakeup() from another thread interrupts a blocking poll at once."""
-    threading.Timer(0.1, selector.wakeup).start()
-    start = time.monotonic()
-    selector.poll(10_000)
-    assert time.monotonic() - start < 5
+    """§18 item 89: wakeup() from another thread interrupts a blocking poll. The poll asks to block for a day
+    (the selector's longest wait), so a wakeup that does not reach it leaves the thread blocked and the join
+    below gives up; the wakeup is sticky (as Java's), so it does not matter whether poll() was entered yet."""
+    polled = threading.Event()
+    poller = threading.Thread(target=lambda: (selector.poll(24 * 3600 * 1000), polled.set()), daemon=True)
+    poller.start()
+    selector.wakeup()
+    assert polled.wait(30), "poll() was not interrupted by wakeup()"
+    poller.join(30)
 
 
 def test_close_connection_is_silent(selector: Selector) -> None:

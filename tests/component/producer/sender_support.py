@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.common.structs import TopicPartition
-from strom.network.metrics import Metrics
+from strom.metrics import Metrics, metric_values
 from strom.producer.internals.buffer_pool import BufferPool
 from strom.producer.internals.producer_batch import CompressionRatioEstimator
 from strom.producer.internals.producer_metadata import ProducerMetadata
@@ -43,6 +43,10 @@ class Harness:
         for _ in range(times):
             self.sender.run_once()
 
+    def metric_values(self, group: str = "producer-metrics", **tags: str) -> dict[str, Any]:
+        """``{name: value}`` of the Sender's metrics in ``group`` (tags filter, e.g. ``topic="t"``)."""
+        return metric_values(self.sender.metrics.metrics(), group, **tags)
+
     def produce_requests(self) -> list[Any]:
         return [r for r in self.client.requests if isinstance(r.request, ProduceRequest)]
 
@@ -67,7 +71,7 @@ def make_harness(*, acks: int = -1, max_in_flight: int = 5, retries: int = INT_M
                                     time, transaction_manager=tm,
                                     compression_ratio_estimator=estimator or CompressionRatioEstimator())
     sender = Sender(client, metadata, accumulator, max_in_flight == 1, max_request_size, acks, retries,
-                    Metrics(time), time, request_timeout_ms, retry_backoff_ms, tm)
+                    Metrics(time=time), time, request_timeout_ms, retry_backoff_ms, tm)
     return Harness(time, metadata, client, pool, accumulator, sender, tm)
 
 

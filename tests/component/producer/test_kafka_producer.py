@@ -13,6 +13,7 @@ from strom.common.errors import ConfigError, IllegalStateError, KafkaError, Kafk
 from strom.common.serialization import SerializationError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME
+from strom.metrics import metric_values
 from strom.producer import KafkaProducer, ProducerRecord, RecordTooLargeError
 from strom.producer.internals.producer_metadata import ProducerMetadata
 from strom.producer.kafka_producer import NETWORK_THREAD_PREFIX
@@ -79,12 +80,13 @@ def setup():  # type: ignore[no-untyped-def]
 
 def test_required_configs() -> None:
     """§18 item 1: bootstrap.servers, key.serializer and value.serializer are required; no thread starts."""
+    before = set(threading.enumerate())
     for missing in BASE:
         cfg = {k: v for k, v in BASE.items() if k != missing}
         with pytest.raises(ConfigError, match=missing.replace(".", r"\.")):
-            KafkaProducer(cfg)
-    assert not any(t.name.startswith(NETWORK_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
-                   if "unused" in t.name)
+            KafkaProducer({**cfg, "client.id": "required-configs"})
+    left_behind = [t.name for t in set(threading.enumerate()) - before if t.name.startswith(NETWORK_THREAD_PREFIX)]
+    assert left_behind == []
 
 
 def test_construction_failure_closes_and_wraps(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,11 +151,14 @@ def test_send_returns_future_and_runs_callback_once(setup: Setup) -> None:
     """§18 items 8, 9, 15: send returns a future whose get() blocks until acknowledged and yields partition
     and offset; the callback runs once with (metadata, None); a record without timestamp gets now."""
     calls: list[Any] = []
+    setup.time.sleep(1_234_567)  # the mock clock is far from 0 and from the wall clock
+    before = setup.time.milliseconds()
     future = setup.producer.send(ProducerRecord("t", b"v", partition=1), lambda md, e: calls.append((md, e)))
+    after = setup.time.milliseconds()  # the Sender thread may advance the mock clock meanwhile
     eventually(lambda: setup.respond_all(offset=41))
     md = future.get(10)
     assert (md.topic, md.partition, md.offset) == ("t", 1, 41)
-    assert md.timestamp == setup.time.milliseconds() or md.timestamp <= setup.time.milliseconds()
+    assert before <= md.timestamp <= after
     eventually(lambda: calls)
     assert calls == [(md, None)]
 
@@ -346,6 +351,45 @@ def test_sticky_partitioner_switches_on_new_batch() -> None:
         s.close()
 
 
+def test_records_of_a_partition_keep_send_order() -> None:
+    """§18 item 38: per partition, batches are appended at the tail and the Sender takes from the head, so the
+    records of one partition reach the broker, get their offsets and complete their callbacks in send order
+    (several batches per partition, several requests, two partitions interleaved)."""
+    from strom.record.records import MemoryRecords
+    s = Setup({"t": 2}, **{"batch.size": 256})
+    sent: dict[int, list[bytes]] = {0: [], 1: []}
+    on_wire: dict[int, list[bytes]] = {0: [], 1: []}
+    acked: dict[int, list[tuple[bytes, int]]] = {0: [], 1: []}
+    next_offset = {0: 100, 1: 200}
+    try:
+        futures = []
+        for i in range(40):
+            p, value = i % 2, b"%03d" % i + b"." * 60  # three records fill a 256-byte batch
+            sent[p].append(value)
+            futures.append(s.producer.send(ProducerRecord("t", value, partition=p),
+                                           lambda md, e, v=value: acked[md.partition].append((v, md.offset))))
+
+        def answer_like_a_broker() -> bool:
+            for request in [r for r in list(s.client.requests) if isinstance(r.request, ProduceRequest)]:
+                offsets = {}
+                for tp, raw in request_partitions(request.request).items():
+                    values = [r.value for r in MemoryRecords(raw).records()]
+                    on_wire[tp.partition].extend(values)
+                    offsets[tp] = next_offset[tp.partition]
+                    next_offset[tp.partition] += len(values)
+                s.client.respond_to_request(request, produce_response(offsets))
+                s.client.wakeup()
+            return sum(map(len, acked.values())) == len(futures)
+
+        eventually(answer_like_a_broker)
+        assert all(f.exception() is None for f in futures)
+        for p, base in ((0, 100), (1, 200)):
+            assert on_wire[p] == sent[p]
+            assert acked[p] == [(v, base + i) for i, v in enumerate(sent[p])]
+    finally:
+        s.close()
+
+
 def test_flush_waits_for_completion(setup: Setup) -> None:
     """§18 item 72: flush() makes lingering records sendable and waits until they complete."""
     s = Setup({"t": 1}, **{"linger.ms": 600_000})
@@ -356,7 +400,7 @@ def test_flush_waits_for_completion(setup: Setup) -> None:
         s.producer.flush(10)
         assert f.done() and f.get().offset == 7
         responder.join(10)
-        assert s.producer.metrics()["flush-time-ns-total"] >= 0
+        assert metric_values(s.producer.metrics(), "producer-metrics")["flush-time-ns-total"] >= 0
     finally:
         s.close()
 
@@ -401,7 +445,7 @@ def test_partitions_for_metrics_and_context_manager() -> None:
         f = producer.send(ProducerRecord("t", b"v", partition=2))
         eventually(lambda: s.respond_all(offset=0))
         f.get(10)
-        metrics = producer.metrics()
+        metrics = metric_values(producer.metrics(), "producer-metrics", client_id=producer.client_id)
         for name in ("record-send-rate", "record-error-rate", "request-latency-avg", "batch-size-avg",
                      "records-per-request-avg", "buffer-available-bytes", "buffer-total-bytes",
                      "bufferpool-wait-time-ns-total", "metadata-wait-time-ns-total", "requests-in-flight"):

@@ -72,6 +72,10 @@ def test_help_on_every_command_shows_examples(command: str, capsys: pytest.Captu
     (["producer-perf-test", "--topic", "t", "--num-records", "1", "--throughput", "-1",
       "--producer-props", "bootstrap.servers=127.0.0.1:1"], "Exactly one of --record-size or --payload-file"),
     (["consumer-perf-test", *BS, "--topic", "t"], "the following arguments are required: --messages"),
+    (["ui"], 'Missing required argument "[bootstrap-server]"'),
+    (["ui", *BS, "--port", "70000"], "--port must be between 0 and 65535, not 70000"),
+    (["ui", *BS, "--port", "x"], "argument --port: invalid int value: 'x'"),
+    (["ui", *BS, "--sample-interval", "0"], "--sample-interval must be positive, not 0.0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     try:
@@ -85,8 +89,9 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys:
     assert lines[0].startswith("Error: ") and message in lines[0], lines[0]
 
 
-def test_unreachable_broker_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["topics", *BS, "--list"]) == 1
+@pytest.mark.parametrize("command", [["topics", *BS, "--list"], ["ui", *BS, "--port", "0"]])
+def test_unreachable_broker_is_one_line(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(command) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["Error: Cannot connect to the broker at 127.0.0.1:1 (Connection refused). Is the broker running?"]
 

@@ -241,3 +241,44 @@ def test_torn_tail_detected_even_when_marked_clean(tmp_path, mock_time):
     lg2 = reopen(path, mock_time, clean=True)
     assert lg2.truncated_bytes_on_load == 10 and read_all(lg2) == before
     lg2.close()
+
+
+@pytest.mark.parametrize("bad_length", [0x7FFFFFF0, 5, -1])
+def test_corrupt_batch_length_mid_segment_after_clean_shutdown_answers_corrupt_message(
+    tmp_path, mock_time, caplog, bad_length
+):
+    """Issue 15: the index-guided load after a clean shutdown does not scan the middle of the segment; a read
+    that reaches the damaged batch must say so (CORRUPT_MESSAGE + one log line), not return nothing forever."""
+    import logging
+    import struct
+
+    from strom.common.error_codes import CorruptMessageError, ErrorCode
+    from strom.storage.file_records import CorruptRecordError
+
+    config = LogConfig.from_props({"index.interval.bytes": "1000"})
+    lg = Log(str(tmp_path), config, mock_time)
+    for i in range(20):
+        lg.append_as_leader(build_batch([b"%03d" % i + b"x" * 250]))
+    positions = [b.position for b in lg.active_segment.log.batches()]
+    path = lg.active_segment.log.path
+    lg.close()
+    with open(path, "r+b") as f:
+        f.seek(positions[5] + 8)
+        length = struct.unpack(">i", f.read(4))[0]
+        f.seek(positions[5] + 8)
+        assert length != bad_length
+        f.write(struct.pack(">i", bad_length))
+    caplog.set_level(logging.ERROR)
+    lg = Log(str(tmp_path), config, mock_time, had_clean_shutdown=True, recovery_point=20)
+    assert lg.recovered_segments_on_load == 0 and lg.log_end_offset == 20  # the damage is not at the tail
+    lg.update_high_watermark(20)
+    first = split_batches(lg.read(0, 1 << 20).records)
+    assert [b for b, _l, _d in first] == [0, 1, 2, 3, 4]  # whole batches up to the damaged one
+    with pytest.raises(CorruptRecordError, match=rf"{path} at position {positions[5]}") as e:
+        lg.read(5, 1 << 20)
+    assert isinstance(e.value, CorruptMessageError) and e.value.errno == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(CorruptRecordError):
+        lg.read(5, 1 << 20)  # a consumer retrying gets the error again ...
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and path in errors[0].getMessage()  # ... but the log gets one line
+    lg.close()

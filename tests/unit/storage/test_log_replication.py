@@ -37,6 +37,7 @@ def test_leader_appends_assign_epochs_only_when_newer(make_log):
     assert lg.leader_epoch_cache.entries == [(0, 0), (3, 3)]
     assert lg.leader_epoch_cache.end_offset_for(0, lg.log_end_offset) == (0, 3)
     assert lg.leader_epoch_cache.end_offset_for(3, lg.log_end_offset) == (3, 5)
+    assert (lg.end_offset_for_epoch(0), lg.end_offset_for_epoch(3), lg.end_offset_for_epoch(4)) == ((0, 3), (3, 5), None)
     with open(os.path.join(lg.dir, LEADER_EPOCH_CHECKPOINT_FILE)) as f:
         assert f.read() == "0\n2\n0 0\n3 3\n"
 

@@ -1,0 +1,1 @@
+"""The web console (``strom ui``): a Flask application over the public AdminClient and a consumer."""
