@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                "start a ZooKeeper server for cluster mode (zookeeper-server-start.sh)"),
     "zookeeper-server-stop": ("strom.cli.zookeeper_server_stop",
                               "stop the ZooKeeper servers strom started (zookeeper-server-stop.sh)"),
+    "zookeeper-shell": ("strom.cli.zookeeper_shell", "ZooKeeper's command-line client (zookeeper-shell.sh)"),
     "ui": ("strom.cli.ui", "the web console: brokers, topics, messages, consumer groups and lag, rate charts"),
 }
 

@@ -42,11 +42,12 @@ from strom.config.properties import load_properties_file
 
 __all__ = [
     "ZooKeeperConfig", "ZooKeeperNotInstalledError", "parse_zookeeper_config", "load_zookeeper_config",
-    "java_command", "check_port_free", "pid_file", "write_pid_file", "start_daemon", "wait_until_serving",
+    "java_command", "shell_command", "check_port_free", "pid_file", "write_pid_file", "start_daemon", "wait_until_serving",
     "find_server_pids", "stop_servers", "MAIN_CLASS", "STROM_MARKER",
 ]
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+SHELL_CLASS = "org.apache.zookeeper.ZooKeeperMain"
 STROM_MARKER = "-Dstrom.zookeeper=true"
 PID_FILE_NAME = "zookeeper_server.pid"
 DEFAULT_HEAP_OPTS = "-Xmx512M -Xms512M"
@@ -100,6 +101,11 @@ class ZooKeeperConfig:
     client_port_address: str | None
     tick_time_ms: int
     properties: Mapping[str, str]
+
+    @property
+    def is_ensemble_member(self) -> bool:
+        """A ``server.N`` line makes this server one member of a replicated ensemble (quorum mode)."""
+        return any(k.startswith("server.") for k in self.properties)
 
     @property
     def connect_host(self) -> str:
@@ -190,15 +196,28 @@ def _java() -> str:
 
 def java_command(config_path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> list[str]:
     """The command line that runs ZooKeeper on ``config_path`` (Kafka's kafka-run-class.sh equivalent)."""
+    return _run_class(MAIN_CLASS, [str(Path(config_path).resolve())], env, server=True)
+
+
+def shell_command(args: list[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """The command line of ZooKeeper's own command-line client (``ZooKeeperMain``), as Kafka's
+    zookeeper-shell.sh runs it: warnings only on stderr, a small heap."""
+    return _run_class(SHELL_CLASS, args, env, server=False)
+
+
+def _run_class(main_class: str, args: list[str], env: Mapping[str, str] | None, server: bool) -> list[str]:
     env = os.environ if env is None else env
-    opts = shlex.split(env.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS))
+    opts = shlex.split(env.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS if server else "-Xmx256M"))
     opts += shlex.split(env.get("KAFKA_JVM_PERFORMANCE_OPTS", ""))
     opts += shlex.split(env.get("KAFKA_OPTS", ""))
-    # slf4j-simple: time-stamped INFO lines on stderr, like Kafka's console log4j appender.
+    # slf4j-simple: time-stamped lines on stderr, like Kafka's console log4j appender (tools: warnings only).
     logging_opts = ["-Dorg.slf4j.simpleLogger.showDateTime=true",
                     "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS"]
-    return [_java(), *opts, *logging_opts, STROM_MARKER, "-cp", _classpath(), MAIN_CLASS,
-            str(Path(config_path).resolve())]
+    marker = [STROM_MARKER] if server else []
+    if not server:  # ServiceUtils logs every exit at ERROR, even a clean one
+        logging_opts += ["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                         "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.util.ServiceUtils=off"]
+    return [_java(), *opts, *logging_opts, *marker, "-cp", _classpath(), main_class, *args]
 
 
 def check_port_free(host: str | None, port: int) -> None:
@@ -251,18 +270,20 @@ def start_daemon(config: ZooKeeperConfig, log_dir: str | os.PathLike[str]) -> su
 
 
 def wait_until_serving(config: ZooKeeperConfig, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
-    """Poll until the client port accepts connections; False when ``proc`` exited or the deadline passed."""
+    """Poll until the server is up; False when ``proc`` exited or the deadline passed. A standalone server must
+    serve; a member of an ensemble only has to answer on its client port, since it cannot serve before a quorum
+    of its peers runs (and a script starts the members one after another)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             return False
-        if _answers_srvr(config.connect_host, config.client_port):
+        if _answers_srvr(config.connect_host, config.client_port, require_serving=not config.is_ensemble_member):
             return True
         time.sleep(0.05)
     return False
 
 
-def _answers_srvr(host: str, port: int) -> bool:
+def _answers_srvr(host: str, port: int, require_serving: bool = True) -> bool:
     """Ask ZooKeeper's ``srvr`` four-letter word (whitelisted by default): a server still loading its
     database answers "not currently serving"; one that excludes srvr from its whitelist still answers, and
     that too means it is up. A bare connect-and-close would make ZooKeeper log an exception."""
@@ -274,6 +295,8 @@ def _answers_srvr(host: str, port: int) -> bool:
                 reply += chunk
     except OSError:
         return False
+    if not require_serving and b"not currently serving" in reply:
+        return True
     return reply.startswith(b"Zookeeper version") or b"whitelist" in reply
 
 

@@ -282,6 +282,7 @@ def test_topic_assignment_create_get_set_and_kafka_json(zookeeper: ZooKeeperServ
     with pytest.raises(ZkVersionConflictError):
         c.set_topic_assignment("sanguo", topic_id, {0: [1]}, expected_version=0)
     assert c.get_all_topics() == ["sanguo"]
+    assert c.get_topic_assignments(["sanguo", "absent"]) == {"sanguo": c.get_topic_assignment("sanguo")}
     raw = _raw(zookeeper)
     try:
         js = json.loads(raw.get(zk_connect[zk_connect.index("/"):] + "/brokers/topics/sanguo")[0])
@@ -376,5 +377,61 @@ def test_requests_wait_for_a_restarted_zookeeper() -> None:
             # The session outlived the outage (ZooKeeper restores sessions from its log), so the ephemeral
             # registration is still there.
             assert result == [[1]]
+        finally:
+            client.close()
+
+
+def test_bulk_partition_state_create_and_update(clients: Callable[..., KafkaZkClient]) -> None:
+    controller, other = clients(), clients()
+    assert controller.register_controller(0) == 1
+    epoch = controller.get_controller_epoch()
+    assert epoch is not None
+    tps = [TopicPartition("bulk", p) for p in range(40)]
+    created = controller.create_partition_states({tp: LeaderAndIsr(p % 3, 0, (p % 3, (p + 1) % 3), 1)
+                                                  for p, tp in enumerate(tps)}, epoch[1])
+    assert created == {tp: None for tp in tps}
+    again = controller.create_partition_states({tps[0]: LeaderAndIsr(0, 0, (0,), 1)}, epoch[1])
+    assert isinstance(again[tps[0]], ZkNodeExistsError)
+    states = other.get_partition_states(tps)
+    assert len(states) == 40 and all(s.zk_version == 0 for s in states.values())
+    # another writer gets to partition 5 first: that one must come back for a retry, the rest are written
+    assert other.update_leader_and_isr(tps[5], states[tps[5]].new_isr([2]), 0) == (True, 1)
+    updated = controller.update_leader_and_isrs({tp: s.new_leader_and_isr(s.isr[-1], s.isr[-1:])
+                                                 for tp, s in states.items()}, epoch[1])
+    assert updated[tps[5]] is None
+    assert all(updated[tp] is not None and updated[tp].zk_version == 1 for tp in tps if tp != tps[5])  # type: ignore[union-attr]
+    now = other.get_partition_states(tps)
+    for tp in tps:
+        if tp != tps[5]:
+            assert now[tp] == updated[tp]
+            assert now[tp].leader_epoch == 1
+    assert now[tps[5]].isr == (2,) and now[tps[5]].leader_epoch == 0
+    # a deposed controller's bulk write is refused whole
+    with pytest.raises(ControllerMovedError):
+        controller.update_leader_and_isrs({tps[0]: now[tps[0]].new_isr([0])}, epoch[1] - 1)
+    assert other.get_partition_state(tps[0]) == now[tps[0]]
+
+
+def test_a_paused_zookeeper_delays_requests_until_it_resumes() -> None:
+    with ZooKeeperServer(extra_config={"maxSessionTimeout": "60000"}) as server:
+        client = KafkaZkClient.connect(server.connect_string, session_timeout_ms=60000, connection_timeout_ms=60000)
+        try:
+            client.register_broker(_broker(2))
+            server.pause()
+            done = threading.Event()
+            result: list[int] = []
+
+            def create() -> None:
+                result.append(client.create_topic_assignment("during-pause", None, {0: [2]}))
+                done.set()
+
+            writer = threading.Thread(target=create)
+            writer.start()
+            assert not done.wait(1.0)  # a frozen ZooKeeper answers nothing
+            server.resume()
+            assert done.wait(60)
+            writer.join(10)
+            assert result == [0] and client.get_topic_assignment("during-pause") is not None
+            assert client.get_all_broker_ids() == [2]  # the session outlived the pause
         finally:
             client.close()

@@ -238,6 +238,10 @@ class KafkaZkClient:
         client_id = self._zk.client_id
         return int(client_id[0]) if client_id else 0
 
+    def _owned(self, stat: ZnodeStat) -> bool:
+        """The znode is an ephemeral of this client's current session."""
+        return stat.ephemeralOwner != 0 and stat.ephemeralOwner == self.session_id
+
     @property
     def connected(self) -> bool:
         return bool(self._zk.connected)
@@ -366,7 +370,7 @@ class KafkaZkClient:
                 _, stat = self._retry(self._zk.get, path, watch=watcher)
             except NoNodeError:
                 continue
-            if stat.ephemeralOwner == self.session_id:
+            if self._owned(stat):
                 return int(stat.czxid)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -447,9 +451,8 @@ class KafkaZkClient:
                 data, stat = self._retry(self._zk.get, ControllerZNode.PATH)
             except NoNodeError:
                 return None
-            if stat.ephemeralOwner == self.session_id and ControllerZNode.decode(data) == broker_id:
-                current = self.get_controller_epoch()
-                return current
+            if self._owned(stat) and ControllerZNode.decode(data) == broker_id:
+                return self.get_controller_epoch()
             return None
         if isinstance(error, (BadVersionError, NoNodeError)):
             return None
@@ -509,6 +512,25 @@ class KafkaZkClient:
         if version == ZkVersion.UNKNOWN_VERSION:
             return None
         return TopicZNode.decode(topic, data, version)
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Many topics' assignments in one round of pipelined reads; missing topics are left out (Kafka's
+        ``getReplicaAssignmentAndTopicIdForTopics``, what a new controller loads first)."""
+        names = list(topics)
+        pending = [(t, self._zk.get_async(TopicZNode.path(t))) for t in names]
+        out: dict[str, TopicAssignment] = {}
+        for topic, result in pending:
+            try:
+                data, stat = result.get(timeout=self.connection_timeout_ms / 1000)
+            except NoNodeError:
+                continue
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError):
+                again = self.get_topic_assignment(topic)  # this one again, with the retry
+                if again is not None:
+                    out[topic] = again
+                continue
+            out[topic] = TopicZNode.decode(topic, data, stat.version)
+        return out
 
     def set_topic_assignment(self, topic: str, topic_id: uuid.UUID | None,
                              assignment: Mapping[int, ReplicaAssignment | Sequence[int]],
@@ -643,6 +665,99 @@ class KafkaZkClient:
         if isinstance(error, NoNodeError):
             return False, ZkVersion.UNKNOWN_VERSION
         raise ZooKeeperClientError(f"Cannot update {path}: {error!r}")
+
+    def _pipelined(self, items: Sequence[T], expected_controller_epoch_zk_version: int | None,
+                   add_ops: Callable[[Any, T], None]) -> list[list[Any] | None]:
+        """One transaction per item, all sent before any answer is awaited (one round trip for the lot instead of
+        one each); an item whose transaction hit a connection problem gets None (the caller redoes it with the
+        retrying single-item path). Check results are stripped; a failed check raises ControllerMovedError."""
+        if self._closed:
+            raise ZooKeeperClientError("The ZooKeeper client is closed")
+        pending = []
+        for item in items:
+            t = self._zk.transaction()
+            if expected_controller_epoch_zk_version is not None:
+                t.check(ControllerEpochZNode.PATH, expected_controller_epoch_zk_version)
+            add_ops(t, item)
+            pending.append(t.commit_async())
+        out: list[list[Any] | None] = []
+        moved = False
+        for result in pending:
+            try:
+                results = list(result.get(timeout=self.connection_timeout_ms / 1000))
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError):
+                out.append(None)
+                continue
+            if expected_controller_epoch_zk_version is not None:
+                if isinstance(results.pop(0), (BadVersionError, NoNodeError)):
+                    moved = True
+            out.append(results)
+        if moved:
+            raise ControllerMovedError(
+                f"Controller moved to another broker: /controller_epoch is no longer at version "
+                f"{expected_controller_epoch_zk_version}")
+        return out
+
+    def create_partition_states(self, states: Mapping[TopicPartition, LeaderAndIsr],
+                                expected_controller_epoch_zk_version: int | None = None,
+                                ) -> dict[TopicPartition, Exception | None]:
+        """Create many partition state znodes in one pipelined round (Kafka's ``createTopicPartitionStatesRaw``
+        for a new topic): ``None`` for each created one, else the error (:class:`ZkNodeExistsError`, ...)."""
+        tps = list(states)
+        for topic in {tp.topic for tp in tps}:
+            self.make_sure_persistent_path_exists(TopicPartitionsZNode.path(topic))
+
+        def add(t: Any, tp: TopicPartition) -> None:
+            partition_path = TopicPartitionStateZNode.path(tp).rsplit("/", 1)[0]
+            t.create(partition_path, b"")
+            t.create(TopicPartitionStateZNode.path(tp), TopicPartitionStateZNode.encode(states[tp]))
+
+        out: dict[TopicPartition, Exception | None] = {}
+        for tp, results in zip(tps, self._pipelined(tps, expected_controller_epoch_zk_version, add), strict=True):
+            error = None if results is None else self._first_error(results)
+            if results is None or (isinstance(error, NodeExistsError) and not self.path_exists(
+                    TopicPartitionStateZNode.path(tp))):
+                try:  # redo on its own: the partition znode may exist without a state
+                    self.create_partition_state(tp, states[tp], expected_controller_epoch_zk_version)
+                    out[tp] = None
+                except ZooKeeperClientError as e:
+                    if isinstance(e, ControllerMovedError):
+                        raise
+                    out[tp] = e
+            elif error is None:
+                out[tp] = None
+            elif isinstance(error, NodeExistsError):
+                out[tp] = ZkNodeExistsError(f"Partition state of {tp} already exists")
+            else:
+                out[tp] = ZooKeeperClientError(f"Cannot create {TopicPartitionStateZNode.path(tp)}: {error!r}")
+        return out
+
+    def update_leader_and_isrs(self, states: Mapping[TopicPartition, LeaderAndIsr],
+                               expected_controller_epoch_zk_version: int | None = None,
+                               ) -> dict[TopicPartition, LeaderAndIsr | None]:
+        """Conditionally write many partition states in one pipelined round; each state's ``zk_version`` is the
+        version it expects to replace. Returns, per partition, the written state with its new ``zk_version``, or
+        None when someone else wrote first (re-read and retry it) (Kafka's ``updateLeaderAndIsr``: finished
+        partitions and partitions to retry). :class:`ControllerMovedError` when fenced."""
+        tps = list(states)
+
+        def add(t: Any, tp: TopicPartition) -> None:
+            t.set_data(TopicPartitionStateZNode.path(tp), TopicPartitionStateZNode.encode(states[tp]),
+                       version=states[tp].zk_version)
+
+        out: dict[TopicPartition, LeaderAndIsr | None] = {}
+        for tp, results in zip(tps, self._pipelined(tps, expected_controller_epoch_zk_version, add), strict=True):
+            state = states[tp]
+            if results is not None and self._first_error(results) is None:
+                ok, version = True, int(results[0].version)
+            elif results is not None and not isinstance(self._first_error(results), BadVersionError):
+                ok, version = False, ZkVersion.UNKNOWN_VERSION
+            else:  # connection trouble, or a conflict that may be our own earlier write: the careful path
+                ok, version = self.update_leader_and_isr(tp, state, state.zk_version,
+                                                         expected_controller_epoch_zk_version)
+            out[tp] = LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch,
+                                   version) if ok else None
+        return out
 
     def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> None:
         """Tell the controller a leader changed some ISRs (``/isr_change_notification/isr_change_<seq>``;
