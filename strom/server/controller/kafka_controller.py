@@ -487,8 +487,10 @@ class KafkaController:
             if broker_id not in self.ctx.assignments.get(tp, []):
                 continue
             if st.leader == broker_id:
-                if len(self.ctx.assignments[tp]) == 1:
-                    continue  # a single replica cannot move; Kafka leaves it too
+                others = [r for r in self.ctx.assignments[tp] if r != broker_id and self.ctx.alive(r)
+                          and r not in self.ctx.shutting_down]
+                if not others:
+                    continue  # no live replica to move to (a single replica, or the last broker standing)
                 leader, isr = self._select_leader(tp, st, {broker_id})
                 if leader == NO_LEADER or leader == broker_id:
                     remaining.append(tp)
