@@ -279,22 +279,45 @@ class KafkaController:
         self.ctx.states[tp] = LeaderAndIsr(new.leader, new.leader_epoch, new.isr, new.controller_epoch, version)
         return True
 
+    async def _write_states(self, new_states: dict[TopicPartition, LeaderAndIsr]) -> list[TopicPartition]:
+        """Compare-and-set many partition states in one pipelined round; re-read the ones someone else wrote."""
+        if not new_states:
+            return []
+        batch = {}
+        for tp, new in new_states.items():
+            old = self.ctx.states.get(tp)
+            batch[tp] = LeaderAndIsr(new.leader, new.leader_epoch, tuple(new.isr), self.ctx.epoch,
+                                     old.zk_version if old is not None else 0)
+        written = await self._zk(self.zk.update_leader_and_isrs, batch, self.ctx.epoch_zk_version)
+        done, stale = [], []
+        for tp, st in written.items():
+            if st is None:
+                stale.append(tp)
+            else:
+                self.ctx.states[tp] = st
+                done.append(tp)
+        if stale:
+            fresh = await self._zk(self.zk.get_partition_states, stale)
+            self.ctx.states.update(fresh)
+            log.info("partition states changed under the controller, re-read: %s", stale[:10])
+        return done
+
     async def _initialize_new_partitions(self, tps: list[TopicPartition]) -> None:
         """NewPartition -> OnlinePartition: the first live replica leads, the live replicas form the ISR."""
+        states = {}
         for tp in tps:
             replicas = self.ctx.assignments[tp]
             live = [r for r in replicas if self.ctx.alive(r)]
-            leader = live[0] if live else NO_LEADER
-            state = LeaderAndIsr(leader, 0, tuple(live or replicas[:1]), self.ctx.epoch, 0)
-            try:
-                await self._zk(self.zk.create_partition_state, tp, state, self.ctx.epoch_zk_version)
-                self.ctx.states[tp] = state
-            except Exception as e:
-                existing = await self._zk(self.zk.get_partition_state, tp)
-                if existing is None:
-                    log.error("%s: cannot create the partition state: %s", tp, e)
-                    continue
-                self.ctx.states[tp] = existing
+            states[tp] = LeaderAndIsr(live[0] if live else NO_LEADER, 0, tuple(live or replicas[:1]), self.ctx.epoch, 0)
+        if not states:
+            return
+        results = await self._zk(self.zk.create_partition_states, states, self.ctx.epoch_zk_version)
+        existing = [tp for tp, err in results.items() if err is not None]
+        for tp, err in results.items():
+            if err is None:
+                self.ctx.states[tp] = states[tp]
+        if existing:
+            self.ctx.states.update(await self._zk(self.zk.get_partition_states, existing))
 
     def _select_leader(self, tp: TopicPartition, st: LeaderAndIsr, excluded: set[int]) -> tuple[int, list[int]]:
         """Kafka's OfflinePartitionLeaderElectionStrategy: the first live ISR member in assignment order."""
@@ -311,8 +334,8 @@ class KafkaController:
         return NO_LEADER, list(st.isr)
 
     async def _elect_offline_partitions(self, excluded: set[int] | None = None) -> list[TopicPartition]:
-        changed = []
         ex = excluded or set()
+        proposed: dict[TopicPartition, LeaderAndIsr] = {}
         for tp, st in list(self.ctx.states.items()):
             if tp.topic in self.ctx.topics_being_deleted:
                 continue
@@ -321,21 +344,21 @@ class KafkaController:
             leader, isr = self._select_leader(tp, st, ex)
             if leader == NO_LEADER and st.leader == NO_LEADER:
                 continue  # still offline
-            if await self._write_state(tp, st.new_leader_and_isr(leader, isr)):
-                changed.append(tp)
-                log.info("%s: leader %d -> %d (epoch %d), ISR %s", tp, st.leader, leader, st.leader_epoch + 1, isr)
+            proposed[tp] = st.new_leader_and_isr(leader, isr)
+        changed = await self._write_states(proposed)
+        for tp in changed:
+            st = self.ctx.states[tp]
+            log.info("%s: leader -> %d (epoch %d), ISR %s", tp, st.leader, st.leader_epoch, list(st.isr))
         return changed
 
     async def _shrink_isr(self, dead: set[int]) -> list[TopicPartition]:
         """Followers that died leave the ISR (a new leader epoch, as Kafka's controller writes it)."""
-        changed = []
+        proposed = {}
         for tp, st in list(self.ctx.states.items()):
             if st.leader in dead or st.leader == NO_LEADER or not (set(st.isr) & dead):
                 continue
-            new_isr = [r for r in st.isr if r not in dead]
-            if await self._write_state(tp, st.new_leader_and_isr(st.leader, new_isr)):
-                changed.append(tp)
-        return changed
+            proposed[tp] = st.new_leader_and_isr(st.leader, [r for r in st.isr if r not in dead])
+        return await self._write_states(proposed)
 
     # -- events -----------------------------------------------------------------------------------------------
     async def _on_broker_change(self, _payload: Any) -> None:
