@@ -57,6 +57,11 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest, *,
                 request.group_instance_id if version >= 7 else None,
                 request.generation_id_or_member_epoch if version >= 1 else -1, offsets,
             ))
+            ok = [tp for tp in offsets if errors.get(tp) == E.NONE]
+            if ok:
+                durable = await coord.wait_for_durability(request.group_id)
+                if durable != E.NONE:
+                    errors.update(dict.fromkeys(ok, durable))
     return OffsetCommitResponse(throttle_time_ms=0, topics=[
         OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
             OffsetCommitResponse.OffsetCommitResponsePartition(

@@ -119,6 +119,19 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
 
+    async def wait_for_durability(self, group_id: str, timeout_ms: int = 5000) -> int:
+        """After a commit: wait until the group's records reached every in-sync replica. Replication errors
+        become COORDINATOR_NOT_AVAILABLE, as Kafka answers a commit it could not replicate."""
+        wait = getattr(self.manager.log, "wait_replicated", None)
+        if wait is None:
+            return E.NONE
+        code = await wait(self.partition_for(group_id), timeout_ms)
+        if code in (E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if code == E.NOT_LEADER_OR_FOLLOWER:
+            return E.NOT_COORDINATOR
+        return code
+
     def _validate(self, group_id: str | None, non_empty: bool) -> int | None:
         if group_id is None or (non_empty and group_id == ""):
             return E.INVALID_GROUP_ID

@@ -10,6 +10,7 @@ The topic is created on first use (the first write or FindCoordinator), as Kafka
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ class ReplicaOffsetsLog:
         self.time = time
         self.config = config
         self.topic = topic
+        self._appended: dict[int, int] = {}  # partition -> the end offset of this coordinator's last append
 
     def exists(self) -> bool:
         return self.topic in self.metadata
@@ -65,10 +67,26 @@ class ReplicaOffsetsLog:
         for key, value in records:
             builder.append(now, key, value)
         r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build())
+        if r.error_code == 0 and r.info is not None:
+            self._appended[partition] = r.info.last_offset + 1
         if r.error_code:
             log.warning("append to %s-%d failed with error %d: %s", self.topic, partition, r.error_code,
                         r.error_message)
         return r.error_code
+
+    async def wait_replicated(self, partition: int, timeout_ms: int) -> int:
+        """Wait until every in-sync replica has this coordinator's writes to ``partition`` (Kafka writes group
+        records with acks=-1, ``offsets.commit.required.acks``); the error code (0 once replicated)."""
+        required = self._appended.get(partition)
+        if required is None:
+            return ErrorCode.NONE
+        fut = self.replica_manager.wait_replicated(TopicPartition(self.topic, partition), required)
+        if fut is None:
+            return ErrorCode.NONE
+        try:
+            return await asyncio.wait_for(fut, max(timeout_ms, 1) / 1000)
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT
 
     def offset_range(self, partition: int) -> tuple[int, int]:
         lg = self._log(partition)
