@@ -457,3 +457,26 @@ def test_small_segments_merge_into_one_and_every_survivor_is_seekable(tmp_path, 
     assert lg.read(0, 1 << 20).records  # and reading from the start works too
     assert {r.key: (r.offset, r.value) for r in records_of(lg)} == latest
     lg.close()
+
+
+def test_log_manager_truncation_lowers_the_cleaner_checkpoint(tmp_path, mock_time):
+    lm = LogManager([str(tmp_path)], LogConfig.from_broker_props({}), mock_time)
+    lm.load_logs()
+    lg = lm.get_or_create_log(TP, LogConfig.from_props(COMPACT))
+    write_history(lg)
+    assert lm.cleaner.clean_once() is not None
+    checkpoint = tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE
+    assert checkpoint.read_text() == f"0\n1\ntopic 0 {lg.log_end_offset}\n"
+    assert lm.truncate_to(TP, 20)
+    assert lg.log_end_offset <= 20
+    assert checkpoint.read_text() == f"0\n1\ntopic 0 {lg.log_end_offset}\n"
+    lm.truncate_fully_and_start_at(TP, 100)
+    assert checkpoint.read_text() == "0\n1\ntopic 0 100\n"
+    assert lm.cleaner.clean_once() is None  # paused states were released: nothing dirty, nothing to do
+    lg.append_as_leader(build_batch([b"a"], keys=[b"k"]))
+    lg.append_as_leader(build_batch([b"b"], keys=[b"k"]))
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lm.cleaner.clean_once() is not None  # and cleaning resumes
+    assert [(r.offset, r.value) for r in records_of(lg)] == [(101, b"b")]
+    lm.shutdown()
