@@ -35,7 +35,7 @@ from strom.record.header import HEADER_SIZE, BatchHeader, parse_header
 from strom.storage.checkpoint import CorruptCheckpointError
 from strom.storage.fetch_data_info import FetchDataInfo
 from strom.storage.fs import fsync_dir
-from strom.storage.leader_epoch_cache import LeaderEpochFileCache
+from strom.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, delete_segment_files, load_log
@@ -146,7 +146,7 @@ class Log:
             rebuild_from = None if cache.file_existed else self._segments[0].base_offset
         except (CorruptCheckpointError, OSError) as e:
             log.warning("%s; rebuilding it from the log", e)
-            os.unlink(os.path.join(self.dir, "leader-epoch-checkpoint"))
+            os.unlink(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT_FILE))
             cache = LeaderEpochFileCache(self.dir)
             rebuild_from = self._segments[0].base_offset
         if recovered_from is not None:

@@ -103,7 +103,11 @@ class LogCleaningAbortedError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
-    """The broker's ``log.cleaner.*`` settings (the per-topic ones live in LogConfig)."""
+    """The broker's ``log.cleaner.*`` settings (the per-topic ones live in LogConfig).
+
+    ``log.cleaner.io.buffer.size`` is accepted and validated but has no effect: strom's cleaner reads and writes
+    one batch at a time instead of through Kafka's fixed I/O buffers.
+    """
 
     enable_cleaner: bool = True
     num_threads: int = 1

@@ -232,23 +232,39 @@ class LogManager:
 
         ``config`` (if given) becomes the topic's config for this and later partitions of the topic.
         """
-        with self._lock:
-            self._check_running()
-            existing = self._logs.get(tp)
-            if existing is not None:
-                return existing
+        return self.get_or_create_logs([tp], config)[0]
+
+    def get_or_create_logs(self, tps: list[TopicPartition], config: LogConfig | None = None) -> list[Log]:
+        """:meth:`get_or_create_log` for many partitions (CreateTopics / CreatePartitions), with one directory
+        fsync per log dir instead of one per partition. Raises ValueError before creating anything when a name is
+        illegal."""
+        for tp in tps:
             if not _LEGAL_TOPIC.match(tp.topic) or tp.topic in (".", "..") or tp.partition < 0:
                 raise ValueError(f"illegal topic partition {tp}")
-            if config is not None:
-                self._topic_configs[tp.topic] = config
-            parent = min(self.log_dirs, key=lambda d: self._dir_counts[d])
-            path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
-            fresh = not os.path.exists(path)
-            new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
-            fsync_dir(parent)
-            self._logs[tp] = new_log
-            self._dir_counts[parent] += 1
-            return new_log
+        out: list[Log] = []
+        parents: set[str] = set()
+        with self._lock:
+            self._check_running()
+            try:
+                for tp in tps:
+                    existing = self._logs.get(tp)
+                    if existing is not None:
+                        out.append(existing)
+                        continue
+                    if config is not None:
+                        self._topic_configs[tp.topic] = config
+                    parent = min(self.log_dirs, key=lambda d: self._dir_counts[d])
+                    path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
+                    fresh = not os.path.exists(path)
+                    new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
+                    parents.add(parent)
+                    self._logs[tp] = new_log
+                    self._dir_counts[parent] += 1
+                    out.append(new_log)
+            finally:
+                for parent in parents:
+                    fsync_dir(parent)
+        return out
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove ``tp``'s log: rename its dir to ``<topic>-<partition>.<uuid>-delete``, then delete it."""
@@ -418,11 +434,12 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write both checkpoints, then the clean-shutdown marker per dir."""
+        # The cleaner threads take this manager's lock to list logs: stop them before taking it.
+        self.cleaner.shutdown()
         with self._lock:
             if self._shut_down:
                 return
             self._shut_down = True
-            self.cleaner.shutdown()
             failed = False
             for lg in self._logs.values():
                 try:

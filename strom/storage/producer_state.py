@@ -180,6 +180,9 @@ class ProducerStateManager:
     def take_snapshot(self, end_offset: int) -> bool:
         """Write the state as of ``end_offset`` and remove older snapshots. A failure (full disk) is logged, not
         raised: snapshots only shorten loading, and an older one plus replay gives the same state."""
+        existing = self._snapshot_offsets()
+        if end_offset in existing or (end_offset == 0 and not self.producers):
+            return True  # nothing changed since that snapshot / nothing to replay without one
         doc = {"version": 1, "end_offset": end_offset, "producers": [
             {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp,
              "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches]}

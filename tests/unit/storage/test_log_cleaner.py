@@ -89,6 +89,9 @@ def test_compaction_keeps_last_value_per_key_at_its_original_offset(tmp_path, mo
     assert lg.log_end_offset == before_leo and lg.log_start_offset == 0
     assert lg.size_in_bytes < before_size / 3 and lg.num_segments <= segments_before
     assert lg.active_segment is active_before  # the active segment is never touched
+    for key, (offset, value) in latest.items():  # random access (a consumer seeking) finds each survivor
+        first = RecordBatch(split_batches(lg.read(offset, 1).records)[0][2]).records()
+        assert (key, value) in [(r.key, r.value) for r in first if r.offset == offset]
     with open(tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE) as f:
         assert f.read() == f"0\n1\ntopic 0 {lg.active_segment.base_offset}\n"
     # A follower copying the cleaned log (with its offset gaps) gets the same batches.
@@ -383,3 +386,97 @@ def test_compacted_topic_refuses_records_without_key(tmp_path, mock_time):
     assert plain.append_as_leader(build_batch([b"b"])).first_offset == 0  # delete-policy topics take them
     plain.close()
     lg.close()
+
+
+def test_readers_during_cleaning_always_see_a_consistent_log(tmp_path, mock_time):
+    import threading
+
+    lg = open_log(tmp_path, mock_time)
+    latest = write_history(lg, rounds=20)
+    cleaner = cleaner_for(tmp_path, mock_time, lg)
+    stop = threading.Event()
+    problems: list[str] = []
+    passes = [0]
+
+    def reader() -> None:
+        while not stop.is_set():
+            offset, last = 0, -1
+            try:
+                while offset < lg.log_end_offset:
+                    data = lg.read(offset, 1 << 20).records
+                    if not data:
+                        break
+                    for base, last_offset, raw in split_batches(data):
+                        batch = RecordBatch(raw)
+                        if not batch.is_valid() or base <= last:
+                            problems.append(f"bad batch {base} after {last}")
+                        last = last_offset
+                    offset = last + 1
+            except Exception as e:  # noqa: BLE001 - any failure of a read is what this test looks for
+                problems.append(repr(e))
+            passes[0] += 1
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for r in range(5):
+            cleaner.clean_once()
+            latest.update({b"key-%d" % r: (lg.append_as_leader(build_batch([b"again"], keys=[b"key-%d" % r])).first_offset, b"again")})
+            lg.roll()
+            lg.update_high_watermark(lg.log_end_offset)
+        deadline = _time.monotonic() + 20
+        start_passes = passes[0]
+        while passes[0] < start_passes + 3:  # let the reader finish a few full passes over the final log
+            assert _time.monotonic() < deadline
+            _time.sleep(0.01)
+    finally:
+        stop.set()
+        t.join()
+    cleaner.clean_once()
+    assert problems == []
+    assert {r.key: (r.offset, r.value) for r in records_of(lg)} == latest
+    lg.close()
+
+
+def test_small_segments_merge_into_one_and_every_survivor_is_seekable(tmp_path, mock_time):
+    lg = open_log(tmp_path, mock_time)
+    latest = {}
+    for i in range(40):
+        key = b"key-%d" % (i % 7)
+        latest[key] = (lg.append_as_leader(build_batch([b"v%d" % i], keys=[key])).first_offset, b"v%d" % i)
+        if i % 3 == 2:
+            lg.roll()  # many small segments
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    segments_before = lg.num_segments
+    cleaner_for(tmp_path, mock_time, lg).clean_once()
+    assert lg.num_segments < segments_before / 3  # groups of small segments became one segment each
+    for key, (offset, value) in latest.items():  # a consumer seeking to each survivor finds it
+        first = RecordBatch(split_batches(lg.read(offset, 1).records)[0][2]).records()
+        assert [(r.key, r.value) for r in first if r.offset == offset] == [(key, value)]
+    assert lg.read(0, 1 << 20).records  # and reading from the start works too
+    assert {r.key: (r.offset, r.value) for r in records_of(lg)} == latest
+    lg.close()
+
+
+def test_log_manager_truncation_lowers_the_cleaner_checkpoint(tmp_path, mock_time):
+    lm = LogManager([str(tmp_path)], LogConfig.from_broker_props({}), mock_time)
+    lm.load_logs()
+    lg = lm.get_or_create_log(TP, LogConfig.from_props(COMPACT))
+    write_history(lg)
+    assert lm.cleaner.clean_once() is not None
+    checkpoint = tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE
+    assert checkpoint.read_text() == f"0\n1\ntopic 0 {lg.log_end_offset}\n"
+    assert lm.truncate_to(TP, 20)
+    assert lg.log_end_offset <= 20
+    assert checkpoint.read_text() == f"0\n1\ntopic 0 {lg.log_end_offset}\n"
+    lm.truncate_fully_and_start_at(TP, 100)
+    assert checkpoint.read_text() == "0\n1\ntopic 0 100\n"
+    assert lm.cleaner.clean_once() is None  # paused states were released: nothing dirty, nothing to do
+    lg.append_as_leader(build_batch([b"a"], keys=[b"k"]))
+    lg.append_as_leader(build_batch([b"b"], keys=[b"k"]))
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lm.cleaner.clean_once() is not None  # and cleaning resumes
+    assert [(r.offset, r.value) for r in records_of(lg)] == [(101, b"b")]
+    lm.shutdown()

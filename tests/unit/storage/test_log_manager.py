@@ -199,3 +199,15 @@ def test_corrupt_high_watermark_checkpoint_starts_at_log_start(tmp_path, mock_ti
     assert lm2.get_log(TopicPartition("t", 0)).high_watermark == 0
     assert "replication-offset-checkpoint" in caplog.text
     lm2.shutdown()
+
+
+def test_get_or_create_logs_in_bulk(tmp_path, mock_time):
+    lm = manager([tmp_path / "a", tmp_path / "b"], mock_time)
+    first = lm.get_or_create_log(TopicPartition("t", 0))
+    logs = lm.get_or_create_logs([TopicPartition("t", p) for p in range(10)])
+    assert logs[0] is first and len({id(lg) for lg in logs}) == 10
+    assert sorted(len(os.listdir(tmp_path / d)) for d in ("a", "b")) == [6, 6]  # 5 partitions + .lock each
+    with pytest.raises(ValueError, match="illegal topic partition"):
+        lm.get_or_create_logs([TopicPartition("u", 0), TopicPartition("bad/name", 0)])
+    assert lm.get_log(TopicPartition("u", 0)) is None  # nothing was created
+    lm.shutdown()

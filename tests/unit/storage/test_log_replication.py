@@ -186,3 +186,16 @@ def test_follower_append_far_ahead_of_an_empty_log(make_log):
     assert lg.log_end_offset == far + 1
     assert lg.active_segment.base_offset == far
     assert struct.unpack_from(">q", lg.read(far, 100).records)[0] == far
+
+
+def test_unreadable_epoch_checkpoint_is_rebuilt_from_the_log(make_log):
+    lg = make_log()
+    lg.append_as_leader(build_batch([b"x"]), leader_epoch=2)
+    lg.append_as_leader(build_batch([b"y"]), leader_epoch=5)
+    lg.close()
+    with open(os.path.join(lg.dir, LEADER_EPOCH_CHECKPOINT_FILE), "w") as f:
+        f.write("0\n2\n2 zero\n")
+    reopened = make_log()
+    assert reopened.leader_epoch_cache.entries == [(2, 0), (5, 1)]
+    with open(os.path.join(lg.dir, LEADER_EPOCH_CHECKPOINT_FILE)) as f:
+        assert f.read() == "0\n2\n2 0\n5 1\n"
