@@ -130,6 +130,9 @@ class AdminManager(ABC):
                 f"{replication_factor} cannot be reached because only {len(brokers)} broker(s) are registered.")
         return assign_replicas(brokers, num_partitions, replication_factor, start_partition)
 
+    def check_capacity(self, new_partitions: int) -> None:
+        """Refuse partitions this broker could not host (file descriptors, memory) before anything is written."""
+
     def check_assignment(self, assignment: list[list[int]]) -> None:
         alive = {b.node_id for b in self.metadata.alive_brokers()}
         for i, replicas in enumerate(assignment):
@@ -202,6 +205,11 @@ class StandaloneAdminManager(AdminManager):
         self.replica_manager = replica_manager
         self._lock = asyncio.Lock()
 
+    def check_capacity(self, new_partitions: int) -> None:
+        problem = self.replica_manager.log_manager.check_capacity(new_partitions)
+        if problem is not None:
+            raise for_code(ErrorCode.INVALID_PARTITIONS, problem)
+
     async def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str],
                            timeout_ms: int) -> TopicInfo:
         async with self._lock:
@@ -257,7 +265,7 @@ class StandaloneAdminManager(AdminManager):
         tps = [TopicPartition(info.name, p) for p in range(info.num_partitions)]
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(None, lambda: [rm.log_manager.get_or_create_log(tp, cfg) for tp in tps])
+            await loop.run_in_executor(None, rm.log_manager.get_or_create_logs, tps, cfg)
         except OSError as e:
             log.error("cannot create the logs of %s: %s", info.name, e)
             raise for_code(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the logs of {info.name}: {e}") from None

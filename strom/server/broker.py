@@ -13,6 +13,7 @@ import logging
 import os
 from pathlib import Path
 
+from strom.common.errors import ConfigError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.server.admin_manager import AdminManager, StandaloneAdminManager
@@ -37,6 +38,7 @@ from strom.server.zk.znodes import BrokerRegistration, EndPoint
 from strom.server.zk_admin_manager import ZkAdminManager
 from strom.server.zk_metadata_cache import ZkMetadataCache
 from strom.storage.fs import raise_open_file_limit
+from strom.storage.log_cleaner import CleanerConfig
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 
@@ -54,6 +56,10 @@ class BrokerServer:
         self.node_id = config.node_id
         self.log_dirs = [Path(d).absolute() for d in config.log_dirs]
         self.default_log_config = LogConfig.from_broker_props(config.originals)
+        try:
+            self.cleaner_config = CleanerConfig.from_broker_props(config.originals)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         self.metadata: MetadataCache | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -89,8 +95,10 @@ class BrokerServer:
             self.time,
             flush_check_ms=int(c["log.flush.scheduler.interval.ms"]),
             retention_check_ms=int(c["log.retention.check.interval.ms"]),
+            cleaner_config=self.cleaner_config,
         )
         await loop.run_in_executor(None, self.log_manager.load_logs)
+        self.log_manager.startup()  # the log cleaner threads
         await self._bind_listeners()
         admin_kw = dict(num_partitions=int(c["num.partitions"]),
                         default_replication_factor=int(c["default.replication.factor"]),

@@ -187,7 +187,7 @@ class _ReplicaFetcher:
                 if target < lg.log_end_offset:
                     log.info("%s: truncating from %d to %d to match leader %d (epoch %d)", tp, lg.log_end_offset,
                              target, self.leader_id, r.leader_epoch)
-                    lg.truncate_to(target)
+                    rm.log_manager.truncate_to(tp, target)
                 st.truncating = False
 
     async def _fetch(self, channel: BrokerChannel) -> None:
@@ -228,7 +228,7 @@ class _ReplicaFetcher:
                     if pd.log_start_offset > lg.log_end_offset:
                         log.info("%s: leader's log starts at %d past ours (%d): starting over there", tp,
                                  pd.log_start_offset, lg.log_end_offset)
-                        lg.truncate_fully_and_start_at(pd.log_start_offset)
+                        rm.log_manager.truncate_fully_and_start_at(tp, pd.log_start_offset)
                     else:
                         st.truncating = True
                 else:

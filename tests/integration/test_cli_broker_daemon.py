@@ -78,7 +78,7 @@ def test_daemon_that_cannot_start_reports_the_brokers_error(tmp_path: Path) -> N
                         env={"LOG_DIR": str(tmp_path / "logs")})
     assert result.returncode == 1
     line = result.stderr.strip()
-    assert line.startswith("Error: Cannot start the broker: ") and "address already in use" in line
+    assert line.startswith("Error: Cannot start the broker: ") and "address already in use" in line.lower()
     assert line.endswith(f"(strom broker 4 exited with code 1; see {tmp_path / 'logs' / 'stromServer.out'})")
     assert not (tmp_path / "data" / PID_FILE_NAME).exists()
 

@@ -55,6 +55,7 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest, *, metad
                 raise for_code(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             info = metadata.topic(t.name)
             new = _plan(t, info, admin)
+            admin.check_capacity(len(new))
             if not request.validate_only:
                 assert info is not None
                 await admin.create_partitions(info, new, request.timeout_ms)

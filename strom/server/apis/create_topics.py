@@ -76,6 +76,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata:
             if name in metadata:
                 raise for_code(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             assignment, configs = _plan(t, admin, config)
+            admin.check_capacity(len(assignment))
             topic_id = None
             if not request.validate_only:
                 info = await admin.create_topic(name, assignment, configs, request.timeout_ms)
