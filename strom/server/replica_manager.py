@@ -24,6 +24,7 @@ from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
+from strom.storage.log_validator import AppendOrigin
 
 __all__ = ["ReplicaManager", "AppendResult", "FetchPartition", "FetchResult"]
 
@@ -53,6 +54,7 @@ class FetchResult:
     log_start_offset: int = -1
     records: bytes | memoryview = b""
     last_stable_offset: int = -1
+    aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset), read_committed only
 
 
 class ReplicaManager:
@@ -240,11 +242,12 @@ class ReplicaManager:
                 p.maybe_shrink_isr(now, self.replica_lag_time_max_ms)
 
     # -- append -----------------------------------------------------------------------------------------------
-    def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1) -> AppendResult:
+    def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1,
+                     origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         try:
             p = self.leader_partition(tp)
             min_isr = self.log_config(tp.topic).min_insync_replicas
-            info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds())
+            info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds(), origin)
         except BrokerResponseError as e:
             log.info("rejected produce to %s: %s", tp, e)
             return AppendResult(e.errno, None, e.message)
@@ -258,9 +261,10 @@ class ReplicaManager:
         return AppendResult(ErrorCode.NONE, info, None)
 
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
-                             timeout_ms: int) -> dict[TopicPartition, AppendResult]:
+                             timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                             ) -> dict[TopicPartition, AppendResult]:
         """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce)."""
-        results = {tp: self.append_local(tp, recs, required_acks) for tp, recs in entries.items()}
+        results = {tp: self.append_local(tp, recs, required_acks, origin) for tp, recs in entries.items()}
         if required_acks != -1:
             return results
         waits: dict[TopicPartition, asyncio.Future[int]] = {}
@@ -321,8 +325,10 @@ class ReplicaManager:
                 fut.set_result(code)
 
     # -- fetch ------------------------------------------------------------------------------------------------
-    def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool) -> FetchResult:
-        """One partition's read for Fetch: consumers up to the HW from the leader, followers up to the LEO."""
+    def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool,
+             isolation_level: int = 0) -> FetchResult:
+        """One partition's read for Fetch: consumers up to the HW from the leader (read_committed: up to the last
+        stable offset, with the aborted transactions the records overlap), followers up to the LEO."""
         p = self.partitions.get(part.tp)
         if p is None:
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
@@ -337,7 +343,9 @@ class ReplicaManager:
         is_follower = replica_id >= 0
         lg = p.log
         hw = p.high_watermark
-        max_offset = lg.log_end_offset if is_follower else hw
+        lso = lg.last_stable_offset
+        read_committed = isolation_level == 1 and not is_follower
+        max_offset = lg.log_end_offset if is_follower else lso if read_committed else hw
         records: bytes | memoryview = b""
         code = ErrorCode.NONE
         if part.fetch_offset != max_offset or part.fetch_offset > lg.log_end_offset:
@@ -349,7 +357,11 @@ class ReplicaManager:
         if is_follower and code == ErrorCode.NONE:
             p.update_follower_fetch_state(replica_id, part.fetch_offset, self.time.milliseconds())
             hw = p.high_watermark
-        return FetchResult(code, hw, lg.log_start_offset, records, hw)
+        aborted = None
+        if read_committed and records:
+            aborted = [(a.producer_id, a.first_offset)
+                       for a in lg.collect_aborted_transactions(part.fetch_offset, max_offset)]
+        return FetchResult(code, hw, lg.log_start_offset, records, lso, aborted)
 
     def _wake_fetches(self, tp: TopicPartition) -> None:
         waiters = self._fetch_waiters.pop(tp, None)

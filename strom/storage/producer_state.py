@@ -24,7 +24,7 @@ from strom.common.error_codes import InvalidProducerEpochError, OutOfOrderSequen
 from strom.record.header import BatchHeader
 from strom.storage.fs import atomic_write
 
-__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "SNAPSHOT_SUFFIX"]
+__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "CompletedTxn", "SNAPSHOT_SUFFIX"]
 
 log = logging.getLogger("strom.storage")
 
@@ -49,6 +49,9 @@ class ProducerStateEntry:
     epoch: int = NO_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    # The offset of this producer's first record in its open transaction; -1 when none is open (Kafka's
+    # ``currentTxnFirstOffset``). The partition's last stable offset cannot pass it.
+    current_txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -71,8 +74,18 @@ def _last_seq(h: BatchHeader) -> int:
     return (h.base_sequence + h.last_offset_delta) & INT_MAX
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
 class ProducerStateManager:
-    """Per-partition producer ids → epoch and recent batches."""
+    """Per-partition producer ids → epoch, recent batches and open transactions."""
 
     def __init__(self, log_dir: str, producer_id_expiration_ms: int = 86_400_000) -> None:
         self.log_dir = log_dir
@@ -117,8 +130,12 @@ class ProducerStateManager:
             pending[h.producer_id] = (h.producer_epoch, _last_seq(h))
         return None
 
-    def update(self, headers: Iterable[BatchHeader]) -> None:
-        """Record appended batches (headers carry their assigned offsets)."""
+    def update(self, headers: Iterable[BatchHeader], control_types: dict[int, int] | None = None,
+               ) -> list[CompletedTxn]:
+        """Record appended batches (headers carry their assigned offsets); returns the transactions that their
+        markers ended. ``control_types``: base offset → control record type (0 ABORT, 1 COMMIT) of each control
+        batch among them."""
+        completed: list[CompletedTxn] = []
         for h in headers:
             if h.producer_id < 0:
                 continue
@@ -128,13 +145,35 @@ class ProducerStateManager:
             if h.producer_epoch != entry.epoch:
                 entry.epoch = h.producer_epoch
                 entry.batches.clear()
+            if h.is_control:
+                ctype = (control_types or {}).get(h.base_offset, -1)
+                if ctype in (0, 1) and entry.current_txn_first_offset >= 0:
+                    completed.append(CompletedTxn(h.producer_id, entry.current_txn_first_offset, h.base_offset,
+                                                  ctype == 0))
+                    entry.current_txn_first_offset = -1
+                entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+                continue
+            if h.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = h.base_offset
             if h.base_sequence >= 0:
                 entry.batches.append(BatchMetadata(h.base_sequence, _last_seq(h), h.base_offset,
                                                    h.base_offset + h.last_offset_delta, h.max_timestamp))
             entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        return completed
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None when no transaction is open)."""
+        firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+        return min(firsts) if firsts else None
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id → first offset of its open transaction."""
+        return {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                if e.current_txn_first_offset >= 0}
 
     def remove_expired(self, now_ms: int) -> int:
-        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
+        expired = [pid for pid, e in self.producers.items()
+                   if now_ms - e.last_timestamp >= self.expiration_ms and e.current_txn_first_offset < 0]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
@@ -144,7 +183,9 @@ class ProducerStateManager:
         for pid in list(self.producers):
             e = self.producers[pid]
             kept = [b for b in e.batches if b.last_offset < offset]
-            if not kept:
+            if e.current_txn_first_offset >= offset:
+                e.current_txn_first_offset = -1
+            if not kept and e.current_txn_first_offset < 0:
                 del self.producers[pid]
             else:
                 e.batches = deque(kept, maxlen=NUM_BATCHES_TO_RETAIN)
@@ -184,7 +225,7 @@ class ProducerStateManager:
         if end_offset in existing or (end_offset == 0 and not self.producers):
             return True  # nothing changed since that snapshot / nothing to replay without one
         doc = {"version": 1, "end_offset": end_offset, "producers": [
-            {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp,
+            {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp, "txn_first": e.current_txn_first_offset,
              "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches]}
             for e in self.producers.values()
         ]}
@@ -211,7 +252,8 @@ class ProducerStateManager:
                     doc = json.loads(f.read())
                 self.producers = {}
                 for p in doc["producers"]:
-                    e = ProducerStateEntry(int(p["pid"]), int(p["epoch"]), last_timestamp=int(p["last_ts"]))
+                    e = ProducerStateEntry(int(p["pid"]), int(p["epoch"]), last_timestamp=int(p["last_ts"]),
+                                           current_txn_first_offset=int(p.get("txn_first", -1)))
                     for b in p["batches"]:
                         e.batches.append(BatchMetadata(*(int(x) for x in b)))
                     self.producers[e.producer_id] = e
