@@ -106,3 +106,48 @@ def test_markers_across_brokers_and_coordinator_kill(tmp_path) -> None:  # type:
         finally:
             for n, b in cluster.brokers.items():  # shown by pytest when the test failed
                 print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))
+
+
+def test_coordinator_killed_between_commit_decision_and_markers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """EndTxn's decision (PrepareCommit) is written but the marker cannot reach the partition's leader (stopped
+    with SIGSTOP); then the coordinator is killed with SIGKILL. Its successor loads PrepareCommit and writes the
+    marker once the leader is back: the transaction becomes visible, entirely."""
+    import os
+    import signal
+
+    overrides = {"transaction.state.log.num.partitions": "3", "min.insync.replicas": "1"}
+    with LocalCluster(3, overrides=overrides) as cluster:
+        try:
+            p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "prep-tx", "linger.ms": 5,
+                          "transaction.timeout.ms": 120000})
+            p.init_transactions(60)
+            first = cluster.bootstrap.split(",")[0]
+            with RawClient(first) as rc:
+                fc = rc.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="prep-tx", key_type=1))
+            assert fc.error_code == 0
+            coordinator = fc.node_id
+            data_leader = next(n for n in (1, 2, 3) if n != coordinator)
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            for f in admin.create_topics([NewTopic("prep", num_partitions=1, replica_assignment=[[data_leader]])],
+                                         operation_timeout=30).values():
+                f.result(60)
+            p.begin_transaction()
+            for i in range(10):
+                p.produce("prep", value=b"v-%d" % i, partition=0)
+            p.flush(60)
+            stopped = cluster.brokers[data_leader].proc
+            assert stopped is not None
+            os.kill(stopped.pid, signal.SIGSTOP)
+            try:
+                p.commit_transaction(90)  # the decision is durable; the marker is still pending
+                assert "prep-tx: markers still being written" in cluster.brokers[coordinator].read_log()
+                cluster.brokers[coordinator].kill()
+            finally:
+                os.kill(stopped.pid, signal.SIGCONT)
+            survivors = [n for n in (1, 2, 3) if n != coordinator]
+            boot = cluster.bootstrap_of(*survivors)
+            got = read_committed(boot, "prep", 1, 10, timeout_s=120)
+            assert got == [b"v-%d" % i for i in range(10)]
+        finally:
+            for n, b in cluster.brokers.items():  # shown by pytest when the test failed
+                print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))
