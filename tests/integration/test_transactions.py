@@ -217,3 +217,30 @@ def test_bad_input_gets_kafka_error_codes(txn_broker: BrokerProcess) -> None:
         codes = [p.partition_error_code for t in missing.results_by_topic_v3_and_below
                  for p in t.results_by_partition]
         assert codes == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_idle_transactional_id_expires(tmp_path) -> None:
+    """``transactional.id.expiration.ms``: an id idle that long is forgotten (tombstoned), also across a restart."""
+    overrides = {"transactional.id.expiration.ms": "1000",
+                 "transaction.remove.expired.transaction.cleanup.interval.ms": "100"}
+    with BrokerProcess(data_dir=tmp_path / "data", overrides=overrides) as b, RawClient(b.bootstrap) as c:
+        deadline = time.monotonic() + 20
+        while c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="idle", key_type=1)).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        init = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id="idle",
+                                                                           transaction_timeout_ms=60000))
+        assert init.error_code == 0
+        end = EndTxnRequest(transactional_id="idle", producer_id=init.producer_id,
+                            producer_epoch=init.producer_epoch, committed=False)
+        assert c.request(ApiKey.END_TXN, 3, end).error_code == ErrorCode.INVALID_TXN_STATE  # known, nothing open
+        deadline = time.monotonic() + 20
+        while c.request(ApiKey.END_TXN, 3, end).error_code != ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+            assert time.monotonic() < deadline, "the idle transactional id was never expired"
+            time.sleep(0.1)
+    with BrokerProcess(data_dir=tmp_path / "data", overrides=overrides) as b, RawClient(b.bootstrap) as c:
+        deadline = time.monotonic() + 20
+        while c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="idle", key_type=1)).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert c.request(ApiKey.END_TXN, 3, end).error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
