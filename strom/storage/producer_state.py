@@ -91,6 +91,10 @@ class ProducerStateManager:
         self.log_dir = log_dir
         self.expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # first_unstable_offset() is asked on every Fetch: cached, recomputed only after a transaction began or
+        # ended (or the state was reloaded or truncated).
+        self._unstable_cache: int | None = None
+        self._unstable_dirty = True
 
     # -- append path --------------------------------------------------------------------------------------
     def check(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
@@ -151,10 +155,12 @@ class ProducerStateManager:
                     completed.append(CompletedTxn(h.producer_id, entry.current_txn_first_offset, h.base_offset,
                                                   ctype == 0))
                     entry.current_txn_first_offset = -1
+                    self._unstable_dirty = True
                 entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
                 continue
             if h.is_transactional and entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = h.base_offset
+                self._unstable_dirty = True
             if h.base_sequence >= 0:
                 entry.batches.append(BatchMetadata(h.base_sequence, _last_seq(h), h.base_offset,
                                                    h.base_offset + h.last_offset_delta, h.max_timestamp))
@@ -163,8 +169,11 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (None when no transaction is open)."""
-        firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
-        return min(firsts) if firsts else None
+        if self._unstable_dirty:
+            firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+            self._unstable_cache = min(firsts) if firsts else None
+            self._unstable_dirty = False
+        return self._unstable_cache
 
     def ongoing_transactions(self) -> dict[int, int]:
         """producer id → first offset of its open transaction."""
@@ -180,6 +189,7 @@ class ProducerStateManager:
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or beyond ``offset`` (log truncation)."""
+        self._unstable_dirty = True
         for pid in list(self.producers):
             e = self.producers[pid]
             kept = [b for b in e.batches if b.last_offset < offset]
@@ -193,6 +203,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log restarted empty at ``offset``: forget every producer and every snapshot."""
         self.producers = {}
+        self._unstable_dirty = True
         self.delete_snapshots_after(-1)
 
     # -- snapshots ----------------------------------------------------------------------------------------
@@ -244,6 +255,7 @@ class ProducerStateManager:
 
     def load_snapshot(self, max_offset: int) -> int:
         """Load the newest readable snapshot at or below ``max_offset``; returns its offset (0 when none)."""
+        self._unstable_dirty = True
         for off in reversed(self._snapshot_offsets()):
             if off > max_offset:
                 continue
