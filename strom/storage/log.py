@@ -457,6 +457,13 @@ class Log:
             unstable = self.producer_state.first_unstable_offset()
             return self._high_watermark if unstable is None else min(unstable, self._high_watermark)
 
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, open transaction's first offset or -1) of each
+        producer the partition remembers (DescribeProducers)."""
+        with self._lock:
+            return [(e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.current_txn_first_offset)
+                    for e in self.producer_state.producers.values()]
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         with self._lock:
             return self.txn_index.collect_aborted(start_offset, upper_bound_offset)

@@ -244,3 +244,33 @@ def test_idle_transactional_id_expires(tmp_path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert c.request(ApiKey.END_TXN, 3, end).error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_describe_list_transactions_and_producers(txn_broker: BrokerProcess) -> None:
+    from strom.protocol.messages.describe_producers import DescribeProducersRequest
+    from strom.protocol.messages.describe_transactions import DescribeTransactionsRequest
+    from strom.protocol.messages.list_transactions import ListTransactionsRequest
+
+    b = txn_broker.bootstrap
+    create_topic(b, "st-desc", 2)
+    with producer(b, "st-desc-tx") as p, RawClient(b) as c:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("st-desc", value=b"x", partition=1).get(10)
+        d = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+            transactional_ids=["st-desc-tx", "nobody"])).transaction_states
+        assert (d[0].error_code, d[0].transaction_state, [(t.topic, t.partitions) for t in d[0].topics]) == \
+            (0, "Ongoing", [("st-desc", [1])])
+        assert d[1].error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        ongoing = c.request(ApiKey.LIST_TRANSACTIONS, 1, ListTransactionsRequest(
+            state_filters=["Ongoing", "Bogus"], producer_id_filters=[], duration_filter=-1))
+        assert ongoing.unknown_state_filters == ["Bogus"]
+        assert [s.transactional_id for s in ongoing.transaction_states] == ["st-desc-tx"]
+        producers = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(topics=[
+            DescribeProducersRequest.TopicRequest(name="st-desc", partition_indexes=[1])])).topics[0].partitions[0]
+        assert [(s.producer_id, s.current_txn_start_offset) for s in producers.active_producers] == \
+            [(d[0].producer_id, 0)]
+        p.commit_transaction()
+        after = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+            transactional_ids=["st-desc-tx"])).transaction_states[0]
+        assert after.transaction_state == "CompleteCommit" and after.topics == []
