@@ -104,7 +104,9 @@ class ReplicaOffsetsLog:
     def delete_before(self, partition: int, offset: int) -> None:
         lg = self._log(partition)
         if lg is not None:
-            lg.delete_records_before(offset)
+            # Never past an open transaction's first record (TxnOffsetCommit): its offsets apply at its marker.
+            unstable = lg.first_unstable_offset
+            lg.delete_records_before(offset if unstable is None else min(offset, unstable))
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """Every data record of the partition in the order it took effect; control batches are skipped and
