@@ -277,7 +277,7 @@ class Log:
             if result.num_batches == 0:
                 return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
             headers = _headers(result.records)
-            if origin == AppendOrigin.CLIENT:
+            if origin != AppendOrigin.REPLICATION:  # clients' sequences, and stale transaction markers
                 duplicate = self.producer_state.check(headers)
                 if duplicate is not None:
                     # A retried batch already in the log: answer with where it went, write nothing.

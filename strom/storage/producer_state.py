@@ -105,6 +105,15 @@ class ProducerStateManager:
         """
         pending: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) within this append
         for h in headers:
+            if h.is_control and h.producer_id >= 0:
+                # A transaction marker from a coordinator that fenced the producer carries a newer epoch; one
+                # with an older epoch than the partition has seen is stale (Kafka: ProducerFencedException).
+                current = self.producers.get(h.producer_id)
+                if current is not None and h.producer_epoch < current.epoch:
+                    raise InvalidProducerEpochError(
+                        f"Transaction marker of producer {h.producer_id} has epoch {h.producer_epoch}, older than "
+                        f"the last seen epoch {current.epoch}")
+                continue
             if h.producer_id < 0 or h.base_sequence < 0:
                 continue
             entry = self.producers.get(h.producer_id)

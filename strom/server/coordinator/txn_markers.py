@@ -95,7 +95,14 @@ class TxnMarkerWriter:
                                                     self.timeout_ms)
             else:
                 codes = await self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
-            pending.update(tp for tp, code in codes.items() if code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION))
+            for tp, code in codes.items():
+                if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
+                    # The partition saw a newer epoch of this producer: this marker is stale, retrying cannot
+                    # help (Kafka's coordinator drops it too).
+                    log.warning("dropping the stale marker of producer %d epoch %d for %s", producer_id,
+                                producer_epoch, tp)
+                elif code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                    pending.add(tp)
         return pending
 
     async def _send(self, leader: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.control import ControlRecordType, build_control_batch
 from strom.storage.log_validator import AppendOrigin
@@ -79,3 +81,17 @@ def test_truncation_reopens_a_transaction_whose_marker_went(make_log):
     lg.update_high_watermark(2)
     assert lg.last_stable_offset == 0
     assert lg.collect_aborted_transactions(0, 2) == []
+
+
+def test_stale_marker_is_refused(make_log):
+    from strom.common.error_codes import InvalidProducerEpochError
+
+    lg = make_log()
+    lg.append_as_leader(txn_batch(7, 0, 2, epoch=3))
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_as_leader(marker(7, ControlRecordType.COMMIT, epoch=2), origin=AppendOrigin.COORDINATOR)
+    assert lg.log_end_offset == 2
+    # A coordinator that fenced the producer writes its ABORT with a newer epoch: accepted.
+    lg.append_as_leader(marker(7, ControlRecordType.ABORT, epoch=4), origin=AppendOrigin.COORDINATOR)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 3
