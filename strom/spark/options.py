@@ -97,6 +97,7 @@ class SinkOptions:
     producer_config: dict[str, str] = field(default_factory=dict)
     skip_committed_tasks: bool = True
     marker_group_prefix: str = "strom-spark-sink"
+    transactional: bool = False  # each task's rows (and its commit marker) in one Kafka transaction
 
 
 def parse_bool(key: str, value: str) -> bool:
@@ -298,4 +299,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         producer_config=producer,
         skip_committed_tasks=parse_bool("skipCommittedTasks", opts.get("skipcommittedtasks", "true")),
         marker_group_prefix=opts.get("commitmarkergroupprefix", "strom-spark-sink"),
+        transactional=parse_bool("transactional", opts.get("transactional", "false")),
     )
