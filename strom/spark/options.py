@@ -290,8 +290,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise OptionError("Kafka option 'value.serializer' is not supported as value are serialized with "
                           "ByteArraySerializer.")
     if "kafka.transactional.id" in opts:
-        raise OptionError("Kafka option 'transactional.id' is not supported: the strom sink writes with one "
-                          "idempotent producer per task (see docs/spark.md).")
+        raise OptionError("Kafka option 'transactional.id' is not supported: the strom sink chooses one "
+                          "transactional id per query and Spark partition; set the option 'transactional' to "
+                          "'true' instead (see docs/spark.md).")
     producer = _kafka_params(opts)
     topic = opts.get("topic")
     return SinkOptions(
