@@ -17,9 +17,17 @@ from strom.common.errors import BrokerResponseError
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from strom.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from strom.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
 from strom.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from strom.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from strom.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from strom.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -180,3 +188,42 @@ async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest, *, co
                                                                    error_message=msg))
     return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[
         R.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+@api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0)
+async def alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest, *,
+                                        controller: object) -> AlterPartitionReassignmentsResponse:
+    R = AlterPartitionReassignmentsResponse
+    if controller is None or not getattr(controller, "active", False):
+        message = "This broker is not the controller." if controller is not None else \
+            "A standalone broker has one replica per partition: there is nothing to reassign."
+        code = ErrorCode.NOT_CONTROLLER if controller is not None else ErrorCode.INVALID_REQUEST
+        return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
+    wanted = {TopicPartition(t.name, p.partition_index): (list(p.replicas) if p.replicas is not None else None)
+              for t in request.topics for p in t.partitions}
+    results = await controller.call("alter_reassignments", wanted)  # type: ignore[attr-defined]
+    by_topic: dict[str, list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]] = {}
+    for tp, (code, msg) in results.items():
+        by_topic.setdefault(tp.topic, []).append(R.ReassignablePartitionResponse(
+            partition_index=tp.partition, error_code=code, error_message=msg))
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
+        R.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+@api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0)
+async def list_partition_reassignments(ctx: RequestContext, request: ListPartitionReassignmentsRequest, *,
+                                       controller: object) -> ListPartitionReassignmentsResponse:
+    R = ListPartitionReassignmentsResponse
+    if controller is None:
+        return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[])
+    if not getattr(controller, "active", False):
+        return R(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, error_message=None, topics=[])
+    wanted = None if request.topics is None else [TopicPartition(t.name, p) for t in request.topics
+                                                  for p in t.partition_indexes]
+    ongoing = await controller.call("list_reassignments", wanted)  # type: ignore[attr-defined]
+    by_topic: dict[str, list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]] = {}
+    for tp, (replicas, adding, removing) in sorted(ongoing.items()):
+        by_topic.setdefault(tp.topic, []).append(R.OngoingPartitionReassignment(
+            partition_index=tp.partition, replicas=replicas, adding_replicas=adding, removing_replicas=removing))
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[
+        R.OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])
