@@ -30,6 +30,7 @@ from typing import Any
 
 from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
+from strom.admin import elections as _elections
 from strom.admin import groups as _groups
 from strom.admin import records as _records
 from strom.admin import topics as _topics
@@ -43,6 +44,7 @@ from strom.admin.models import (
     ConsumerGroupState,
     CreatedTopic,
     DeletedRecords,
+    ElectionType,
     ListOffsetsResultInfo,
     NewPartitions,
     NewTopic,
@@ -52,6 +54,7 @@ from strom.admin.models import (
 )
 from strom.admin.results import (
     DescribeClusterResult,
+    ElectLeadersResult,
     KeyedResult,
     ListConsumerGroupOffsetsResult,
     ListConsumerGroupsResult,
@@ -218,6 +221,21 @@ class AdminClient:
     def describe_cluster(self, *, include_authorized_operations: bool = False,
                          timeout_ms: int | None = None) -> DescribeClusterResult:
         return _cluster.describe_cluster(self._runnable, include_authorized_operations, timeout_ms)
+
+    def elect_leaders(self, election_type: ElectionType | int | str,
+                      partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None) -> ElectLeadersResult:
+        """Ask the controller to elect leaders (Kafka's ``electLeaders``, KIP-460): ``PREFERRED`` gives each
+        partition back to its first replica, ``UNCLEAN`` elects a leader for partitions without one from any live
+        replica. ``partitions=None`` means every partition of the cluster."""
+        if isinstance(election_type, str):
+            try:
+                election_type = ElectionType[election_type.upper()]
+            except KeyError:
+                raise ValueError(f"Unknown election type {election_type!r}: expected 'preferred' or "
+                                 "'unclean'") from None
+        return _elections.elect_leaders(self._runnable, ElectionType(election_type),
+                                        None if partitions is None else list(partitions), timeout_ms)
 
     # ------------------------------------------------------------------------------------- life cycle
 
