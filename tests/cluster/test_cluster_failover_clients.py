@@ -182,3 +182,98 @@ def test_admin_client_survives_the_controller_kill_and_unavailable_partitions_ar
                    "lonely-0 led again")
     finally:
         admin.close(10)
+
+
+def test_two_of_three_down_refuses_acks_all_but_not_acks_1_and_the_isr_comes_back(cluster: LocalCluster) -> None:
+    from strom import AdminClient, KafkaProducer
+    from strom.admin import NewTopic
+    from strom.common.error_codes import NotEnoughReplicasError
+
+    topic = "durable"
+    with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 3, None, {"min.insync.replicas": "2"})]).all().result(30)
+    wait_until(lambda: in_sync(cluster, topic, 1), 30, "an ISR of 3")
+    (p0,) = partitions(cluster, topic)
+    followers = [r for r in p0["replicas"] if r != p0["leader"]]
+    for node in followers:
+        cluster.brokers[node].kill()
+    wait_until(lambda: partitions(cluster, topic)[0]["isr"] == [p0["leader"]], 30, "the ISR shrunk to the leader")
+    common = {"bootstrap.servers": cluster.bootstrap_of(p0["leader"]), "key.serializer": "bytes",
+              "value.serializer": "bytes", "enable.idempotence": False, "retries": 0}
+    strict = KafkaProducer({**common, "acks": "all"})
+    loose = KafkaProducer({**common, "acks": "1"})
+    try:
+        with pytest.raises(NotEnoughReplicasError):
+            strict.send(topic, b"must not be acknowledged").get(30)
+        assert loose.send(topic, b"acks=1 still works").get(30).offset >= 0
+        assert [p["partition"] for p in partitions(cluster, topic, "--under-min-isr-partitions")] == [0]
+    finally:
+        strict.close(10)
+        loose.close(10)
+    for node in followers:
+        cluster.brokers[node].start(timeout=60)
+    wait_until(lambda: in_sync(cluster, topic, 1), 60, "the ISR back to 3 after the restarts")
+    assert strom("topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", topic,
+                 "--under-replicated-partitions") == ""
+
+
+def test_rolling_restart_with_sigterm_gives_an_acks_all_producer_no_error(cluster: LocalCluster) -> None:
+    from strom import AdminClient, KafkaConsumer, KafkaProducer
+    from strom.admin import NewTopic
+    from strom.common.structs import TopicPartition
+
+    topic = "rolling"
+    with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 2, 3, None, {"min.insync.replicas": "2"})]).all().result(30)
+    wait_until(lambda: in_sync(cluster, topic, 2), 30, "an ISR of 3")
+    acked: dict[int, list[int]] = {0: [], 1: []}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    producer = KafkaProducer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                              "key.serializer": "bytes", "value.serializer": "bytes", "linger.ms": 5})
+
+    def produce() -> None:
+        seq = 0
+        while not stop.is_set():
+            def done(md: Any, exc: BaseException | None, seq: int = seq) -> None:
+                if exc is not None:
+                    errors.append(exc)
+                else:
+                    acked[md.partition].append(seq)
+            producer.send(topic, value=str(seq).encode(), partition=seq % 2, callback=done)
+            seq += 1
+            if seq % 20 == 0:
+                producer.flush(120)
+
+    writer = threading.Thread(target=produce, name="rolling-writer")
+    writer.start()
+    try:
+        for node in sorted(cluster.brokers):  # one broker at a time: SIGTERM (controlled shutdown), restart
+            before = sum(map(len, acked.values()))
+            assert cluster.brokers[node].stop(timeout=60) == 0
+            cluster.brokers[node].start(timeout=60)
+            wait_until(lambda: in_sync(cluster, topic, 2), 60, f"the ISR back to 3 after restarting {node}")
+            wait_until(lambda: sum(map(len, acked.values())) > before + 100, 60,  # noqa: B023
+                       f"writes acknowledged after restarting {node}")
+    finally:
+        stop.set()
+        writer.join(180)
+        producer.close(30)
+    assert errors == []
+    consumer = KafkaConsumer({"bootstrap.servers": cluster.bootstrap, "auto.offset.reset": "earliest"},
+                             key_deserializer="bytes", value_deserializer="bytes")
+    consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    consumed: dict[int, list[int]] = {0: [], 1: []}
+    total = sum(map(len, acked.values()))
+
+    def read_all() -> bool:
+        for r in consumer.poll(0.2):
+            consumed[r.partition].append(int(r.value))
+        return sum(map(len, consumed.values())) >= total
+
+    try:
+        wait_until(read_all, 60, f"all {total} acknowledged records read back", interval_s=0)
+    finally:
+        consumer.close()
+    for p in (0, 1):
+        assert consumed[p] == sorted(acked[p]), f"partition {p}: read != acknowledged"
