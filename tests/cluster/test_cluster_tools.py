@@ -115,7 +115,7 @@ def test_topic_config_overrides_reach_every_broker(cluster: LocalCluster) -> Non
     wanted = {"min.insync.replicas": "2", "retention.ms": "3600000"}
     with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
         for name in names:
-            admin.create_topics([NewTopic(name, 2, 3, None, wanted)]).all().result(30)
+            admin.create_topics([NewTopic(name, 1, 3, None, wanted)]).all().result(30)
     resources = [ConfigResource(ConfigResourceType.TOPIC, n) for n in names]
 
     def overrides_on(node: int) -> list[dict[str, str]]:
