@@ -32,6 +32,7 @@ from typing import Any
 from strom.admin import acls as _acls
 from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
+from strom.admin import elections as _elections
 from strom.admin import groups as _groups
 from strom.admin import records as _records
 from strom.admin import topics as _topics
@@ -45,6 +46,7 @@ from strom.admin.models import (
     ConsumerGroupState,
     CreatedTopic,
     DeletedRecords,
+    ElectionType,
     ListOffsetsResultInfo,
     NewPartitions,
     NewTopic,
@@ -54,6 +56,7 @@ from strom.admin.models import (
 )
 from strom.admin.results import (
     DescribeClusterResult,
+    ElectLeadersResult,
     KeyedResult,
     ListConsumerGroupOffsetsResult,
     ListConsumerGroupsResult,
@@ -244,6 +247,21 @@ class AdminClient:
                     timeout_ms: int | None = None) -> KeyedResult[AclBindingFilter, list[AclBinding]]:
         """Remove the bindings each filter matches; per filter, a future of what it removed."""
         return _acls.delete_acls(self._runnable, filters, timeout_ms)
+
+    def elect_leaders(self, election_type: ElectionType | int | str,
+                      partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None) -> ElectLeadersResult:
+        """Ask the controller to elect leaders (Kafka's ``electLeaders``, KIP-460): ``PREFERRED`` gives each
+        partition back to its first replica, ``UNCLEAN`` elects a leader for partitions without one from any live
+        replica. ``partitions=None`` means every partition of the cluster."""
+        if isinstance(election_type, str):
+            try:
+                election_type = ElectionType[election_type.upper()]
+            except KeyError:
+                raise ValueError(f"Unknown election type {election_type!r}: expected 'preferred' or "
+                                 "'unclean'") from None
+        return _elections.elect_leaders(self._runnable, ElectionType(election_type),
+                                        None if partitions is None else list(partitions), timeout_ms)
 
     # ------------------------------------------------------------------------------------- life cycle
 

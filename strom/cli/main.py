@@ -32,9 +32,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
                         "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
+    "leader-election": ("strom.cli.leader_election",
+                        "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
     "producer-perf-test": ("strom.cli.producer_perf", "producer throughput/latency test "
                                                       "(kafka-producer-perf-test.sh)"),
     "consumer-perf-test": ("strom.cli.consumer_perf", "consumer throughput test (kafka-consumer-perf-test.sh)"),
+    "cluster": ("strom.cli.cluster", "start or stop a local ZooKeeper + N-broker cluster in one command"),
     "zookeeper-server-start": ("strom.cli.zookeeper_server_start",
                                "start a ZooKeeper server for cluster mode (zookeeper-server-start.sh)"),
     "zookeeper-server-stop": ("strom.cli.zookeeper_server_stop",
