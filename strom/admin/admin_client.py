@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
@@ -34,6 +34,7 @@ from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
 from strom.admin import elections as _elections
 from strom.admin import groups as _groups
+from strom.admin import reassignments as _reassignments
 from strom.admin import records as _records
 from strom.admin import topics as _topics
 from strom.admin.config import AdminClientConfig
@@ -247,6 +248,19 @@ class AdminClient:
                     timeout_ms: int | None = None) -> KeyedResult[AclBindingFilter, list[AclBinding]]:
         """Remove the bindings each filter matches; per filter, a future of what it removed."""
         return _acls.delete_acls(self._runnable, filters, timeout_ms)
+
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+                                      timeout_ms: int | None = None) -> KeyedResult[TopicPartition, None]:
+        """Move partitions to new replica lists (Kafka's ``alterPartitionReassignments``, KIP-455); ``None``
+        cancels a partition's ongoing reassignment. Each future completes once the controller accepted it."""
+        return _reassignments.alter_partition_reassignments(self._runnable, reassignments, timeout_ms)
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None, *,
+                                     timeout_ms: int | None = None,
+                                     ) -> Future[dict[TopicPartition, _reassignments.PartitionReassignment]]:
+        """Reassignments in progress (all, or of ``partitions``)."""
+        return _reassignments.list_partition_reassignments(
+            self._runnable, None if partitions is None else list(partitions), timeout_ms)
 
     def elect_leaders(self, election_type: ElectionType | int | str,
                       partitions: Iterable[TopicPartition] | None = None, *,

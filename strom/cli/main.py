@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                         "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
+    "reassign-partitions": ("strom.cli.reassign_partitions",
+                            "move partition replicas between brokers (kafka-reassign-partitions.sh)"),
     "leader-election": ("strom.cli.leader_election",
                         "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
     "producer-perf-test": ("strom.cli.producer_perf", "producer throughput/latency test "
