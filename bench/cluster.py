@@ -40,6 +40,7 @@ BATCH = 65536
 
 def _strom_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: str) -> float:
     from strom import KafkaProducer
+    from strom.metrics import metric_values
 
     p = KafkaProducer({"bootstrap.servers": bootstrap, "key.serializer": "bytes", "value.serializer": "bytes",
                        "acks": acks, "linger.ms": LINGER_MS, "batch.size": BATCH,
@@ -51,7 +52,7 @@ def _strom_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: str) -
         send(topic, payload)
     p.flush()
     dt = time.perf_counter() - t0
-    assert p.metrics()["record-error-total"] == 0
+    assert metric_values(p.metrics(), "producer-metrics")["record-error-total"] == 0
     p.close()
     return n / dt
 
