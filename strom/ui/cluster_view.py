@@ -294,34 +294,49 @@ class ClusterView:
             g.group_id for g in self.admin.list_consumer_groups().all().result(_TIMEOUT_S)))
 
     def groups(self) -> list[GroupRow]:
-        return self._cached("groups", lambda: [self._load_group(g) for g in self.group_ids()])
+        return self._cached("groups", lambda: self._load_groups(self.group_ids()))
 
     def group(self, group_id: str) -> GroupRow:
-        row = self._load_group(group_id)
+        (row,) = self._load_groups([group_id])
         if row.state == ConsumerGroupState.DEAD.value and not row.partitions:
             raise NotFound(f"Consumer group {group_id!r} does not exist")
         return row
 
-    def _load_group(self, group_id: str) -> GroupRow:
-        d = self.admin.describe_consumer_groups([group_id]).result(_TIMEOUT_S)[group_id]
-        committed: dict[TopicPartition, OffsetAndMetadata | None] = {}
-        if d.state is not ConsumerGroupState.DEAD:
-            committed = self.admin.list_consumer_group_offsets(group_id).partitions_to_offset_and_metadata(
-                group_id).result(_TIMEOUT_S)
-        owner: dict[TopicPartition, str] = {}
-        members = []
-        for m in d.members:
-            assigned = sorted(m.assignment.topic_partitions, key=lambda tp: (tp.topic, tp.partition))
-            for tp in assigned:
-                owner[tp] = m.consumer_id
-            members.append((m.consumer_id, m.client_id, m.host, tuple(f"{tp.topic}-{tp.partition}" for tp in assigned)))
-        tps = sorted(set(committed) | set(owner), key=lambda tp: (tp.topic, tp.partition))
-        ends = self._offsets(tps, OffsetSpec.latest())
-        partitions = tuple(GroupPartitionRow(
-            tp.topic, tp.partition, committed[tp].offset if committed.get(tp) is not None else None,  # type: ignore[union-attr]
-            ends.get(tp), owner.get(tp)) for tp in tps)
-        return GroupRow(group_id, d.state.value, tuple(members), d.partition_assignor,
-                        d.coordinator.node_id if d.coordinator is not None else None, partitions)
+    def _load_groups(self, group_ids: list[str]) -> list[GroupRow]:
+        """Groups with members and lag: one DescribeGroups, one OffsetFetch per group, one ListOffsets round."""
+        if not group_ids:
+            return []
+        described = self.admin.describe_consumer_groups(group_ids).result(_TIMEOUT_S)
+        live = [g for g in group_ids if described[g].state is not ConsumerGroupState.DEAD]
+        committed: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = {}
+        if live:
+            committed = self.admin.list_consumer_group_offsets({g: None for g in live}).all().result(_TIMEOUT_S)
+        owners: dict[str, dict[TopicPartition, str]] = {}
+        all_tps: set[TopicPartition] = set()
+        for g in group_ids:
+            owner = owners[g] = {}
+            for m in described[g].members:
+                for tp in m.assignment.topic_partitions:
+                    owner[tp] = m.consumer_id
+            all_tps |= set(owner) | set(committed.get(g, {}))
+        ends = self._offsets(sorted(all_tps, key=lambda tp: (tp.topic, tp.partition)), OffsetSpec.latest())
+        rows = []
+        for g in group_ids:
+            d = described[g]
+            offsets = committed.get(g, {})
+            owner = owners[g]
+            members = []
+            for m in d.members:
+                assigned = sorted(m.assignment.topic_partitions, key=lambda tp: (tp.topic, tp.partition))
+                members.append((m.consumer_id, m.client_id, m.host,
+                                tuple(f"{tp.topic}-{tp.partition}" for tp in assigned)))
+            tps = sorted(set(offsets) | set(owner), key=lambda tp: (tp.topic, tp.partition))
+            partitions = tuple(GroupPartitionRow(
+                tp.topic, tp.partition, om.offset if (om := offsets.get(tp)) is not None else None, ends.get(tp),
+                owner.get(tp)) for tp in tps)
+            rows.append(GroupRow(g, d.state.value, tuple(members), d.partition_assignor,
+                                 d.coordinator.node_id if d.coordinator is not None else None, partitions))
+        return rows
 
     def reset_offsets(self, group_id: str, to: str, offset: int | None = None) -> dict[TopicPartition, int]:
         """Set the committed offsets of an inactive group: ``to`` is ``earliest``, ``latest`` or ``offset``."""
