@@ -138,7 +138,7 @@ def decode_bytes(data: bytes | None) -> tuple[str, str]:
     except UnicodeDecodeError:
         return data.hex(" "), "hex"
     stripped = text.strip()
-    if stripped[:1] in ("{", "[") :
+    if stripped[:1] in ("{", "["):
         try:
             return json.dumps(json.loads(stripped), indent=2, ensure_ascii=False), "json"
         except ValueError:
@@ -372,8 +372,8 @@ class ClusterView:
             consumer.assign([tp])
             consumer.seek(tp, start)
             deadline = _time.monotonic() + _TIMEOUT_S
-            while _time.monotonic() < deadline:
-                for record in consumer.poll(0.5).records(tp):
+            while True:
+                for record in consumer.poll(0.2).records(tp):
                     if record.offset >= part.end_offset:
                         break
                     key, key_format = decode_bytes(record.key)
@@ -381,9 +381,9 @@ class ClusterView:
                     headers = tuple((k, decode_bytes(v)[0]) for k, v in record.headers)
                     out.append(Message(partition, record.offset, record.timestamp, key, key_format, value,
                                        value_format, headers))
-                if not out or out[-1].offset >= part.end_offset - 1:
-                    if out:
-                        break
+                # done at the end offset seen above (gaps of compaction or transaction markers included)
+                if consumer.position(tp, timeout=_TIMEOUT_S) >= part.end_offset or _time.monotonic() > deadline:
+                    break
             consumer.assign([])
         return out[-limit:]
 
