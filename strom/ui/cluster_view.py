@@ -204,14 +204,22 @@ class ClusterView:
     # --------------------------------------------------------------------------------------- cached
 
     def _cached(self, key: str, load: Callable[[], Any]) -> Any:
+        """A snapshot at most ``cache_ttl_s`` old — or, while the sampler runs, at most two sample intervals
+        old: the sampler refreshes the cluster-wide snapshots, so page loads rarely wait for the cluster (a
+        ListOffsets of thousands of partitions can take seconds)."""
         now = self._clock()
+        ttl = self._cache_ttl_s
+        if self._sampler is not None and self._sampler.is_alive():
+            ttl = max(ttl, 2 * self.sample_interval_s)
         with self._cache_lock:
             hit = self._cache.get(key)
-            if hit is not None and now - hit[0] < self._cache_ttl_s:
+            if hit is not None and now - hit[0] < ttl:
                 return hit[1]
-        value = load()
+        return self._store(key, load(), now)
+
+    def _store(self, key: str, value: Any, now: float | None = None) -> Any:
         with self._cache_lock:
-            self._cache[key] = (now, value)
+            self._cache[key] = (self._clock() if now is None else now, value)
         return value
 
     def invalidate(self) -> None:
@@ -391,7 +399,8 @@ class ClusterView:
         if self._consumer is None:
             self._consumer = KafkaConsumer(dict(self._consumer_configs), client_id="strom-ui-browser",
                                            key_deserializer="bytes", value_deserializer="bytes",
-                                           enable_auto_commit=False, max_poll_records=500)
+                                           enable_auto_commit=False, max_poll_records=500,
+                                           fetch_max_wait_ms=100)  # at the end offset, do not park 500 ms
         return self._consumer
 
     # ---------------------------------------------------------------------------------------- rates
@@ -432,8 +441,9 @@ class ClusterView:
     def sample_once(self) -> None:
         """Read offsets once and record the increments (the sampler thread calls this)."""
         now_ms = self.metrics.time.milliseconds()
-        self.invalidate()
-        topics = self.topics()
+        names = self._store("topic-names", sorted(self.admin.list_topics(list_internal=True).names()
+                                                  .result(_TIMEOUT_S)))
+        topics = self._store("topics", self._load_topics(names))
         total = 0.0
         for row in topics:
             end = sum(p.end_offset for p in row.partitions if p.end_offset >= 0)
@@ -447,7 +457,9 @@ class ClusterView:
             self._remember(f"topic:{row.name}", rate, now_ms)
         self._remember("cluster", total, now_ms)
         lag: dict[tuple[str, str, int], int] = {}
-        for group in self.groups():
+        group_ids = self._store("group-ids", sorted(
+            g.group_id for g in self.admin.list_consumer_groups().all().result(_TIMEOUT_S)))
+        for group in self._store("groups", self._load_groups(group_ids)):
             committed = sum(p.committed for p in group.partitions if p.committed is not None)
             last = self._last_group_offsets.get(group.group_id)
             self._last_group_offsets[group.group_id] = committed
