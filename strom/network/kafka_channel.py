@@ -46,7 +46,7 @@ class KafkaChannel:
 
     __slots__ = ("id", "transport", "max_receive_size", "memory_pool", "receive", "send", "mute_state",
                  "state", "remote_address", "_connected", "authenticator", "_auth_out", "_auth_receive",
-                 "auth_error", "_decoder")
+                 "auth_error", "_decoder", "session_expires_ns")
 
     def __init__(self, id: Any, transport: Transport, max_receive_size: int = -1,
                  memory_pool: MemoryPool = NONE_POOL, remote_address: Any = None,
@@ -66,6 +66,8 @@ class KafkaChannel:
         self._auth_receive: NetworkReceive | None = None
         self.auth_error: BaseException | None = None
         self._decoder = FrameDecoder(max_receive_size, memory_pool.try_allocate)
+        # KIP-368: when the broker limits the SASL session, the time by which this connection must be replaced
+        self.session_expires_ns: int | None = None
 
     # ------------------------------------------------------------------------------------ connect
 
