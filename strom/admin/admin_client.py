@@ -34,6 +34,7 @@ from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
 from strom.admin import groups as _groups
 from strom.admin import records as _records
+from strom.admin import scram as _scram
 from strom.admin import topics as _topics
 from strom.admin.config import AdminClientConfig
 from strom.admin.metadata_manager import AdminMetadataManager
@@ -240,6 +241,19 @@ class AdminClient:
                     timeout_ms: int | None = None) -> KeyedResult[AclBindingFilter, list[AclBinding]]:
         """Remove the bindings each filter matches; per filter, a future of what it removed."""
         return _acls.delete_acls(self._runnable, filters, timeout_ms)
+
+    # --------------------------------------------------------------------------------- SCRAM users
+
+    def alter_user_scram_credentials(
+            self, alterations: Iterable[_scram.UserScramCredentialUpsertion | _scram.UserScramCredentialDeletion],
+            *, timeout_ms: int | None = None) -> KeyedResult[str, None]:
+        """Add, replace or delete users' SCRAM credentials (KIP-554); one future per user."""
+        return _scram.alter_user_scram_credentials(self._runnable, alterations, timeout_ms)
+
+    def describe_user_scram_credentials(self, users: list[str] | None = None, *, timeout_ms: int | None = None,
+                                        ) -> Future[dict[str, list[_scram.ScramCredentialInfo]]]:
+        """Mechanisms and iteration counts per user (all users when ``users`` is ``None``)."""
+        return _scram.describe_user_scram_credentials(self._runnable, users, timeout_ms)
 
     # ------------------------------------------------------------------------------------- life cycle
 
