@@ -36,6 +36,7 @@ from strom.admin import elections as _elections
 from strom.admin import groups as _groups
 from strom.admin import reassignments as _reassignments
 from strom.admin import records as _records
+from strom.admin import scram as _scram
 from strom.admin import topics as _topics
 from strom.admin.config import AdminClientConfig
 from strom.admin.metadata_manager import AdminMetadataManager
@@ -276,6 +277,19 @@ class AdminClient:
                                  "'unclean'") from None
         return _elections.elect_leaders(self._runnable, ElectionType(election_type),
                                         None if partitions is None else list(partitions), timeout_ms)
+
+    # --------------------------------------------------------------------------------- SCRAM users
+
+    def alter_user_scram_credentials(
+            self, alterations: Iterable[_scram.UserScramCredentialUpsertion | _scram.UserScramCredentialDeletion],
+            *, timeout_ms: int | None = None) -> KeyedResult[str, None]:
+        """Add, replace or delete users' SCRAM credentials (KIP-554); one future per user."""
+        return _scram.alter_user_scram_credentials(self._runnable, alterations, timeout_ms)
+
+    def describe_user_scram_credentials(self, users: list[str] | None = None, *, timeout_ms: int | None = None,
+                                        ) -> Future[dict[str, list[_scram.ScramCredentialInfo]]]:
+        """Mechanisms and iteration counts per user (all users when ``users`` is ``None``)."""
+        return _scram.describe_user_scram_credentials(self._runnable, users, timeout_ms)
 
     # ------------------------------------------------------------------------------------- life cycle
 

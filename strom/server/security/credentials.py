@@ -21,7 +21,7 @@ from strom.security.scram import SCRAM_MECHANISMS, ScramCredential
 from strom.storage.fs import atomic_write
 
 __all__ = ["CredentialStore", "FileCredentialStore", "MemoryCredentialStore", "credential_to_string",
-           "credential_from_string", "CREDENTIALS_FILE"]
+           "credential_from_string", "CREDENTIALS_FILE", "default_credential_store"]
 
 CREDENTIALS_FILE = "scram-credentials.json"
 
@@ -102,3 +102,9 @@ class FileCredentialStore(MemoryCredentialStore):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(str(self.path), json.dumps(data, indent=1, sort_keys=True).encode())
         os.chmod(self.path, 0o600)
+
+
+def default_credential_store(config: object, data_dir: str | Path | None = None) -> FileCredentialStore:
+    """The standalone store: ``<data_dir or first log dir>/scram-credentials.json``."""
+    base = Path(data_dir) if data_dir is not None else Path(config.log_dirs[0])  # type: ignore[attr-defined]
+    return FileCredentialStore(base / CREDENTIALS_FILE)
