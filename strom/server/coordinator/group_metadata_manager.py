@@ -24,7 +24,7 @@ from strom.common.errors import ProtocolError
 from strom.common.structs import TopicPartition
 from strom.common.time import Time
 from strom.protocol.messages.group_coordinator_records import GroupMetadataValue
-from strom.server.coordinator import records as rec
+import strom.server.coordinator.records as rec
 from strom.server.coordinator.group_metadata import (
     CommittedOffset,
     GroupMetadata,
