@@ -126,7 +126,7 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
               documentation=_documentation(n) if request.include_documentation else None)
             for n, v, src in rows if keys is None or n in keys
         ]
-        results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
+        results.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
                          resource_name=res.resource_name, configs=configs))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
@@ -148,7 +148,7 @@ async def _apply(metadata: MetadataCache, admin: AdminManager, resource_type: in
             await admin.set_topic_configs(name, new)
     except BrokerResponseError as e:
         return e.errno, e.message
-    return 0, None
+    return ErrorCode.NONE, None
 
 
 @api(ApiKey.ALTER_CONFIGS, 0)

@@ -84,10 +84,10 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata:
                 log.info("created topic %s with %d partition(s), replication factor %d", name, len(assignment),
                          len(assignment[0]))
         except BrokerResponseError as e:
-            results.append(Result(name=name, error_code=e.errno, error_message=e.message, topic_config_error_code=0))
+            results.append(Result(name=name, error_code=e.errno, error_message=e.message, topic_config_error_code=ErrorCode.NONE))
             continue
         cfg = LogConfig.from_props(configs, default_log_config)
-        result = Result(name=name, error_code=0, error_message=None, num_partitions=len(assignment),
+        result = Result(name=name, error_code=ErrorCode.NONE, error_message=None, num_partitions=len(assignment),
                         replication_factor=len(assignment[0]), configs=describe_topic_configs(cfg, configs))
         if topic_id is not None:
             result.topic_id = topic_id

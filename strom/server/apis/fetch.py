@@ -87,8 +87,8 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
         responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager)
         wait_ms = deadline - time.hi_res_milliseconds()
         if total >= request.min_bytes or had_error or wait_ms <= 0 or not watched or ctx.connection.closed:
-            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
             responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager)
-            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)

@@ -41,7 +41,7 @@ def topic_metadata(info: TopicInfo, metadata: MetadataCache, include_ops: bool,
             partition_index=p, leader_id=st.leader, leader_epoch=st.leader_epoch, replica_nodes=list(st.replicas),
             isr_nodes=list(st.isr), offline_replicas=offline))
     return MetadataResponse.MetadataResponseTopic(
-        error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.is_internal, partitions=parts,
+        error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.is_internal, partitions=parts,
         topic_authorized_operations=TOPIC_OPERATIONS if include_ops else OMITTED)
 
 
