@@ -44,7 +44,9 @@ DRIVER = textwrap.dedent("""
     rows = (spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
             .load().selectExpr("CAST(value AS STRING) AS v").collect())
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
-    print(json.dumps({"values": sorted(r.v for r in rows), "strom": strom.__file__, "executors": executors}))
+    on_executor = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("strom").__file__).collect()[0]
+    print(json.dumps({"values": sorted(r.v for r in rows), "strom": strom.__file__, "executors": executors,
+                      "executor_strom": on_executor}))
     spark.stop()
 """)
 
@@ -92,8 +94,9 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     logs = tmp_path_factory.mktemp("standalone")
     port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(logs / "work"),
-           "PYSPARK_PYTHON": sys.executable}
+    # No PYSPARK_PYTHON here: the executor's Python workers must run the interpreter the driver names.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(logs / "work")})
     procs = [subprocess.Popen([str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(port), "--webui-port", str(ui)], env=env,
                               stdout=open(logs / "master.log", "wb"), stderr=subprocess.STDOUT)]
@@ -144,6 +147,7 @@ def test_format_strom_is_found_without_register(install: tuple[str, Path], clust
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["values"] == sorted(VALUES)
     strom_dir = Path(result["strom"]).resolve().parent
+    assert Path(result["executor_strom"]).resolve().parent == strom_dir  # executors run the same install
     if mode == "editable":
         assert strom_dir == REPO / "strom"
     else:
