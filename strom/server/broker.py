@@ -159,6 +159,8 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
             replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
+        self.replica_manager.rack_aware_selector = str(self.config["replica.selector.class"] or "").endswith(
+            "RackAwareReplicaSelector")
         return self.replica_manager
 
     @property

@@ -54,10 +54,11 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
             tp = TopicPartition(info.name, pidx)
             part = FetchPartition(tp, fp.fetch_offset, fp.partition_max_bytes,
                                   fp.current_leader_epoch if version >= 9 else -1)
-            r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0))
+            r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
+                        client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11)
             if r.error_code:
                 had_error = True
-            elif not r.records:
+            elif not r.records and r.preferred_read_replica < 0:
                 watched.append(tp)
             n = len(r.records)
             total += n
@@ -65,7 +66,8 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
             pd = FetchResponse.PartitionData(
                 partition_index=pidx, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-                aborted_transactions=None if version >= 4 else [], preferred_read_replica=-1, records=r.records)
+                aborted_transactions=None if version >= 4 else [], preferred_read_replica=r.preferred_read_replica,
+                records=r.records)
             if r.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and version >= 12:
                 st = metadata.partition_state(tp)
                 if st is not None:
@@ -86,7 +88,9 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
     while True:
         responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager)
         wait_ms = deadline - time.hi_res_milliseconds()
-        if total >= request.min_bytes or had_error or wait_ms <= 0 or not watched or ctx.connection.closed:
+        redirected = any(p.preferred_read_replica >= 0 for t in responses for p in t.partitions)
+        if total >= request.min_bytes or had_error or redirected or wait_ms <= 0 or not watched \
+                or ctx.connection.closed:
             return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
