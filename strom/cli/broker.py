@@ -47,14 +47,7 @@ async def serve(props: dict[str, str], ready_line: bool = True) -> None:
     from strom.server.broker import BrokerServer
     from strom.server.broker_config import BrokerConfig
 
-    config = BrokerConfig(props)
-    secured = [lst for lst in config.listeners if lst.security_protocol != "PLAINTEXT"]
-    if secured and not getattr(BrokerServer, "SERVES_SECURE_LISTENERS", False):
-        # Until the broker binds its listeners through strom.server.security.channel_builders, an SSL or SASL
-        # listener would be served as plaintext: refuse to start rather than pretend.
-        raise ConfigError(f"Invalid value for configuration listeners: listener {secured[0].name} uses "
-                          f"{secured[0].security_protocol}, which this broker does not serve yet (PLAINTEXT only)")
-    broker = BrokerServer(config)
+    broker = BrokerServer(BrokerConfig(props))
     await broker.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
