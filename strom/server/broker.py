@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from strom.common.errors import ConfigError
 from strom.common.structs import TopicPartition
@@ -31,6 +32,8 @@ from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
 from strom.server.security.authorizer import create_authorizer
 from strom.server.security.channel_builders import build_socket_servers
+from strom.server.security.credentials import default_credential_store
+from strom.server.security.zk_credentials import ZkCredentialStore
 from strom.server.socket_server import ConnectionContext, SocketServer
 from strom.server.zk.config_change import ConfigChangeWatcher
 from strom.server.zk.kafka_zk_client import KafkaZkClient
@@ -70,6 +73,7 @@ class BrokerServer:
         self.controller: KafkaController | None = None
         self.controller_channel: ControllerChannel | None = None
         self._config_watch: ConfigChangeWatcher | None = None
+        self.credentials: Any = None
         self.socket_servers: list[SocketServer] = []
         self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -145,7 +149,7 @@ class BrokerServer:
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
-            authorizer=create_authorizer(c, self.log_dirs[0])))
+            authorizer=create_authorizer(c, self.log_dirs[0]), credentials=self.credentials))
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._ready.set()
         if self.zk is not None:
@@ -191,7 +195,10 @@ class BrokerServer:
         assert isinstance(self.metadata, ZkMetadataCache)
         metadata = self.metadata
         self.controller.on_controller_change = metadata.set_controller_id
-        self._config_watch = ConfigChangeWatcher(zk, loop, self._apply_topic_config)
+        credentials = self.credentials
+        self._config_watch = ConfigChangeWatcher(
+            zk, loop, self._apply_topic_config,
+            on_user_change=credentials.refresh if isinstance(credentials, ZkCredentialStore) else None)
         self._config_watch.start()
 
         def after_new_session() -> None:
@@ -236,7 +243,12 @@ class BrokerServer:
             assert self.apis is not None
             return await self.apis.handle(conn, frame, conn.listener_name)
 
-        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0])
+        if self.zk is not None:
+            self.credentials = ZkCredentialStore(self.zk)  # SCRAM users live in the cluster's metadata
+        else:
+            self.credentials = default_credential_store(self.config, self.log_dirs[0])
+        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0],
+                                                   credentials=self.credentials)
         for server in self.socket_servers:
             await server.start()
             self.bound_ports.append(server.bound_port or 0)
