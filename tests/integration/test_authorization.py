@@ -412,3 +412,103 @@ def test_allow_everyone_if_no_acl_found_and_acls_survive_a_restart(tmp_path: Pat
         assert err is not None and err.code() == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     finally:
         b.stop()
+
+
+# -- The rest of the table, by hand-built requests ----------------------------------------------------------------
+
+def _bits(ops: int) -> set[AclOperation]:
+    return {op for op in AclOperation if op > 2 and ops >> int(op) & 1}
+
+
+def test_group_and_admin_apis_matrix(broker: BrokerProcess) -> None:
+    from strom.protocol import messages as m
+
+    with raw(broker, "admin") as c:  # a group with a committed offset, made by the super user
+        r = c.request(ApiKey.OFFSET_COMMIT, 8, OffsetCommitRequest(
+            group_id="matrix-g", generation_id_or_member_epoch=-1, member_id="", topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(name="events", partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
+        assert r.topics[0].partitions[0].error_code == ErrorCode.NONE
+        listed = c.request(ApiKey.LIST_GROUPS, 4, m.ListGroupsRequest(states_filter=[]))
+        assert "matrix-g" in {g.group_id for g in listed.groups}
+        cluster = c.request(ApiKey.DESCRIBE_CLUSTER, 0, m.DescribeClusterRequest(
+            include_cluster_authorized_operations=True))
+        assert _bits(cluster.cluster_authorized_operations) == {
+            Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+            Op.IDEMPOTENT_WRITE}
+    G = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    T = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with raw(broker, "bob") as c:  # bob: READ on events, nothing on matrix-g, nothing on the cluster
+        listed = c.request(ApiKey.LIST_GROUPS, 4, m.ListGroupsRequest(states_filter=[]))
+        assert "matrix-g" not in {g.group_id for g in listed.groups}
+        described = c.request(ApiKey.DESCRIBE_GROUPS, 5, m.DescribeGroupsRequest(groups=["matrix-g"]))
+        assert described.groups[0].error_code == G
+        deleted = c.request(ApiKey.DELETE_GROUPS, 2, m.DeleteGroupsRequest(groups_names=["matrix-g"]))
+        assert deleted.results[0].error_code == G
+        od = c.request(ApiKey.OFFSET_DELETE, 0, m.OffsetDeleteRequest(group_id="matrix-g", topics=[
+            m.OffsetDeleteRequest.OffsetDeleteRequestTopic(name="events", partitions=[
+                m.OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]))
+        assert od.error_code == G
+        hb = c.request(ApiKey.HEARTBEAT, 4, m.HeartbeatRequest(group_id="matrix-g", generation_id=1, member_id="x"))
+        assert hb.error_code == G
+        cluster = c.request(ApiKey.DESCRIBE_CLUSTER, 0, m.DescribeClusterRequest(
+            include_cluster_authorized_operations=True))
+        assert cluster.error_code == ErrorCode.NONE and cluster.cluster_authorized_operations == 0
+
+        lo = c.request(ApiKey.LIST_OFFSETS, 7, m.ListOffsetsRequest(replica_id=-1, topics=[
+            m.ListOffsetsRequest.ListOffsetsTopic(name=n, partitions=[
+                m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])
+            for n in ("secret", "events")]))
+        assert [t.partitions[0].error_code for t in lo.topics] == [T, ErrorCode.NONE]
+        ofe = c.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=n, partitions=[
+                m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
+                                                                       leader_epoch=0)])
+            for n in ("secret", "events")]))
+        assert [t.partitions[0].error_code for t in ofe.topics] == [T, ErrorCode.NONE]
+        cp = c.request(ApiKey.CREATE_PARTITIONS, 3, m.CreatePartitionsRequest(timeout_ms=10000, topics=[
+            m.CreatePartitionsRequest.CreatePartitionsTopic(name="events", count=4)]))
+        assert cp.results[0].error_code == T
+        dr = c.request(ApiKey.DELETE_RECORDS, 2, m.DeleteRecordsRequest(timeout_ms=10000, topics=[
+            m.DeleteRecordsRequest.DeleteRecordsTopic(name="events", partitions=[
+                m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=-1)])]))
+        assert dr.topics[0].partitions[0].error_code == T
+        pid = c.request(ApiKey.INIT_PRODUCER_ID, 4, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
+        assert pid.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # no IDEMPOTENT_WRITE, no WRITE anywhere
+        el = c.request(ApiKey.ELECT_LEADERS, 2, m.ElectLeadersRequest(election_type=0, timeout_ms=10000,
+                                                                      topic_partitions=None))
+        assert el.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with raw(broker, "alice") as c:  # WRITE on orders: idempotent producer id yes, a transactional id no
+        assert c.request(ApiKey.INIT_PRODUCER_ID, 4, m.InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000)).error_code == ErrorCode.NONE
+        assert c.request(ApiKey.INIT_PRODUCER_ID, 4, m.InitProducerIdRequest(
+            transactional_id="tx", transaction_timeout_ms=60000)).error_code == \
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        before = end_offset(broker, "orders")
+        produced = c.request(ApiKey.PRODUCE, 9, m.ProduceRequest(transactional_id="tx", acks=-1, timeout_ms=10000,
+                                                                 topic_data=[m.ProduceRequest.TopicProduceData(
+                                                                     name="orders", partition_data=[
+                                                                         m.ProduceRequest.PartitionProduceData(
+                                                                             index=0, records=b"not checked")])]))
+        assert produced.responses[0].partition_responses[0].error_code == \
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert end_offset(broker, "orders") == before
+        fc = c.request(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=["tx"]))
+        assert fc.coordinators[0].error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    admin = admin_client(broker, "admin")
+    try:
+        admin.create_acls([acl(Rt.GROUP, "matrix-g", Op.DESCRIBE, "User:bob")]).all().result(20)
+        assert len(admin.describe_topics(["events"])["events"].result(20).partitions) == 1  # not grown
+    finally:
+        admin.close(5)
+    with raw(broker, "bob") as c:
+        listed = c.request(ApiKey.LIST_GROUPS, 4, m.ListGroupsRequest(states_filter=[]))
+        assert "matrix-g" in {g.group_id for g in listed.groups}
+        described = c.request(ApiKey.DESCRIBE_GROUPS, 5, m.DescribeGroupsRequest(
+            groups=["matrix-g"], include_authorized_operations=True))
+        assert described.groups[0].error_code == ErrorCode.NONE
+        assert _bits(described.groups[0].authorized_operations) == {Op.DESCRIBE}
+        fetched = c.request(ApiKey.OFFSET_FETCH, 7, OffsetFetchRequest(group_id="matrix-g", topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=[0]) for n in ("events", "secret")]))
+        assert [(t.name, t.partitions[0].error_code, t.partitions[0].committed_offset) for t in fetched.topics] == \
+            [("events", ErrorCode.NONE, 1), ("secret", T, -1)]
