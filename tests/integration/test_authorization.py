@@ -512,3 +512,28 @@ def test_group_and_admin_apis_matrix(broker: BrokerProcess) -> None:
             OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=[0]) for n in ("events", "secret")]))
         assert [(t.name, t.partitions[0].error_code, t.partitions[0].committed_offset) for t in fetched.topics] == \
             [("events", ErrorCode.NONE, 1), ("secret", T, -1)]
+
+
+def test_stroms_consumer_reports_the_refusals(broker: BrokerProcess) -> None:
+    import time
+
+    from strom import KafkaConsumer
+    from strom.common.error_codes import GroupAuthorizationFailedError
+
+    def first_error(user: str, group: str, topic: str) -> BaseException | None:
+        c = KafkaConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                           "key.deserializer": "str", "value.deserializer": "str", **sasl(user)})
+        try:
+            c.subscribe([topic])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    c.poll(0.5)
+                except Exception as e:  # the refusal is what this test waits for
+                    return e
+            return None
+        finally:
+            c.close()
+
+    assert isinstance(first_error("bob", "alice-only", "events"), GroupAuthorizationFailedError)
+    assert isinstance(first_error("alice", "alice-reader", "secret"), TopicAuthorizationFailedError)

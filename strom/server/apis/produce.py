@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
     for td in request.topic_data:
         name = td.name
         info = None
-        if name in denied:
+        if denied and name in denied:
             for pd in td.partition_data:
                 errors[(name, pd.index)] = (denied_code, None)
             continue
