@@ -167,6 +167,11 @@ class StandardAuthorizer:
         # looked up by name (a request checks one resource among many ACLs); only prefixed ones are scanned.
         self._index = (index, literal, prefixed)
 
+    def reload(self) -> None:
+        """Re-read the store (it changed behind this authorizer's back: another broker's CreateAcls)."""
+        with self._lock:
+            self._reindex()
+
     # -- decisions ------------------------------------------------------------------------------------------
     def _applicable(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
         _, literal, prefixed = self._index
