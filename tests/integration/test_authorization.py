@@ -188,10 +188,14 @@ def test_metadata_hides_topics_the_principal_may_not_describe(broker: BrokerProc
         orders = next(t for t in asked.topics if t.name == "orders")
         ops = {op for op in AclOperation if orders.topic_authorized_operations >> int(op) & 1}
         assert ops == {Op.WRITE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS}
+        v10 = c.request(ApiKey.METADATA, 10, MetadataRequest(topics=[], include_cluster_authorized_operations=True))
+        assert v10.cluster_authorized_operations == 0  # no DESCRIBE on the cluster: nothing reported
     with raw(broker, "admin") as c:
         everything = c.request(ApiKey.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
         assert {"orders", "events", "secret"} <= {t.name for t in everything.topics}
         assert "ghost" not in {t.name for t in everything.topics}  # alice's request created nothing
+        v10 = c.request(ApiKey.METADATA, 10, MetadataRequest(topics=[], include_cluster_authorized_operations=True))
+        assert v10.cluster_authorized_operations >> int(Op.CLUSTER_ACTION) & 1
 
 
 def test_auto_create_needs_create(broker: BrokerProcess) -> None:
