@@ -362,6 +362,7 @@ def test_deny_beats_allow_and_fetch_checks_read(broker: BrokerProcess) -> None:
     with raw(broker, "bob") as c:
         assert _fetch_code(c, "events") == ErrorCode.NONE
         assert _fetch_code(c, "secret") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert _fetch_code(c, "ghost") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # missing looks the same
     admin = admin_client(broker, "admin")
     try:
         admin.create_acls([acl(Rt.TOPIC, "*", Op.READ, "User:*"),

@@ -48,16 +48,16 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
         parts: list[FetchResponse.PartitionData] = []
         for fp in ft.partitions:
             pidx = fp.partition
+            if readable is not None and name is not None and name not in readable:  # before existence: no leak
+                parts.append(FetchResponse.PartitionData(partition_index=pidx, high_watermark=-1, records=b"",
+                                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if info is None or not 0 <= pidx < info.num_partitions:
                 err = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and info is None \
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(FetchResponse.PartitionData(partition_index=pidx, error_code=err, high_watermark=-1,
                                                          records=b""))
                 had_error = True
-                continue
-            if readable is not None and info.name not in readable:
-                parts.append(FetchResponse.PartitionData(partition_index=pidx, high_watermark=-1, records=b"",
-                                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             tp = TopicPartition(info.name, pidx)
             part = FetchPartition(tp, fp.fetch_offset, fp.partition_max_bytes,
