@@ -33,6 +33,7 @@ from strom.server.replica_manager import ReplicaManager
 from strom.server.security.authorizer import create_authorizer
 from strom.server.security.channel_builders import build_socket_servers
 from strom.server.security.credentials import default_credential_store
+from strom.server.security.zk_acl_store import ZkAclStore
 from strom.server.security.zk_credentials import ZkCredentialStore
 from strom.server.socket_server import ConnectionContext, SocketServer
 from strom.server.zk.config_change import ConfigChangeWatcher
@@ -74,6 +75,7 @@ class BrokerServer:
         self.controller_channel: ControllerChannel | None = None
         self._config_watch: ConfigChangeWatcher | None = None
         self.credentials: Any = None
+        self._acl_store: ZkAclStore | None = None
         self.socket_servers: list[SocketServer] = []
         self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -149,7 +151,7 @@ class BrokerServer:
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
-            authorizer=create_authorizer(c, self.log_dirs[0]), credentials=self.credentials))
+            authorizer=self._authorizer(), credentials=self.credentials))
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._ready.set()
         if self.zk is not None:
@@ -157,6 +159,17 @@ class BrokerServer:
         log.info("strom broker %d started, listening on %s, data in %s%s", self.node_id,
                  ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)),
                  f", cluster {cluster_id} via ZooKeeper {c['zookeeper.connect']}" if self.zk is not None else "")
+
+    def _authorizer(self) -> Any:
+        """authorizer.class.name: ACLs in the data dir, or in ZooKeeper (shared by the cluster, reloaded on every
+        broker when they change)."""
+        if self.zk is None:
+            return create_authorizer(self.config, self.log_dirs[0])
+        self._acl_store = ZkAclStore(self.zk)
+        authorizer = create_authorizer(self.config, self.log_dirs[0], store=self._acl_store)
+        if authorizer is not None:
+            self._acl_store.start(authorizer.reload)
+        return authorizer
 
     def _replica_manager(self, metadata: MetadataCache) -> ReplicaManager:
         assert self.log_manager is not None
@@ -269,6 +282,8 @@ class BrokerServer:
                 log.warning("controlled shutdown did not complete; shutting down anyway")
         if self._config_watch is not None:
             self._config_watch.stop()
+        if self._acl_store is not None:
+            self._acl_store.stop()
         if self.controller is not None:
             await self.controller.shutdown()
         for server in self.socket_servers:
