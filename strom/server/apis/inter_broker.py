@@ -224,8 +224,11 @@ async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest, *, co
 
 @api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0)
 async def alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest, *,
-                                        controller: object) -> AlterPartitionReassignmentsResponse:
+                                        controller: object, authorizer: Any) -> AlterPartitionReassignmentsResponse:
     R = AlterPartitionReassignmentsResponse
+    if authorizer is not None and not allowed_cluster(authorizer, ctx, Op.ALTER):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 error_message="Cluster authorization failed.", responses=[])
     if controller is None or not getattr(controller, "active", False):
         message = "This broker is not the controller." if controller is not None else \
             "A standalone broker has one replica per partition: there is nothing to reassign."
@@ -244,8 +247,11 @@ async def alter_partition_reassignments(ctx: RequestContext, request: AlterParti
 
 @api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0)
 async def list_partition_reassignments(ctx: RequestContext, request: ListPartitionReassignmentsRequest, *,
-                                       controller: object) -> ListPartitionReassignmentsResponse:
+                                       controller: object, authorizer: Any) -> ListPartitionReassignmentsResponse:
     R = ListPartitionReassignmentsResponse
+    if authorizer is not None and not allowed_cluster(authorizer, ctx, Op.DESCRIBE):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 error_message="Cluster authorization failed.", topics=[])
     if controller is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[])
     if not getattr(controller, "active", False):
