@@ -91,3 +91,19 @@ def test_listener_syntax(listener: str, expected: tuple[str, int] | None) -> Non
 def test_bad_listeners_are_rejected_with_the_key_named(listener: str) -> None:
     with pytest.raises(ValueError, match="metrics.prometheus.listener"):
         parse_listener(listener)
+
+
+def test_a_group_may_carry_its_own_domain() -> None:
+    """Broker-style names from one registry: kafka_network_requestmetrics_requests_total{request="Produce"},
+    kafka_server_replicamanager_underreplicatedpartitions, percentiles as a quantile label."""
+    time = MockTime()
+    metrics = Metrics(MetricConfig(), time=time)
+    requests = metrics.sensor("requests.Produce")
+    requests.add(metrics.metric_name("requests-total", "kafka.network:RequestMetrics", tags={"request": "Produce"}),
+                 CumulativeSum())
+    metrics.add_metric(metrics.metric_name("UnderReplicatedPartitions", "ReplicaManager"), Gauge(lambda: 2))
+    requests.record(3)
+    got = {(f.name, tuple(sorted(s.labels.items())), s.value)
+           for f in KafkaMetricsCollector(metrics, "kafka.server").collect() for s in f.samples}
+    assert ("kafka_network_requestmetrics_requests_total", (("request", "Produce"),), 3.0) in got
+    assert ("kafka_server_replicamanager_underreplicatedpartitions", (), 2.0) in got
