@@ -107,3 +107,36 @@ def test_a_group_may_carry_its_own_domain() -> None:
            for f in KafkaMetricsCollector(metrics, "kafka.server").collect() for s in f.samples}
     assert ("kafka_network_requestmetrics_requests_total", (("request", "Produce"),), 3.0) in got
     assert ("kafka_server_replicamanager_underreplicatedpartitions", (), 2.0) in got
+
+
+def test_fifty_concurrent_scrapes_while_sensors_record() -> None:
+    """Scrapes run on the server's threads and read through the sensors' locks: 50 at once all parse, and the
+    recording thread is never stopped by them."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    metrics, _ = producer_like_registry()
+    sensor = metrics.sensor("topic.orders.records-per-batch")
+    stop = threading.Event()
+    recorded = [0]
+
+    def record() -> None:
+        while not stop.wait(0.001):
+            sensor.record(1)
+            recorded[0] += 1
+
+    writer = threading.Thread(target=record)
+    with MetricsHttpServer(metrics, "127.0.0.1", 0, domain="kafka.producer") as server:
+        writer.start()
+        try:
+            before = recorded[0]
+            with ThreadPoolExecutor(50) as pool:
+                results = list(pool.map(lambda _: samples(urllib.request.urlopen(server.url, timeout=30).read()
+                                                          .decode()), range(50)))
+            assert recorded[0] > before
+        finally:
+            stop.set()
+            writer.join()
+    key = ("kafka_producer_producer_topic_metrics_record_send_total", (("client_id", "p-1"), ("topic", "orders")))
+    totals = [r[key] for r in results]
+    assert len(totals) == 50 and all(t >= 250 for t in totals)
