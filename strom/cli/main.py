@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "consumer-perf-test": ("strom.cli.consumer_perf", "consumer throughput test (kafka-consumer-perf-test.sh)"),
     "get-offsets": ("strom.cli.get_offsets", "print partition offsets by time (kafka-get-offsets.sh)"),
     "delete-records": ("strom.cli.delete_records", "delete records before an offset (kafka-delete-records.sh)"),
+    "verifiable-producer": ("strom.cli.verifiable_producer", "produce sequential values and report each "
+                                                              "acknowledgement as JSON (kafka-verifiable-producer.sh)"),
     "end-to-end-latency": ("strom.cli.end_to_end_latency", "produce-then-consume round-trip latency with "
                                                             "p50/p99/p99.9 (kafka-e2e-latency.sh)"),
     "ui": ("strom.cli.ui", "the web console: brokers, topics, messages, consumer groups and lag, rate charts"),
