@@ -37,6 +37,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "delete-records": ("strom.cli.delete_records", "delete records before an offset (kafka-delete-records.sh)"),
     "verifiable-producer": ("strom.cli.verifiable_producer", "produce sequential values and report each "
                                                               "acknowledgement as JSON (kafka-verifiable-producer.sh)"),
+    "verifiable-consumer": ("strom.cli.verifiable_consumer", "consume as a group member and report "
+                                                              "assignments, records and commits as JSON "
+                                                              "(kafka-verifiable-consumer.sh)"),
     "end-to-end-latency": ("strom.cli.end_to_end_latency", "produce-then-consume round-trip latency with "
                                                             "p50/p99/p99.9 (kafka-e2e-latency.sh)"),
     "ui": ("strom.cli.ui", "the web console: brokers, topics, messages, consumer groups and lag, rate charts"),

@@ -61,3 +61,24 @@ def test_bad_acks_is_one_line(bootstrap: str) -> None:
                           bootstrap, "--topic", "verified", "--acks", "2"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.strip() == "Error: Invalid --acks '2': expected -1, 0, 1 or all"
+
+
+def test_verifiable_consumer_reports_assignment_records_and_commits(bootstrap: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "strom.cli.main", "verifiable-consumer", "--bootstrap-server",
+                          bootstrap, "--topic", "verified", "--group-id", "vc", "--max-messages", "50",
+                          "--session-timeout", "10000"], capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    names = [e["name"] for e in events]
+    assert names[0] == "startup_complete" and names[-1] == "shutdown_complete"
+    assigned = next(e for e in events if e["name"] == "partitions_assigned")
+    assert assigned["partitions"] == [{"topic": "verified", "partition": 0}, {"topic": "verified", "partition": 1}]
+    consumed = [e for e in events if e["name"] == "records_consumed"]
+    assert sum(e["count"] for e in consumed) == 50
+    commits = [e for e in events if e["name"] == "offsets_committed"]
+    assert commits and all(c["success"] for c in commits)
+    last = {(o["topic"], o["partition"]): o["offset"] for c in commits for o in c["offsets"]}
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        committed = admin.list_consumer_group_offsets("vc").partitions_to_offset_and_metadata("vc").result(30)
+    assert {(tp.topic, tp.partition): om.offset for tp, om in committed.items()} == last
+    assert sum(last.values()) == 50  # every record of the first test, committed once consumed
