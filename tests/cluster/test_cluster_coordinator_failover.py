@@ -12,13 +12,8 @@ from .test_cluster_failover_clients import in_sync
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 
-# Not strict: the loss depends on replication timing (it passes when the followers of __consumer_offsets caught up
-# before the kill); it failed in 11 of 12 runs alone on a fresh cluster, and passed when run after other tests.
-@pytest.mark.xfail(strict=False, reason=(
-    "acknowledged offset commits are lost when the coordinator dies soon after __consumer_offsets was created: "
-    "the new leader of the group's __consumer_offsets partition becomes leader with LEO 0 (it was in the ISR but "
-    "never had the group's records), loads 0 groups, answers the member's commit with ILLEGAL_GENERATION, the "
-    "member rejoins a fresh group, finds no committed offsets and re-reads from the earliest offset"))
+# This lost acknowledged commits (11 of 12 runs) until an offset commit was answered only once every in-sync
+# replica of the group's __consumer_offsets partition had it (Kafka's acks=-1 for group records).
 def test_consumer_group_survives_the_death_of_its_coordinator(cluster: LocalCluster) -> None:
     """kill -9 the group coordinator's broker: the member finds the new coordinator (the __consumer_offsets
     partition's new leader), its committed offsets are intact and no record is lost or read twice."""
