@@ -288,6 +288,10 @@ class BrokerServer:
             await self.controller.shutdown()
         for server in self.socket_servers:
             server.close_listening()
+        if self.replica_manager is not None:
+            # Parked acks=all produces and long-poll fetches answer now (NOT_LEADER_OR_FOLLOWER / what is there)
+            # instead of holding the connection drain until their timeouts: leadership has moved away.
+            self.replica_manager.complete_delayed_operations()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers parked JoinGroup/SyncGroup before the drain
         await asyncio.gather(*(server.stop() for server in self.socket_servers), return_exceptions=True)

@@ -410,9 +410,9 @@ class ReplicaManager:
         if fn is not None:
             fn()
 
-    def shutdown(self) -> None:
-        if self.fetcher_manager is not None:
-            self.fetcher_manager.shutdown()
+    def complete_delayed_operations(self) -> None:
+        """Shutting down: answer every parked request now (fetches with what they have, acks=all produces with
+        NOT_LEADER_OR_FOLLOWER, so the producer retries on the new leader)."""
         for waiters in self._fetch_waiters.values():
             for fut in waiters:
                 if not fut.done():
@@ -420,6 +420,11 @@ class ReplicaManager:
         self._fetch_waiters.clear()
         for tp in list(self._produce_waiters):
             self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def shutdown(self) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown()
+        self.complete_delayed_operations()
 
 
 class ReplicaFetcherManagerLike:
