@@ -4,11 +4,12 @@
 
 One strom broker subprocess. Producer: N × 100 B records, ``send`` + ``flush`` (linger.ms=5, batch.size=64 KiB,
 acks=1), as in bench/producer.py. Consumer: N pre-produced 100 B records in P partitions read by an assigned
-consumer (500 per poll, every value touched), as in bench/consumer.py. Each run is its own subprocess; "off"
-replaces ``Sensor.record`` and the recording methods of the Sender, Fetcher and Selector metrics with no-ops
-before the client is built, so the difference is the whole cost of recording. Runs alternate on/off for R
-rounds (the machine is shared: compare medians within one run). Reported: median CPU seconds of the client
-process per million records, wall-clock records/s, and the overhead (on − off) / off.
+consumer (500 per poll, every value touched), as in bench/consumer.py. "off" replaces ``Sensor.record`` and the
+recording methods of the Sender, Fetcher and Selector metrics with no-ops, so the difference is the whole cost
+of recording. All runs happen in this one process, a new client per run, on/off alternating (order swapped
+every round) for R rounds: on a shared machine, separate processes differ by more than the effect measured.
+Reported: median CPU seconds of this process (client threads included; the broker is another process) per
+million records, wall-clock records/s, and the overhead (on − off) / off.
 
 Also times a Prometheus scrape (``KafkaMetricsCollector`` + prometheus-client's text exposition) of a
 registry holding the per-partition consumer metrics of 1,000 partitions.
@@ -17,10 +18,8 @@ registry holding the per-partition consumer metrics of 1,000 partitions.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -30,21 +29,26 @@ sys.path.insert(0, ROOT)
 VALUE = b"x" * 100
 
 
-def disable_metrics() -> None:
-    """Make every recording call a no-op (the "off" side)."""
+_SAVED: list[tuple[type, str, object]] = []
+
+
+def set_metrics(enabled: bool) -> None:
+    """Turn every recording call into a no-op ("off") or restore it ("on")."""
     from strom.consumer.internals.fetch_metrics import FetchMetricsManager
     from strom.metrics.metrics import Sensor
     from strom.network.selector_metrics import SelectorMetrics
     from strom.producer.internals.sender_metrics import SenderMetrics
 
+    if not _SAVED:
+        _SAVED.append((Sensor, "record", Sensor.record))
+        for cls in (FetchMetricsManager, SelectorMetrics, SenderMetrics):
+            _SAVED.extend((cls, name, getattr(cls, name)) for name in dir(cls) if name.startswith("record"))
+
     def nothing(*_args: object, **_kwargs: object) -> None:
         return None
 
-    Sensor.record = nothing  # type: ignore[method-assign]
-    for cls in (FetchMetricsManager, SelectorMetrics, SenderMetrics):
-        for name in dir(cls):
-            if name.startswith("record"):
-                setattr(cls, name, nothing)
+    for cls, name, original in _SAVED:
+        setattr(cls, name, original if enabled else nothing)
 
 
 def child_producer(bootstrap: str, topic: str, n: int) -> dict[str, float]:
@@ -85,15 +89,6 @@ def child_consumer(bootstrap: str, topic: str, n: int, partitions: int) -> dict[
     return out
 
 
-def run_child(*args: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *args], capture_output=True,
-                         text=True, timeout=900)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(out.stderr[-2000:])
-    return json.loads(lines[-1])
-
-
 def scrape_bench(partitions: int = 1000) -> tuple[float, int]:
     """Median ms of one scrape of a registry with the per-partition consumer metrics of ``partitions``."""
     from prometheus_client.exposition import generate_latest
@@ -127,16 +122,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        kind, mode, bootstrap, topic, n, *rest = args.child
-        if mode == "off":
-            disable_metrics()
-        result = (child_producer(bootstrap, topic, int(n)) if kind == "producer"
-                  else child_consumer(bootstrap, topic, int(n), int(rest[0])))
-        print(json.dumps(result))
-        return
 
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -163,13 +149,15 @@ def main() -> None:
         assert p.flush(120) == 0
         del p, admin  # librdkafka's threads would keep reconnecting after the broker stops
         results: dict[tuple[str, str], list[dict[str, float]]] = {}
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             for kind in ("producer", "consumer"):
-                for mode in ("on", "off"):
-                    topic = "overhead-produce" if kind == "producer" else "overhead-consume"
-                    extra = [] if kind == "producer" else [str(args.partitions)]
-                    r = run_child(kind, mode, bootstrap, topic, str(args.records), *extra)
+                modes = ("on", "off") if round_ % 2 == 0 else ("off", "on")
+                for mode in modes:
+                    set_metrics(mode == "on")
+                    r = (child_producer(bootstrap, "overhead-produce", args.records) if kind == "producer"
+                         else child_consumer(bootstrap, "overhead-consume", args.records, args.partitions))
                     results.setdefault((kind, mode), []).append(r)
+        set_metrics(True)
     finally:
         broker.stop()
         broker.cleanup()

@@ -20,6 +20,7 @@ from strom.admin.models import (
     ConsumerGroupState,
     CreatedTopic,
     DeletedRecords,
+    ElectionType,
     ListOffsetsResultInfo,
     MemberAssignment,
     MemberDescription,
@@ -34,6 +35,7 @@ from strom.admin.models import (
 )
 from strom.admin.results import (
     DescribeClusterResult,
+    ElectLeadersResult,
     KafkaFuture,
     KeyedResult,
     ListConsumerGroupOffsetsResult,
@@ -61,6 +63,8 @@ __all__ = [
     "ConsumerGroupState",
     "CreatedTopic",
     "DeletedRecords",
+    "ElectionType",
+    "ElectLeadersResult",
     "ListOffsetsResultInfo",
     "MemberAssignment",
     "MemberDescription",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
@@ -32,8 +32,11 @@ from typing import Any
 from strom.admin import acls as _acls
 from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
+from strom.admin import elections as _elections
 from strom.admin import groups as _groups
+from strom.admin import reassignments as _reassignments
 from strom.admin import records as _records
+from strom.admin import scram as _scram
 from strom.admin import topics as _topics
 from strom.admin import transactions as _transactions
 from strom.admin.config import AdminClientConfig
@@ -46,6 +49,7 @@ from strom.admin.models import (
     ConsumerGroupState,
     CreatedTopic,
     DeletedRecords,
+    ElectionType,
     ListOffsetsResultInfo,
     NewPartitions,
     NewTopic,
@@ -55,6 +59,7 @@ from strom.admin.models import (
 )
 from strom.admin.results import (
     DescribeClusterResult,
+    ElectLeadersResult,
     KeyedResult,
     ListConsumerGroupOffsetsResult,
     ListConsumerGroupsResult,
@@ -268,6 +273,47 @@ class AdminClient:
                     timeout_ms: int | None = None) -> KeyedResult[AclBindingFilter, list[AclBinding]]:
         """Remove the bindings each filter matches; per filter, a future of what it removed."""
         return _acls.delete_acls(self._runnable, filters, timeout_ms)
+
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+                                      timeout_ms: int | None = None) -> KeyedResult[TopicPartition, None]:
+        """Move partitions to new replica lists (Kafka's ``alterPartitionReassignments``, KIP-455); ``None``
+        cancels a partition's ongoing reassignment. Each future completes once the controller accepted it."""
+        return _reassignments.alter_partition_reassignments(self._runnable, reassignments, timeout_ms)
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None, *,
+                                     timeout_ms: int | None = None,
+                                     ) -> Future[dict[TopicPartition, _reassignments.PartitionReassignment]]:
+        """Reassignments in progress (all, or of ``partitions``)."""
+        return _reassignments.list_partition_reassignments(
+            self._runnable, None if partitions is None else list(partitions), timeout_ms)
+
+    def elect_leaders(self, election_type: ElectionType | int | str,
+                      partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None) -> ElectLeadersResult:
+        """Ask the controller to elect leaders (Kafka's ``electLeaders``, KIP-460): ``PREFERRED`` gives each
+        partition back to its first replica, ``UNCLEAN`` elects a leader for partitions without one from any live
+        replica. ``partitions=None`` means every partition of the cluster."""
+        if isinstance(election_type, str):
+            try:
+                election_type = ElectionType[election_type.upper()]
+            except KeyError:
+                raise ValueError(f"Unknown election type {election_type!r}: expected 'preferred' or "
+                                 "'unclean'") from None
+        return _elections.elect_leaders(self._runnable, ElectionType(election_type),
+                                        None if partitions is None else list(partitions), timeout_ms)
+
+    # --------------------------------------------------------------------------------- SCRAM users
+
+    def alter_user_scram_credentials(
+            self, alterations: Iterable[_scram.UserScramCredentialUpsertion | _scram.UserScramCredentialDeletion],
+            *, timeout_ms: int | None = None) -> KeyedResult[str, None]:
+        """Add, replace or delete users' SCRAM credentials (KIP-554); one future per user."""
+        return _scram.alter_user_scram_credentials(self._runnable, alterations, timeout_ms)
+
+    def describe_user_scram_credentials(self, users: list[str] | None = None, *, timeout_ms: int | None = None,
+                                        ) -> Future[dict[str, list[_scram.ScramCredentialInfo]]]:
+        """Mechanisms and iteration counts per user (all users when ``users`` is ``None``)."""
+        return _scram.describe_user_scram_credentials(self._runnable, users, timeout_ms)
 
     # ------------------------------------------------------------------------------------- life cycle
 

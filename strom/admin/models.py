@@ -20,6 +20,7 @@ from enum import Enum, IntEnum
 from strom.common.structs import Node, TopicPartition
 
 __all__ = [
+    "ElectionType",
     "NewTopic",
     "NewPartitions",
     "TopicListing",
@@ -119,6 +120,14 @@ class TopicDescription:
     partitions: tuple[TopicPartitionInfo, ...]
     topic_id: uuid.UUID | None = None
     authorized_operations: frozenset[int] | None = None
+
+
+class ElectionType(IntEnum):
+    """Kafka's ``ElectionType``: PREFERRED moves leadership back to the first replica; UNCLEAN elects a leader
+    for a partition without one, from any live replica (data loss possible)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 # ----------------------------------------------------------------------------------------------- configs

@@ -23,6 +23,8 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from strom.admin.models import ClusterDescription, ConsumerGroupListing, TopicListing
+from strom.common.error_codes import ErrorCode
+from strom.common.errors import KafkaError
 from strom.common.structs import Node, OffsetAndMetadata, TopicPartition
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "ListConsumerGroupsResult",
     "ListConsumerGroupOffsetsResult",
     "DescribeClusterResult",
+    "ElectLeadersResult",
 ]
 
 K = TypeVar("K")
@@ -214,3 +217,22 @@ class DescribeClusterResult:
 
     def authorized_operations(self) -> Future[frozenset[int] | None]:
         return chain(self._future, lambda d: d.authorized_operations)
+
+
+class ElectLeadersResult:
+    """Kafka's ``ElectLeadersResult``: ``partitions()`` maps each partition to ``None`` (elected) or its error;
+    ``all()`` fails with the first error other than ELECTION_NOT_NEEDED."""
+
+    def __init__(self, future: Future[dict[TopicPartition, KafkaError | None]]) -> None:
+        self._future = future
+
+    def partitions(self) -> Future[dict[TopicPartition, KafkaError | None]]:
+        return self._future
+
+    def all(self) -> Future[None]:
+        def check(results: dict[TopicPartition, KafkaError | None]) -> None:
+            for error in results.values():
+                if error is not None and error.errno != ErrorCode.ELECTION_NOT_NEEDED:
+                    raise error
+
+        return chain(self._future, check)

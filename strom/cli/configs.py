@@ -93,9 +93,9 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.entity_type not in ENTITY_TYPES:
         raise CliError(f"Invalid entity type {args.entity_type}, the entity type must be one of "
                        f"{', '.join(ENTITY_TYPES)}", 2)
-    if args.entity_type not in ("topics", "brokers"):
-        raise CliError(f"strom supports the entity types topics and brokers; {args.entity_type} is not implemented",
-                       2)
+    if args.entity_type not in ("topics", "brokers", "users"):
+        raise CliError(f"strom supports the entity types topics, brokers and users; {args.entity_type} is not "
+                       "implemented", 2)
     if args.entity_default:
         if args.entity_type != "brokers":
             raise CliError("--entity-default may only be used with --entity-type brokers", 2)
@@ -128,8 +128,16 @@ def _check(args: argparse.Namespace) -> tuple[str, str, str | None]:
 
 def run(args: argparse.Namespace) -> int:
     action, entity_type, name = _check(args)
+    scram = _parse_scram_alterations(args, name or "") if entity_type == "users" and action == "alter" else None
     admin = new_admin(args)
     try:
+        if entity_type == "users":
+            if action == "describe":
+                return _describe_users(admin, name)
+            assert scram is not None
+            wait(admin.alter_user_scram_credentials(scram).all())
+            print(f"Completed updating config for user {name}.")
+            return 0
         if entity_type == "brokers" and name:
             _check_broker(admin, name)
         if action == "describe":
@@ -144,6 +152,43 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"Error while executing config command: {text}", 1, plain=True) from None
     finally:
         admin.close(timeout=5)
+
+
+_SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _parse_scram_alterations(args: argparse.Namespace, user: str) -> list[Any]:
+    """``SCRAM-SHA-256=[iterations=8192,password=secret]`` to add (iterations default 4096), ``SCRAM-SHA-512`` to
+    delete: Kafka's ``ConfigCommand`` syntax for users."""
+    from strom.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
+
+    to_add = load_config_file(args.add_config_file)
+    to_add.update(parse_add_config(args.add_config or ""))
+    to_delete = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    out: list[Any] = []
+    for key in [*to_add, *to_delete]:
+        if key.upper() not in _SCRAM_KEYS:
+            raise CliError(f"Invalid config {key} for users: strom supports {', '.join(_SCRAM_KEYS)} (quotas are "
+                           "not implemented)", 2)
+    for key, value in to_add.items():
+        fields = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+        if "password" not in fields:
+            raise CliError(f"Invalid {key} value: expected [iterations=<n>,password=<password>]", 2)
+        try:
+            iterations = int(fields.get("iterations", "4096"))
+        except ValueError:
+            raise CliError(f"Invalid {key} value: iterations must be a number", 2) from None
+        out.append(UserScramCredentialUpsertion(user, key.upper(), iterations, fields["password"]))
+    out += [UserScramCredentialDeletion(user, key.upper()) for key in to_delete]
+    return out
+
+
+def _describe_users(admin: Any, name: str | None) -> int:
+    described = wait(admin.describe_user_scram_credentials([name] if name else None))
+    for user, infos in sorted(described.items()):
+        creds = ",".join(f"{i.mechanism}=iterations={i.iterations}" for i in infos)
+        print(f"SCRAM credential configs for user-principal '{user}' are {creds}")
+    return 0
 
 
 def _check_broker(admin: Any, name: str) -> None:

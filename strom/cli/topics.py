@@ -12,6 +12,10 @@ Examples:
 --describe prints Kafka's layout, one line per topic and one per partition:
   Topic: sanguo<TAB>TopicId: <id><TAB>PartitionCount: 1<TAB>ReplicationFactor: 1<TAB>Configs: <overrides>
   <TAB>Topic: sanguo<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1<TAB>Isr: 1
+The partition filters (--under-replicated-partitions, --under-min-isr-partitions, --at-min-isr-partitions,
+--unavailable-partitions) print only the matching partition lines, without topic lines; given together, a
+partition matching any of them is printed. --topics-with-overrides prints only the topic lines of topics with
+config overrides.
 --topic is a regular expression for --list, --describe, --alter and --delete. The partition count can only
 grow; topic configs are changed with 'strom configs'.
 """
@@ -60,7 +64,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--under-replicated-partitions", action="store_true",
                    help="with --describe: only partitions whose ISR is smaller than the replica set")
     p.add_argument("--unavailable-partitions", action="store_true",
-                   help="with --describe: only partitions without a leader")
+                   help="with --describe: only partitions whose leader is missing or not a live broker")
+    p.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="with --describe: only partitions whose ISR is smaller than min.insync.replicas")
+    p.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="with --describe: only partitions whose ISR is exactly min.insync.replicas")
 
 
 def _check_args(args: argparse.Namespace) -> str:
@@ -231,8 +239,31 @@ def format_partition_line(topic: str, info: Any) -> str:
     return f"\tTopic: {topic}\tPartition: {info.partition}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}"
 
 
+def _min_isr(config: Any) -> int | None:
+    entry = next((e for e in (config.entries if config is not None else ()) if e.name == "min.insync.replicas"),
+                 None)
+    try:
+        return int(entry.value) if entry is not None and entry.value is not None else None
+    except ValueError:
+        return None
+
+
+def _partition_wanted(args: argparse.Namespace, info: Any, min_isr: int | None, live: set[int]) -> bool:
+    """Kafka's ``DescribeOptions.shouldPrintTopicPartition``: no filter prints all; filters are or-ed."""
+    filters = (args.under_replicated_partitions, args.unavailable_partitions, args.under_min_isr_partitions,
+               args.at_min_isr_partitions)
+    if not any(filters):
+        return True
+    has_leader = info.leader is not None
+    return bool(
+        (args.under_replicated_partitions and len(info.replicas) - len(info.isr) > 0)
+        or (args.unavailable_partitions and (not has_leader or info.leader.node_id not in live))
+        or (args.under_min_isr_partitions and (not has_leader or (min_isr is not None and len(info.isr) < min_isr)))
+        or (args.at_min_isr_partitions and min_isr is not None and len(info.isr) == min_isr))
+
+
 def _describe(admin: Any, args: argparse.Namespace) -> int:
-    from strom.admin import ConfigResource, ConfigResourceType, ConfigSource
+    from strom.admin import ConfigResource, ConfigResourceType
 
     found = _topics(admin, args)
     if not _ensure_topic_exists(found, args):
@@ -240,19 +271,23 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
     descriptions = admin.describe_topics(found)
     resources = {n: ConfigResource(ConfigResourceType.TOPIC, n) for n in found}
     configs = admin.describe_configs(list(resources.values()))
-    partition_filter = args.under_replicated_partitions or args.unavailable_partitions
+    live = {n.node_id for n in wait(admin.describe_cluster().nodes())}
+    # Kafka's DescribeOptions: topic lines unless a partition filter is given; partition lines unless
+    # --topics-with-overrides.
+    describe_topic_lines = not (args.under_replicated_partitions or args.unavailable_partitions
+                                or args.under_min_isr_partitions or args.at_min_isr_partitions)
+    describe_partitions = not args.topics_with_overrides
     out = sys.stdout
     for name in found:
         description = wait(descriptions[name])
         config = wait(configs[resources[name]])
-        if args.topics_with_overrides and not any(e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG for e in config):
-            continue
-        if not partition_filter:
-            out.write(format_topic_line(description, config) + "\n")
-        for info in description.partitions:
-            if args.under_replicated_partitions and len(info.isr) >= len(info.replicas):
-                continue
-            if args.unavailable_partitions and info.leader is not None:
-                continue
-            out.write(format_partition_line(name, info) + "\n")
+        if describe_topic_lines and description.partitions:
+            has_overrides = any(not e.is_default for e in config.entries)
+            if not args.topics_with_overrides or has_overrides:
+                out.write(format_topic_line(description, config) + "\n")
+        if describe_partitions:
+            min_isr = _min_isr(config)
+            for info in description.partitions:
+                if _partition_wanted(args, info, min_isr, live):
+                    out.write(format_partition_line(name, info) + "\n")
     return 0

@@ -52,7 +52,7 @@ from strom.consumer.internals.fetcher import Fetcher
 from strom.consumer.internals.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
 from strom.consumer.internals.subscription_state import OffsetResetStrategy, SubscriptionState
 from strom.consumer.internals.timer import Timer
-from strom.metrics import Avg, KafkaMetric, Max, MetricName, Metrics
+from strom.metrics import KafkaMetric, MetricName, Metrics, SampledStats
 from strom.metrics.client_metrics import new_client_metrics
 
 __all__ = ["KafkaConsumer", "DEFAULT_CLOSE_TIMEOUT_MS"]
@@ -123,11 +123,11 @@ class KafkaConsumer:
         # Kafka's KafkaConsumerMetrics: the time between the application's polls
         self._last_poll_ms = -1
         self._poll_gap = metrics.sensor("time-between-poll")
-        self._poll_gap.add(metrics.metric_name("time-between-poll-avg", "consumer-metrics",
-                                               "The average delay between invocations of poll() in milliseconds."),
-                           Avg())
-        self._poll_gap.add(metrics.metric_name("time-between-poll-max", "consumer-metrics",
-                                               "The max delay between invocations of poll() in milliseconds."), Max())
+        self._poll_gap.add(None, SampledStats({
+            "avg": metrics.metric_name("time-between-poll-avg", "consumer-metrics",
+                                       "The average delay between invocations of poll() in milliseconds."),
+            "max": metrics.metric_name("time-between-poll-max", "consumer-metrics",
+                                       "The max delay between invocations of poll() in milliseconds.")}))
         metrics.add_metric(metrics.metric_name("last-poll-seconds-ago", "consumer-metrics",
                                                "The number of seconds since the last poll() invocation."),
                            lambda _c, now: float((now - self._last_poll_ms) // 1000) if self._last_poll_ms >= 0

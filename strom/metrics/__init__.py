@@ -18,6 +18,7 @@ from strom.metrics.stats import (
     Meter,
     Min,
     Rate,
+    SampledStats,
     Total,
     Value,
     WindowedCount,
@@ -27,5 +28,5 @@ from strom.metrics.stats import (
 __all__ = [
     "MetricConfig", "MetricName", "RecordingLevel", "Gauge", "KafkaMetric", "Measurable", "Metrics", "Sensor",
     "metric_values", "Percentile", "Percentiles", "MetricsReporter", "load_reporters", "Avg", "CumulativeCount",
-    "CumulativeSum", "Max", "Meter", "Min", "Rate", "Total", "Value", "WindowedCount", "WindowedSum",
+    "CumulativeSum", "Max", "Meter", "Min", "Rate", "SampledStats", "Total", "Value", "WindowedCount", "WindowedSum",
 ]

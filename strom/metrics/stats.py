@@ -22,6 +22,7 @@ from strom.metrics.metric_name import MetricConfig, MetricName
 __all__ = [
     "MeasurableStat", "CompoundStat", "NamedMeasurable", "Sample", "SampledStat", "Avg", "Max", "Min",
     "WindowedSum", "WindowedCount", "Rate", "CumulativeSum", "CumulativeCount", "Total", "Value", "Meter",
+    "SampledStats",
 ]
 
 
@@ -329,3 +330,110 @@ class Meter:
         self.rate.stat.record(config, value, time_ms)
         # Kafka's Meter records the total with the same value: for WindowedCount it is a count.
         self.total.total += 1 if self._counts else value
+
+
+class _StatsSample(Sample):
+    __slots__ = ("max", "min")
+
+    def __init__(self, now_ms: int) -> None:
+        super().__init__(0.0, now_ms)
+        self.max = -math.inf
+        self.min = math.inf
+
+    def reset(self, now_ms: int) -> None:
+        super().reset(now_ms)
+        self.max = -math.inf
+        self.min = math.inf
+
+
+class _Derived:
+    __slots__ = ("_owner", "_kind")
+
+    def __init__(self, owner: SampledStats, kind: str) -> None:
+        self._owner = owner
+        self._kind = kind
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        return self._owner.measure_kind(self._kind, config, now_ms)
+
+
+class SampledStats(SampledStat):
+    """Several of Kafka's stats of one sensor kept in one ring of windows (a compound stat).
+
+    ``names`` maps a kind to the metric reporting it: ``avg`` (:class:`Avg`), ``max`` (:class:`Max`), ``min``
+    (:class:`Min`), ``rate`` (:class:`Rate` of the values per second), ``count-rate`` (:class:`Rate` of
+    :class:`WindowedCount`), ``ratio`` (a rate of nanoseconds per nanosecond, Kafka's
+    ``Rate(TimeUnit.NANOSECONDS)``), ``total`` (:class:`CumulativeSum`), ``count`` (:class:`CumulativeCount`),
+    ``value`` (:class:`Value`). The values equal those of the separate stats read at the same instants — Kafka
+    records every stat of a sensor at the same instants, so their windows coincide — but a record updates one
+    window instead of one per stat, which matters on the consumer's per-poll path.
+    """
+
+    __slots__ = ("_names", "_rate", "total", "count", "last")
+
+    KINDS = ("avg", "max", "min", "rate", "count-rate", "ratio", "total", "count", "value")
+
+    def __init__(self, names: dict[str, MetricName]) -> None:
+        unknown = set(names) - set(self.KINDS)
+        if unknown:
+            raise ValueError(f"unknown stat kinds {sorted(unknown)}: expected some of {self.KINDS}")
+        super().__init__(0.0)
+        self._names = dict(names)
+        self._rate = Rate(self)
+        self.total = 0.0
+        self.count = 0
+        self.last = 0.0
+
+    def stats(self) -> list[NamedMeasurable]:
+        return [NamedMeasurable(name, _Derived(self, kind)) for kind, name in self._names.items()]
+
+    def new_sample(self, time_ms: int) -> Sample:
+        return _StatsSample(time_ms)
+
+    def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        sample = self._sample_for(config, time_ms)
+        sample.value += value
+        if value > sample.max:  # type: ignore[attr-defined]
+            sample.max = value  # type: ignore[attr-defined]
+        if value < sample.min:  # type: ignore[attr-defined]
+            sample.min = value  # type: ignore[attr-defined]
+        self.total += value
+        self.count += 1
+        self.last = value
+
+    def update(self, sample: Sample, config: MetricConfig, value: float, time_ms: int) -> None:
+        raise NotImplementedError("SampledStats records through record()")
+
+    def oldest(self, now_ms: int) -> Sample:
+        # Reading must not open a window (Kafka's Rate does when nothing was recorded yet, which would shift the
+        # windows that the other kinds share).
+        if not self._samples:
+            return Sample(0.0, now_ms)
+        return min(self._samples, key=lambda s: s.last_window_ms)
+
+    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+        return float(sum(s.value for s in samples))
+
+    def measure_kind(self, kind: str, config: MetricConfig, now_ms: int) -> float:
+        if kind == "total":
+            return self.total
+        if kind == "count":
+            return float(self.count)
+        if kind == "value":
+            return self.last
+        if kind in ("rate", "ratio"):
+            rate = self._rate.measure(config, now_ms)  # purges, then sum / window
+            return rate / 1_000_000_000 if kind == "ratio" else rate
+        self.purge_obsolete_samples(config, now_ms)
+        samples = self._samples
+        if kind == "count-rate":
+            count = sum(s.event_count for s in samples)
+            return count * 1000.0 / self._rate.window_size(config, now_ms)
+        live = [s for s in samples if s.event_count]
+        if not live:
+            return math.nan
+        if kind == "avg":
+            return sum(s.value for s in live) / sum(s.event_count for s in live)
+        if kind == "max":
+            return max(s.max for s in live)  # type: ignore[attr-defined]
+        return min(s.min for s in live)  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from strom.common.errors import IllegalStateError
 from strom.network.network_receive import NetworkReceive, NetworkSend
 from strom.network.sasl_authenticator import SaslClientAuthenticator
 from strom.network.transport import EVENT_READ, EVENT_WRITE, NONE_POOL, MemoryPool, Transport
+from strom.protocol.connection import FrameDecoder
 
 __all__ = ["KafkaChannel", "ChannelState", "ChannelMuteState"]
 
@@ -45,7 +46,7 @@ class KafkaChannel:
 
     __slots__ = ("id", "transport", "max_receive_size", "memory_pool", "receive", "send", "mute_state",
                  "state", "remote_address", "_connected", "authenticator", "_auth_out", "_auth_receive",
-                 "auth_error")
+                 "auth_error", "_decoder", "session_expires_ns")
 
     def __init__(self, id: Any, transport: Transport, max_receive_size: int = -1,
                  memory_pool: MemoryPool = NONE_POOL, remote_address: Any = None,
@@ -64,6 +65,9 @@ class KafkaChannel:
         self._auth_out: memoryview | None = None
         self._auth_receive: NetworkReceive | None = None
         self.auth_error: BaseException | None = None
+        self._decoder = FrameDecoder(max_receive_size, memory_pool.try_allocate)
+        # KIP-368: when the broker limits the SASL session, the time by which this connection must be replaced
+        self.session_expires_ns: int | None = None
 
     # ------------------------------------------------------------------------------------ connect
 
@@ -158,7 +162,7 @@ class KafkaChannel:
         """Read from the socket; a completed frame, or ``None`` (partial frame / no data)."""
         receive = self.receive
         if receive is None:
-            receive = self.receive = NetworkReceive(self.max_receive_size, self.id, self.memory_pool)
+            receive = self.receive = NetworkReceive(self.max_receive_size, self.id, self.memory_pool, self._decoder)
         receive.read_from(self.transport)
         if receive.complete():
             self.receive = None

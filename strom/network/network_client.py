@@ -121,6 +121,7 @@ class NetworkClient:
             raise ValueError(f"Cannot connect to empty node {node}")
         if self.is_ready(node, now):
             return True
+        self._replace_if_session_ended(node.node_id)
         if self.connection_states.can_connect(node.node_id, now):
             self.initiate_connect(node, now)
         return False
@@ -287,6 +288,7 @@ class NetworkClient:
         self._handle_initiate_api_version_requests(updated_now)
         self._handle_timed_out_connections(responses, updated_now)
         self._handle_timed_out_requests(responses, updated_now)
+        self._handle_expired_sessions(responses, updated_now)
         self._complete_responses(responses)
         return responses
 
@@ -421,6 +423,21 @@ class NetworkClient:
             log.info("%sDisconnecting from node %s due to socket connection setup timeout. The timeout value is "
                      "%d ms.", self.log_context, node, self.connection_states.connection_setup_timeout_ms(node))
             self._process_disconnection(responses, node, now, ChannelState.LOCAL_CLOSE, True)
+
+    def _handle_expired_sessions(self, responses: list[ClientResponse], now: int) -> None:
+        """KIP-368: once a connection's SASL session nears its end nothing new is sent on it; when its last
+        response is in, it is closed so the next request reconnects and authenticates again."""
+        for node in self.selector.expired_sessions():
+            self._replace_if_session_ended(node)
+
+    def _replace_if_session_ended(self, node: Any) -> None:
+        if node in self.selector.expired_sessions() and not self.in_flight_requests.count(node):
+            log.debug("%sReplacing the connection to node %s: its SASL session is ending", self.log_context, node)
+            self.selector.close_connection(node)
+            # Not a failure: no backoff, no metadata refresh; the next ready() connects at once.
+            self.connection_states.remove(node)
+            self.api_versions.remove(node)
+            self._nodes_needing_api_versions.pop(node, None)
 
     def _handle_timed_out_requests(self, responses: list[ClientResponse], now: int) -> None:
         for node in self.in_flight_requests.nodes_with_timed_out_requests(now):

@@ -30,11 +30,14 @@ class NetworkReceive:
 
     __slots__ = ("source", "max_size", "memory_pool", "_decoder", "_payload", "_read")
 
-    def __init__(self, max_size: int = UNLIMITED, source: Any = None, memory_pool: MemoryPool = NONE_POOL) -> None:
+    def __init__(self, max_size: int = UNLIMITED, source: Any = None, memory_pool: MemoryPool = NONE_POOL,
+                 decoder: FrameDecoder | None = None) -> None:
         self.source = source
         self.max_size = max_size
         self.memory_pool = memory_pool
-        self._decoder = FrameDecoder(max_size, memory_pool.try_allocate)
+        # A channel passes its own decoder (at a frame boundary: it never reads past a frame) to save building
+        # one per response.
+        self._decoder = decoder if decoder is not None else FrameDecoder(max_size, memory_pool.try_allocate)
         self._payload: memoryview | None = None
         self._read = 0
 

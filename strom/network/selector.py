@@ -12,6 +12,9 @@ Sockets are non-blocking with ``TCP_NODELAY`` and ``SO_KEEPALIVE``; ``SO_SNDBUF`
 request usually leaves without waiting for a writability event (Kafka waits for ``OP_WRITE``; the order of
 events is the same). :meth:`wakeup` (a ``socketpair``) interrupts a blocked poll.
 
+Every poll, completed send and receive, connection and close is recorded in Kafka's selector metrics
+(:class:`~strom.network.selector_metrics.SelectorMetrics`, into the owner's registry when one is given).
+
 Threading: I/O thread only, except :meth:`wakeup`, which any thread may call.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import random
 import selectors
 import socket
 from collections import OrderedDict, deque
@@ -92,6 +96,7 @@ class Selector:
         self._channels: dict[Any, KafkaChannel] = {}
         self._closing: dict[Any, tuple[KafkaChannel, ChannelState]] = {}
         self._explicitly_muted: set[KafkaChannel] = set()
+        self._sessions: dict[Any, KafkaChannel] = {}  # channels with a limited SASL session (KIP-368)
         self._staged: dict[KafkaChannel, deque[NetworkReceive]] = {}
         self._immediately_connected: list[KafkaChannel] = []
         self._pending_writes: list[KafkaChannel] = []
@@ -251,6 +256,13 @@ class Selector:
             if not channel.ready():
                 if not channel.prepare():
                     return
+                auth = channel.authenticator
+                if auth is not None and auth.session_lifetime_ms > 0:
+                    # KIP-368: replace the connection at 85-95 % of the session the broker granted (Kafka's
+                    # clients re-authenticate at that point; reconnecting authenticates afresh).
+                    channel.session_expires_ns = now_ns + int(
+                        auth.session_lifetime_ms * 1_000_000 * random.uniform(0.85, 0.95))
+                    self._sessions[channel.id] = channel
                 if channel.send is not None:
                     mask |= EVENT_WRITE
                 mask |= EVENT_READ  # the broker may have answered already
@@ -315,6 +327,8 @@ class Selector:
         connection_id = channel.id
         if self._channels.get(connection_id) is channel:
             del self._channels[connection_id]
+        if self._sessions.get(connection_id) is channel:
+            del self._sessions[connection_id]
         self._explicitly_muted.discard(channel)
         if self._idle is not None:
             self._idle.remove(connection_id)
@@ -428,7 +442,18 @@ class Selector:
 
     def is_channel_ready(self, connection_id: Any) -> bool:
         channel = self._channels.get(connection_id)
-        return channel is not None and channel.ready()
+        if channel is None or not channel.ready():
+            return False
+        expires = channel.session_expires_ns
+        return expires is None or self._time.nanoseconds() < expires
+
+    def expired_sessions(self) -> list[Any]:
+        """Connections whose SASL session is about to end (KIP-368): no new request may go on them."""
+        if not self._sessions:
+            return []
+        now = self._time.nanoseconds()
+        return [cid for cid, ch in self._sessions.items()
+                if ch.session_expires_ns is not None and now >= ch.session_expires_ns]
 
     def channel(self, connection_id: Any) -> KafkaChannel | None:
         return self._channels.get(connection_id)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from strom.metrics import Avg, CumulativeSum, Max, Meter, Metrics, Rate, Sensor, WindowedCount, WindowedSum
+from strom.metrics import Meter, Metrics, SampledStats, Sensor, WindowedCount, WindowedSum
 
 __all__ = ["SelectorMetrics"]
 
@@ -52,19 +52,22 @@ class SelectorMetrics:
         self._add_send_stats(s, group, None)
         self.bytes_received = s = metrics.sensor(f"{metric_grp_prefix}.bytes-received")
         self._add_receive_stats(s, group, None)
+        # Recorded on every poll: one SampledStats each (Kafka's Meter + Avg + CumulativeSum + Rate(ns)).
         self.select_time = s = metrics.sensor(f"{metric_grp_prefix}.select-time")
-        meter(s, "select", "times the I/O layer checked for new I/O to perform", count=True)
-        s.add(name("io-wait-time-ns-avg", group, "The average length of time the I/O thread spent waiting for a "
-                                                 "socket ready for reads or writes in nanoseconds."), Avg())
-        s.add(name("io-wait-time-ns-total", group, "The total time the I/O thread spent waiting"), CumulativeSum())
-        s.add(name("io-wait-ratio", group, "The fraction of time the I/O thread spent waiting"),
-              Rate(unit_ms=1 / _NS_PER_MS))
+        s.add(None, SampledStats({
+            "count-rate": name("select-rate", group, "The number of times the I/O layer checked for new I/O to "
+                                                     "perform per second"),
+            "count": name("select-total", group, "The total number of times the I/O layer checked for new I/O"),
+            "avg": name("io-wait-time-ns-avg", group, "The average length of time the I/O thread spent waiting for "
+                                                      "a socket ready for reads or writes in nanoseconds."),
+            "total": name("io-wait-time-ns-total", group, "The total time the I/O thread spent waiting"),
+            "ratio": name("io-wait-ratio", group, "The fraction of time the I/O thread spent waiting")}))
         self.io_time = s = metrics.sensor(f"{metric_grp_prefix}.io-time")
-        s.add(name("io-time-ns-avg", group, "The average length of time for I/O per select call in nanoseconds."),
-              Avg())
-        s.add(name("io-time-ns-total", group, "The total time the I/O thread spent doing I/O"), CumulativeSum())
-        s.add(name("io-ratio", group, "The fraction of time the I/O thread spent doing I/O"),
-              Rate(unit_ms=1 / _NS_PER_MS))
+        s.add(None, SampledStats({
+            "avg": name("io-time-ns-avg", group, "The average length of time for I/O per select call in "
+                                                 "nanoseconds."),
+            "total": name("io-time-ns-total", group, "The total time the I/O thread spent doing I/O"),
+            "ratio": name("io-ratio", group, "The fraction of time the I/O thread spent doing I/O")}))
         # network-io counts sends and receives together (Kafka: a sensor fed by both).
         self.network_io = s = metrics.sensor(f"{metric_grp_prefix}.network-io")
         meter(s, "network-io", "network operations (reads or writes) on all connections", count=True)
@@ -74,10 +77,13 @@ class SelectorMetrics:
 
     def _add_send_stats(self, s: Sensor, group: str, tags: dict[str, str] | None) -> None:
         name = self.metrics.metric_name
-        self._meter(s, "outgoing-byte", "outgoing bytes sent", grp=group, tags=tags)
-        self._meter(s, "request", "requests sent", count=True, grp=group, tags=tags)
-        s.add(name("request-size-avg", group, "The average size of requests sent.", tags), Avg())
-        s.add(name("request-size-max", group, "The maximum size of any request sent.", tags), Max())
+        s.add(None, SampledStats({
+            "rate": name("outgoing-byte-rate", group, "The number of outgoing bytes sent per second", tags),
+            "total": name("outgoing-byte-total", group, "The total number of outgoing bytes sent", tags),
+            "count-rate": name("request-rate", group, "The number of requests sent per second", tags),
+            "count": name("request-total", group, "The total number of requests sent", tags),
+            "avg": name("request-size-avg", group, "The average size of requests sent.", tags),
+            "max": name("request-size-max", group, "The maximum size of any request sent.", tags)}))
 
     def _add_receive_stats(self, s: Sensor, group: str, tags: dict[str, str] | None) -> None:
         self._meter(s, "incoming-byte", "bytes read off all sockets", grp=group, tags=tags)
@@ -97,10 +103,10 @@ class SelectorMetrics:
                 self._add_send_stats(sent, self.node_group, tags)
                 self._add_receive_stats(received, self.node_group, tags)
                 name = metrics.metric_name
-                latency.add(name("request-latency-avg", self.node_group, "The average request latency in ms",
-                                 tags), Avg())
-                latency.add(name("request-latency-max", self.node_group, "The maximum request latency in ms",
-                                 tags), Max())
+                latency.add(None, SampledStats({
+                    "avg": name("request-latency-avg", self.node_group, "The average request latency in ms", tags),
+                    "max": name("request-latency-max", self.node_group, "The maximum request latency in ms",
+                                tags)}))
             sensors = self._nodes[node_id] = (sent, received, latency)
         return sensors
 

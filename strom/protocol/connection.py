@@ -85,13 +85,14 @@ class FrameDecoder:
     ``max_frame_size < 0`` means unlimited. Not thread-safe: one decoder per connection.
     """
 
-    __slots__ = ("max_frame_size", "_allocate", "_head", "_head_n", "_size", "_payload", "_pos")
+    __slots__ = ("max_frame_size", "_allocate", "_head", "_head_view", "_head_n", "_size", "_payload", "_pos")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  allocate: Callable[[int], bytearray | None] = _bytearray) -> None:
         self.max_frame_size = max_frame_size
         self._allocate = allocate
         self._head = bytearray(4)
+        self._head_view = memoryview(self._head)
         self._head_n = 0
         self._size = -1  # payload size of the frame in progress, -1 while its size prefix is incomplete
         self._payload: bytearray | None = None
@@ -112,29 +113,36 @@ class FrameDecoder:
         return self._payload is not None
 
     # -- recv_into style ------------------------------------------------------------------------------------
+    # (the hot path of every client receive: no helper calls, no slicing when a read starts at offset 0)
     def buffer(self) -> memoryview | None:
         if self._size < 0:
-            return memoryview(self._head)[self._head_n:]
-        if self._payload is None:
-            self._payload = self._allocate(self._size)
-            if self._payload is None:
+            n = self._head_n
+            return self._head_view[n:] if n else self._head_view
+        payload = self._payload
+        if payload is None:
+            payload = self._payload = self._allocate(self._size)
+            if payload is None:
                 return None
-        return memoryview(self._payload)[self._pos:]
+        pos = self._pos
+        return memoryview(payload)[pos:] if pos else memoryview(payload)
 
     def advance(self, n: int) -> memoryview | None:
         if self._size < 0:
-            self._head_n += n
-            if self._head_n < 4:
+            n += self._head_n
+            if n < 4:
+                self._head_n = n
                 return None
-            size = _I32.unpack(self._head)[0]
-            check_frame_size(size, self.max_frame_size)
             self._head_n = 0
+            size = _I32.unpack(self._head)[0]
+            if size < 0 or 0 <= self.max_frame_size < size:
+                check_frame_size(size, self.max_frame_size)
             if size == 0:
                 return memoryview(b"")
             self._size = size
             return None
-        self._pos += n
-        if self._pos < self._size:
+        pos = self._pos + n
+        if pos < self._size:
+            self._pos = pos
             return None
         payload = self._payload
         assert payload is not None

@@ -243,8 +243,9 @@ class StandaloneAdminManager(AdminManager):
         from strom.common.structs import TopicPartition
 
         async with self._lock:
-            self._persist(lambda: self.standalone.delete_topic(info.name))
+            # Logs first: on a full disk the deletion is what frees the space the registry write needs.
             self.replica_manager.delete_partitions(TopicPartition(info.name, p) for p in range(info.num_partitions))
+            self._persist(lambda: self.standalone.delete_topic(info.name))
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._persist(lambda: self.standalone.set_configs(name, configs))

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from strom.common.errors import ConfigError
 from strom.common.structs import TopicPartition
@@ -36,6 +37,9 @@ from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
 from strom.server.security.authorizer import create_authorizer
 from strom.server.security.channel_builders import build_socket_servers
+from strom.server.security.credentials import default_credential_store
+from strom.server.security.zk_acl_store import ZkAclStore
+from strom.server.security.zk_credentials import ZkCredentialStore
 from strom.server.socket_server import ConnectionContext, SocketServer
 from strom.server.zk.config_change import ConfigChangeWatcher
 from strom.server.zk.kafka_zk_client import KafkaZkClient
@@ -76,6 +80,8 @@ class BrokerServer:
         self.controller: KafkaController | None = None
         self.controller_channel: ControllerChannel | None = None
         self._config_watch: ConfigChangeWatcher | None = None
+        self.credentials: Any = None
+        self._acl_store: ZkAclStore | None = None
         self.socket_servers: list[SocketServer] = []
         self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -154,7 +160,7 @@ class BrokerServer:
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
-            authorizer=create_authorizer(c, self.log_dirs[0]), txn_coordinator=self.txn_coordinator))
+            authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator))
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._ready.set()
         if self.zk is not None:
@@ -163,11 +169,24 @@ class BrokerServer:
                  ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)),
                  f", cluster {cluster_id} via ZooKeeper {c['zookeeper.connect']}" if self.zk is not None else "")
 
+    def _authorizer(self) -> Any:
+        """authorizer.class.name: ACLs in the data dir, or in ZooKeeper (shared by the cluster, reloaded on every
+        broker when they change)."""
+        if self.zk is None:
+            return create_authorizer(self.config, self.log_dirs[0])
+        self._acl_store = ZkAclStore(self.zk)
+        authorizer = create_authorizer(self.config, self.log_dirs[0], store=self._acl_store)
+        if authorizer is not None:
+            self._acl_store.start(authorizer.reload)
+        return authorizer
+
     def _replica_manager(self, metadata: MetadataCache) -> ReplicaManager:
         assert self.log_manager is not None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
             replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
+        self.replica_manager.rack_aware_selector = str(self.config["replica.selector.class"] or "").endswith(
+            "RackAwareReplicaSelector")
         return self.replica_manager
 
     @property
@@ -198,7 +217,10 @@ class BrokerServer:
         assert isinstance(self.metadata, ZkMetadataCache)
         metadata = self.metadata
         self.controller.on_controller_change = metadata.set_controller_id
-        self._config_watch = ConfigChangeWatcher(zk, loop, self._apply_topic_config)
+        credentials = self.credentials
+        self._config_watch = ConfigChangeWatcher(
+            zk, loop, self._apply_topic_config,
+            on_user_change=credentials.refresh if isinstance(credentials, ZkCredentialStore) else None)
         self._config_watch.start()
 
         def after_new_session() -> None:
@@ -251,7 +273,12 @@ class BrokerServer:
             assert self.apis is not None
             return await self.apis.handle(conn, frame, conn.listener_name)
 
-        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0])
+        if self.zk is not None:
+            self.credentials = ZkCredentialStore(self.zk)  # SCRAM users live in the cluster's metadata
+        else:
+            self.credentials = default_credential_store(self.config, self.log_dirs[0])
+        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0],
+                                                   credentials=self.credentials)
         for server in self.socket_servers:
             await server.start()
             self.bound_ports.append(server.bound_port or 0)
@@ -272,10 +299,16 @@ class BrokerServer:
                 log.warning("controlled shutdown did not complete; shutting down anyway")
         if self._config_watch is not None:
             self._config_watch.stop()
+        if self._acl_store is not None:
+            self._acl_store.stop()
         if self.controller is not None:
             await self.controller.shutdown()
         for server in self.socket_servers:
             server.close_listening()
+        if self.replica_manager is not None:
+            # Parked acks=all produces and long-poll fetches answer now (NOT_LEADER_OR_FOLLOWER / what is there)
+            # instead of holding the connection drain until their timeouts: leadership has moved away.
+            self.replica_manager.complete_delayed_operations()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers parked JoinGroup/SyncGroup before the drain
         if self.txn_coordinator is not None:

@@ -181,6 +181,8 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "controlled.shutdown.max.retries": (_int(0), 3),
     "controlled.shutdown.retry.backoff.ms": (_int(0), 5000),
     "controller.socket.timeout.ms": (_int(1), 30000),
+    "replica.selector.class": (_choice("", "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                                       "org.apache.kafka.common.replica.LeaderSelector"), None),
 }
 
 # Keys a real Kafka server.properties carries that strom accepts and ignores (threads, ZooKeeper, KRaft quorum,

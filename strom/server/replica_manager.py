@@ -54,6 +54,7 @@ class FetchResult:
     log_start_offset: int = -1
     records: bytes | memoryview = b""
     last_stable_offset: int = -1
+    preferred_read_replica: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset), read_committed only
 
 
@@ -66,6 +67,7 @@ class ReplicaManager:
         self.time = time
         self.default_log_config = default_log_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.rack_aware_selector = False  # replica.selector.class = RackAwareReplicaSelector (KIP-392)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.alter_partition: AlterPartitionCallback | None = None
         self.fetcher_manager: ReplicaFetcherManagerLike | None = None
@@ -325,10 +327,14 @@ class ReplicaManager:
                 fut.set_result(code)
 
     # -- fetch ------------------------------------------------------------------------------------------------
-    def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool,
-             isolation_level: int = 0) -> FetchResult:
-        """One partition's read for Fetch: consumers up to the HW from the leader (read_committed: up to the last
-        stable offset, with the aborted transactions the records overlap), followers up to the LEO."""
+    def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool, *,
+             client_rack: str | None = None, follower_reads: bool = False, isolation_level: int = 0) -> FetchResult:
+        """One partition's read for Fetch: consumers up to the HW (read_committed: up to the last stable offset,
+        with the aborted transactions the records overlap), followers up to the LEO.
+
+        KIP-392: a consumer that sends its rack (Fetch v11+, ``follower_reads``) may read from a follower, up to
+        the follower's high watermark; with ``replica.selector.class`` set to the rack-aware selector, the leader
+        answers such a consumer with the in-sync replica of its rack as ``preferred_read_replica``."""
         p = self.partitions.get(part.tp)
         if p is None:
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
@@ -339,7 +345,13 @@ class ReplicaManager:
                 else ErrorCode.UNKNOWN_LEADER_EPOCH
             return FetchResult(code, p.high_watermark, p.log.log_start_offset)
         if not p.is_leader:
-            return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, p.high_watermark, p.log.log_start_offset)
+            if not (follower_reads and replica_id < 0 and p.leader_id >= 0 and self.node_id in p.replicas):
+                return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, p.high_watermark, p.log.log_start_offset)
+        elif replica_id < 0 and client_rack and self.rack_aware_selector:
+            preferred = self._preferred_read_replica(p, client_rack)
+            if preferred != self.node_id:
+                return FetchResult(ErrorCode.NONE, p.high_watermark, p.log.log_start_offset, b"", p.high_watermark,
+                                   preferred)
         is_follower = replica_id >= 0
         lg = p.log
         hw = p.high_watermark
@@ -361,7 +373,21 @@ class ReplicaManager:
         if read_committed and records:
             aborted = [(a.producer_id, a.first_offset)
                        for a in lg.collect_aborted_transactions(part.fetch_offset, max_offset)]
-        return FetchResult(code, hw, lg.log_start_offset, records, lso, aborted)
+        return FetchResult(code, hw, lg.log_start_offset, records, lso, aborted_transactions=aborted)
+
+    def _preferred_read_replica(self, p: Partition, client_rack: str) -> int:
+        """Kafka's RackAwareReplicaSelector: the leader when it is in the client's rack, else an in-sync replica
+        there (the most caught up), else the leader."""
+        me = self.metadata.broker(self.node_id)
+        if me is not None and me.rack == client_rack:
+            return self.node_id
+        candidates = []
+        for r in p.isr:
+            b = self.metadata.broker(r)
+            if r != self.node_id and b is not None and b.rack == client_rack:
+                st = p.remote.get(r)
+                candidates.append((st.log_end_offset if st is not None else -1, -r, r))
+        return max(candidates)[2] if candidates else self.node_id
 
     def _wake_fetches(self, tp: TopicPartition) -> None:
         waiters = self._fetch_waiters.pop(tp, None)
@@ -395,9 +421,9 @@ class ReplicaManager:
         if fn is not None:
             fn()
 
-    def shutdown(self) -> None:
-        if self.fetcher_manager is not None:
-            self.fetcher_manager.shutdown()
+    def complete_delayed_operations(self) -> None:
+        """Shutting down: answer every parked request now (fetches with what they have, acks=all produces with
+        NOT_LEADER_OR_FOLLOWER, so the producer retries on the new leader)."""
         for waiters in self._fetch_waiters.values():
             for fut in waiters:
                 if not fut.done():
@@ -405,6 +431,11 @@ class ReplicaManager:
         self._fetch_waiters.clear()
         for tp in list(self._produce_waiters):
             self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def shutdown(self) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown()
+        self.complete_delayed_operations()
 
 
 class ReplicaFetcherManagerLike:

@@ -131,7 +131,7 @@ class ZkMetadataCache(MetadataCache):
         # Partitions are numbered 0..n-1; a gap would be a controller bug, keep what is known in order.
         states = [st for _p, st in parts]
         info = TopicInfo(topic, self._topic_ids.get(topic, uuid.UUID(int=0)), states,
-                         self.topic_configs.setdefault(topic, {}))
+                         self.topic_configs.get(topic, {}))  # not setdefault: load_topic_configs must still load
         self._topics[topic] = info
         self._by_id[info.topic_id] = info
 

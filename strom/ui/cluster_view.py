@@ -138,7 +138,7 @@ def decode_bytes(data: bytes | None) -> tuple[str, str]:
     except UnicodeDecodeError:
         return data.hex(" "), "hex"
     stripped = text.strip()
-    if stripped[:1] in ("{", "[") :
+    if stripped[:1] in ("{", "["):
         try:
             return json.dumps(json.loads(stripped), indent=2, ensure_ascii=False), "json"
         except ValueError:
@@ -204,14 +204,22 @@ class ClusterView:
     # --------------------------------------------------------------------------------------- cached
 
     def _cached(self, key: str, load: Callable[[], Any]) -> Any:
+        """A snapshot at most ``cache_ttl_s`` old — or, while the sampler runs, at most two sample intervals
+        old: the sampler refreshes the cluster-wide snapshots, so page loads rarely wait for the cluster (a
+        ListOffsets of thousands of partitions can take seconds)."""
         now = self._clock()
+        ttl = self._cache_ttl_s
+        if self._sampler is not None and self._sampler.is_alive():
+            ttl = max(ttl, 2 * self.sample_interval_s)
         with self._cache_lock:
             hit = self._cache.get(key)
-            if hit is not None and now - hit[0] < self._cache_ttl_s:
+            if hit is not None and now - hit[0] < ttl:
                 return hit[1]
-        value = load()
+        return self._store(key, load(), now)
+
+    def _store(self, key: str, value: Any, now: float | None = None) -> Any:
         with self._cache_lock:
-            self._cache[key] = (now, value)
+            self._cache[key] = (self._clock() if now is None else now, value)
         return value
 
     def invalidate(self) -> None:
@@ -294,34 +302,49 @@ class ClusterView:
             g.group_id for g in self.admin.list_consumer_groups().all().result(_TIMEOUT_S)))
 
     def groups(self) -> list[GroupRow]:
-        return self._cached("groups", lambda: [self._load_group(g) for g in self.group_ids()])
+        return self._cached("groups", lambda: self._load_groups(self.group_ids()))
 
     def group(self, group_id: str) -> GroupRow:
-        row = self._load_group(group_id)
+        (row,) = self._load_groups([group_id])
         if row.state == ConsumerGroupState.DEAD.value and not row.partitions:
             raise NotFound(f"Consumer group {group_id!r} does not exist")
         return row
 
-    def _load_group(self, group_id: str) -> GroupRow:
-        d = self.admin.describe_consumer_groups([group_id]).result(_TIMEOUT_S)[group_id]
-        committed: dict[TopicPartition, OffsetAndMetadata | None] = {}
-        if d.state is not ConsumerGroupState.DEAD:
-            committed = self.admin.list_consumer_group_offsets(group_id).partitions_to_offset_and_metadata(
-                group_id).result(_TIMEOUT_S)
-        owner: dict[TopicPartition, str] = {}
-        members = []
-        for m in d.members:
-            assigned = sorted(m.assignment.topic_partitions, key=lambda tp: (tp.topic, tp.partition))
-            for tp in assigned:
-                owner[tp] = m.consumer_id
-            members.append((m.consumer_id, m.client_id, m.host, tuple(f"{tp.topic}-{tp.partition}" for tp in assigned)))
-        tps = sorted(set(committed) | set(owner), key=lambda tp: (tp.topic, tp.partition))
-        ends = self._offsets(tps, OffsetSpec.latest())
-        partitions = tuple(GroupPartitionRow(
-            tp.topic, tp.partition, committed[tp].offset if committed.get(tp) is not None else None,  # type: ignore[union-attr]
-            ends.get(tp), owner.get(tp)) for tp in tps)
-        return GroupRow(group_id, d.state.value, tuple(members), d.partition_assignor,
-                        d.coordinator.node_id if d.coordinator is not None else None, partitions)
+    def _load_groups(self, group_ids: list[str]) -> list[GroupRow]:
+        """Groups with members and lag: one DescribeGroups, one OffsetFetch per group, one ListOffsets round."""
+        if not group_ids:
+            return []
+        described = self.admin.describe_consumer_groups(group_ids).result(_TIMEOUT_S)
+        live = [g for g in group_ids if described[g].state is not ConsumerGroupState.DEAD]
+        committed: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = {}
+        if live:
+            committed = self.admin.list_consumer_group_offsets({g: None for g in live}).all().result(_TIMEOUT_S)
+        owners: dict[str, dict[TopicPartition, str]] = {}
+        all_tps: set[TopicPartition] = set()
+        for g in group_ids:
+            owner = owners[g] = {}
+            for m in described[g].members:
+                for tp in m.assignment.topic_partitions:
+                    owner[tp] = m.consumer_id
+            all_tps |= set(owner) | set(committed.get(g, {}))
+        ends = self._offsets(sorted(all_tps, key=lambda tp: (tp.topic, tp.partition)), OffsetSpec.latest())
+        rows = []
+        for g in group_ids:
+            d = described[g]
+            offsets = committed.get(g, {})
+            owner = owners[g]
+            members = []
+            for m in d.members:
+                assigned = sorted(m.assignment.topic_partitions, key=lambda tp: (tp.topic, tp.partition))
+                members.append((m.consumer_id, m.client_id, m.host,
+                                tuple(f"{tp.topic}-{tp.partition}" for tp in assigned)))
+            tps = sorted(set(offsets) | set(owner), key=lambda tp: (tp.topic, tp.partition))
+            partitions = tuple(GroupPartitionRow(
+                tp.topic, tp.partition, om.offset if (om := offsets.get(tp)) is not None else None, ends.get(tp),
+                owner.get(tp)) for tp in tps)
+            rows.append(GroupRow(g, d.state.value, tuple(members), d.partition_assignor,
+                                 d.coordinator.node_id if d.coordinator is not None else None, partitions))
+        return rows
 
     def reset_offsets(self, group_id: str, to: str, offset: int | None = None) -> dict[TopicPartition, int]:
         """Set the committed offsets of an inactive group: ``to`` is ``earliest``, ``latest`` or ``offset``."""
@@ -357,8 +380,8 @@ class ClusterView:
             consumer.assign([tp])
             consumer.seek(tp, start)
             deadline = _time.monotonic() + _TIMEOUT_S
-            while _time.monotonic() < deadline:
-                for record in consumer.poll(0.5).records(tp):
+            while True:
+                for record in consumer.poll(0.2).records(tp):
                     if record.offset >= part.end_offset:
                         break
                     key, key_format = decode_bytes(record.key)
@@ -366,9 +389,9 @@ class ClusterView:
                     headers = tuple((k, decode_bytes(v)[0]) for k, v in record.headers)
                     out.append(Message(partition, record.offset, record.timestamp, key, key_format, value,
                                        value_format, headers))
-                if not out or out[-1].offset >= part.end_offset - 1:
-                    if out:
-                        break
+                # done at the end offset seen above (gaps of compaction or transaction markers included)
+                if consumer.position(tp, timeout=_TIMEOUT_S) >= part.end_offset or _time.monotonic() > deadline:
+                    break
             consumer.assign([])
         return out[-limit:]
 
@@ -376,7 +399,8 @@ class ClusterView:
         if self._consumer is None:
             self._consumer = KafkaConsumer(dict(self._consumer_configs), client_id="strom-ui-browser",
                                            key_deserializer="bytes", value_deserializer="bytes",
-                                           enable_auto_commit=False, max_poll_records=500)
+                                           enable_auto_commit=False, max_poll_records=500,
+                                           fetch_max_wait_ms=100)  # at the end offset, do not park 500 ms
         return self._consumer
 
     # ---------------------------------------------------------------------------------------- rates
@@ -417,8 +441,9 @@ class ClusterView:
     def sample_once(self) -> None:
         """Read offsets once and record the increments (the sampler thread calls this)."""
         now_ms = self.metrics.time.milliseconds()
-        self.invalidate()
-        topics = self.topics()
+        names = self._store("topic-names", sorted(self.admin.list_topics(list_internal=True).names()
+                                                  .result(_TIMEOUT_S)))
+        topics = self._store("topics", self._load_topics(names))
         total = 0.0
         for row in topics:
             end = sum(p.end_offset for p in row.partitions if p.end_offset >= 0)
@@ -432,7 +457,9 @@ class ClusterView:
             self._remember(f"topic:{row.name}", rate, now_ms)
         self._remember("cluster", total, now_ms)
         lag: dict[tuple[str, str, int], int] = {}
-        for group in self.groups():
+        group_ids = self._store("group-ids", sorted(
+            g.group_id for g in self.admin.list_consumer_groups().all().result(_TIMEOUT_S)))
+        for group in self._store("groups", self._load_groups(group_ids)):
             committed = sum(p.committed for p in group.partitions if p.committed is not None)
             last = self._last_group_offsets.get(group.group_id)
             self._last_group_offsets[group.group_id] = committed

@@ -1,4 +1,5 @@
-"""Cluster-mode fixtures: a real ZooKeeper server (Debian's package, started by strom's own CLI code)."""
+"""Cluster-mode fixtures: a real ZooKeeper server (Debian's package, started by strom's own CLI code) and a
+LocalCluster of 3 brokers on it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from strom.testing.cluster import LocalCluster
 from strom.testing.zookeeper import ZooKeeperServer
 
 _chroots = itertools.count()
@@ -27,3 +29,17 @@ def zk_connect(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> st
     """A ``zookeeper.connect`` string with a chroot of its own, so the tests of a module never see each
     other's znodes."""
     return f"{zookeeper.connect_string}/{request.node.name.split('[')[0]}-{next(_chroots)}"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    """One real ZooKeeper + 3 ``strom broker`` processes (ids 1, 2, 3) shared by a module's tests."""
+    c = LocalCluster(3)
+    try:
+        c.start()
+        yield c
+    finally:
+        try:
+            c.stop()
+        finally:
+            c.cleanup()

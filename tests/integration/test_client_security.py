@@ -111,3 +111,31 @@ def test_wrong_protocol_on_a_port_is_dropped_and_others_are_served(server: Liste
     assert _principal(server, "SSL", **{"security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}) == \
         "User:ANONYMOUS"
     assert _principal(server, "PLAINTEXT") == "User:ANONYMOUS"
+
+
+def test_client_replaces_connections_before_the_sasl_session_ends(pki: Pki,
+                                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
+    """KIP-368: with connections.max.reauth.ms the broker closes a connection whose session expired; strom's
+    client stops using it before that and reconnects, so every call succeeds across several session lifetimes."""
+    import time
+
+    p = ListenerProcess({
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN", "connections.max.reauth.ms": "1000",
+        "sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{ALICE}";',
+    }, data_dir=str(tmp_path_factory.mktemp("reauth"))).start()
+    admin = AdminClient({"bootstrap.servers": p.bootstrap("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": ALICE,
+                         "default.api.timeout.ms": 10000, "retries": 0})
+    try:
+        deadline = time.monotonic() + 3.5
+        calls = 0
+        while time.monotonic() < deadline:
+            assert admin.describe_cluster().cluster_id().result(10) == "User:alice"
+            calls += 1
+            time.sleep(0.1)
+        assert calls >= 10
+        assert p.read_log().count("SASL session of User:alice expired") == 0  # never caught sending late
+    finally:
+        admin.close(5)
+        p.stop()

@@ -23,7 +23,7 @@ import threading
 
 from strom.common.structs import TopicPartition
 from strom.consumer.internals.subscription_state import SubscriptionState
-from strom.metrics import Avg, Max, Meter, Metrics, Min, Sensor, Value, WindowedCount
+from strom.metrics import Avg, Max, Meter, Metrics, Min, SampledStats, Sensor
 
 __all__ = ["FetchMetricsManager", "GROUP"]
 
@@ -37,10 +37,11 @@ class FetchMetricsManager:
         self.metrics = m = metrics
         name = m.metric_name
         self.fetch_latency = s = m.sensor("fetch-latency")
-        s.add(name("fetch-latency-avg", GROUP, "The average time taken for a fetch request."), Avg())
-        s.add(name("fetch-latency-max", GROUP, "The max time taken for any fetch request."), Max())
-        s.add(None, Meter(name("fetch-rate", GROUP, "The number of fetch requests per second."),
-                          name("fetch-total", GROUP, "The total number of fetch requests."), WindowedCount()))
+        s.add(None, SampledStats({
+            "avg": name("fetch-latency-avg", GROUP, "The average time taken for a fetch request."),
+            "max": name("fetch-latency-max", GROUP, "The max time taken for any fetch request."),
+            "count-rate": name("fetch-rate", GROUP, "The number of fetch requests per second."),
+            "count": name("fetch-total", GROUP, "The total number of fetch requests.")}))
         self.bytes_fetched = s = m.sensor("bytes-fetched")
         self._add_bytes_stats(s, None)
         self.records_fetched = s = m.sensor("records-fetched")
@@ -99,14 +100,17 @@ class FetchMetricsManager:
             m = self.metrics
             name = m.metric_name
             tags = {"topic": tp.topic, "partition": str(tp.partition)}
+            # one SampledStats per sensor: Kafka's Value + Max/Min + Avg, one window update per record
             lag = m.sensor(f"{tp}.records-lag", None, self.records_lag)
-            lag.add(name("records-lag", GROUP, "The latest lag of the partition", tags), Value())
-            lag.add(name("records-lag-max", GROUP, "The max lag of the partition", tags), Max())
-            lag.add(name("records-lag-avg", GROUP, "The average lag of the partition", tags), Avg())
+            lag.add(None, SampledStats({
+                "value": name("records-lag", GROUP, "The latest lag of the partition", tags),
+                "max": name("records-lag-max", GROUP, "The max lag of the partition", tags),
+                "avg": name("records-lag-avg", GROUP, "The average lag of the partition", tags)}))
             lead = m.sensor(f"{tp}.records-lead", None, self.records_lead)
-            lead.add(name("records-lead", GROUP, "The latest lead of the partition", tags), Value())
-            lead.add(name("records-lead-min", GROUP, "The min lead of the partition", tags), Min())
-            lead.add(name("records-lead-avg", GROUP, "The average lead of the partition", tags), Avg())
+            lead.add(None, SampledStats({
+                "value": name("records-lead", GROUP, "The latest lead of the partition", tags),
+                "min": name("records-lead-min", GROUP, "The min lead of the partition", tags),
+                "avg": name("records-lead-avg", GROUP, "The average lead of the partition", tags)}))
             sensors = self._partitions[tp] = (lag, lead)
         return sensors
 

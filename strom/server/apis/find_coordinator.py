@@ -11,7 +11,7 @@ Other key types get INVALID_REQUEST.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode as E
 from strom.common.errors import BrokerResponseError, KafkaError
@@ -21,6 +21,7 @@ from strom.protocol.messages.find_coordinator import FindCoordinatorRequest, Fin
 from strom.server.apis import api
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.server.coordinator.transaction_metadata import TRANSACTION_STATE_TOPIC_NAME
+from strom.server.security.request_auth import Op, Res, allowed
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
@@ -33,6 +34,8 @@ log = logging.getLogger("strom.server")
 
 GROUP, TRANSACTION = 0, 1
 NOT_AVAILABLE = (E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None)
+_DESCRIBED = {GROUP: (Res.GROUP, E.GROUP_AUTHORIZATION_FAILED),
+              TRANSACTION: (Res.TRANSACTIONAL_ID, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 
 
 async def ensure_offsets_topic(admin: AdminManager, group_coordinator: GroupCoordinator) -> bool:
@@ -95,19 +98,26 @@ async def _lookup(key: str, key_type: int, listener: str | None, metadata: Metad
 @api(ApiKey.FIND_COORDINATOR, 0)
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest, *, metadata: MetadataCache,
                  admin: AdminManager, group_coordinator: GroupCoordinator,
-                 txn_coordinator: TransactionCoordinator) -> FindCoordinatorResponse:
+                 authorizer: Any, txn_coordinator: TransactionCoordinator) -> FindCoordinatorResponse:
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else GROUP
+
+    async def lookup(key: str) -> tuple[int, str | None, tuple[int, str, int] | None]:
+        # A group needs DESCRIBE on the group, a transactional id DESCRIBE on it (Kafka's getCoordinator).
+        if authorizer is not None and key_type in _DESCRIBED:
+            resource_type, denied = _DESCRIBED[key_type]
+            if not allowed(authorizer, ctx, Op.DESCRIBE, (resource_type, key)):
+                return denied, None, None
+        return await _lookup(key, key_type, ctx.listener_name, metadata, admin, group_coordinator, txn_coordinator)
+
     if version < 4:
-        error, message, node = await _lookup(request.key, key_type, ctx.listener_name, metadata, admin,
-                                             group_coordinator, txn_coordinator)
+        error, message, node = await lookup(request.key)
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message,
                                        node_id=node[0] if node else -1, host=node[1] if node else "",
                                        port=node[2] if node else -1)
     out = []
     for key in request.coordinator_keys:
-        error, message, node = await _lookup(key, key_type, ctx.listener_name, metadata, admin, group_coordinator,
-                                             txn_coordinator)
+        error, message, node = await lookup(key)
         out.append(FindCoordinatorResponse.Coordinator(key=key, node_id=node[0] if node else -1,
                                                        host=node[1] if node else "", port=node[2] if node else -1,
                                                        error_code=error, error_message=message))

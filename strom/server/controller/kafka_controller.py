@@ -69,6 +69,8 @@ class ControllerContext:
     assignments: dict[TopicPartition, list[int]] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
+    # partition -> (target replicas, original replicas) while a reassignment runs (KIP-455)
+    reassignments: dict[TopicPartition, tuple[list[int], list[int]]] = field(default_factory=dict)
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return sorted(tp for tp in self.assignments if tp.topic == topic)
@@ -111,6 +113,10 @@ class KafkaController:
         self._watches.append(self.zk.watch_data("/controller", lambda data, version: self._enqueue("controller_change")))
 
     async def shutdown(self) -> None:
+        if self.active:
+            # What this controller decided last (e.g. the leadership moves of a controlled shutdown) must reach
+            # the other brokers before it goes.
+            await asyncio.gather(*(s.flush(5.0) for b, s in self._senders.items() if b != self.broker_id))
         for w in self._watches:
             w.cancel()
         self._watches.clear()
@@ -252,6 +258,9 @@ class KafkaController:
         for p, ra in assignment.partitions.items():
             tp = TopicPartition(topic, p)
             self.ctx.assignments[tp] = list(ra.replicas)
+            if ra.adding_replicas or ra.removing_replicas:
+                self.ctx.reassignments[tp] = ([r for r in ra.replicas if r not in ra.removing_replicas],
+                                              [r for r in ra.replicas if r not in ra.adding_replicas])
             tps.append(tp)
         states = await self._zk(self.zk.get_partition_states, tps)
         self.ctx.states.update(states)
@@ -496,6 +505,95 @@ class KafkaController:
                 out[tp] = (ErrorCode.INVALID_UPDATE_VERSION, None)
         if changed:
             self._send_update_metadata(list(self.ctx.live_brokers), changed)
+            for tp in changed:
+                if tp in self.ctx.reassignments:
+                    await self._maybe_complete_reassignment(tp)
+        return out
+
+    # -- partition reassignment (KIP-455) ------------------------------------------------------------------
+    async def _on_alter_reassignments(self, payload: dict[TopicPartition, list[int] | None],
+                                      ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Start (target replicas) or cancel (None) reassignments; Kafka's ``onPartitionReassignment``."""
+        if not self.active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in payload}
+        out: dict[TopicPartition, tuple[int, str | None]] = {}
+        for tp, target in payload.items():
+            if tp not in self.ctx.assignments or tp.topic in self.ctx.topics_being_deleted:
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                continue
+            current = self.ctx.reassignments.get(tp)
+            if target is None:
+                if current is None:
+                    out[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment in progress for {tp}.")
+                    continue
+                target = current[1]  # cancel: go back to the original replicas
+            if not target or len(set(target)) != len(target):
+                out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid replica list {target} for {tp}.")
+                continue
+            unknown = [r for r in target if not self.ctx.alive(r)]
+            if unknown:
+                out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"Replica(s) {unknown} of the new assignment of {tp} are not live brokers.")
+                continue
+            original = current[1] if current is not None else list(self.ctx.assignments[tp])
+            if sorted(target) == sorted(self.ctx.assignments[tp]) and current is None:
+                if target != self.ctx.assignments[tp]:
+                    await self._set_assignment(tp, list(target), [], [])  # a reorder: no data moves
+                out[tp] = (ErrorCode.NONE, None)
+                continue
+            full = list(target) + [r for r in original if r not in target]
+            adding = [r for r in target if r not in original]
+            removing = [r for r in original if r not in target]
+            await self._set_assignment(tp, full, adding, removing)
+            self.ctx.reassignments[tp] = (list(target), original)
+            st = self.ctx.states[tp]
+            # New replicas must hear of the partition: a new leader epoch carries the full replica set.
+            await self._write_states({tp: st.new_leader_and_isr(st.leader, st.isr)})
+            self._send_leader_and_isr_for([tp])
+            self._send_update_metadata(list(self.ctx.live_brokers), [tp])
+            out[tp] = (ErrorCode.NONE, None)
+            log.info("%s: reassigning %s -> %s (adding %s, removing %s)", tp, original, target, adding, removing)
+            await self._maybe_complete_reassignment(tp)
+        return out
+
+    async def _set_assignment(self, tp: TopicPartition, replicas: list[int], adding: list[int],
+                              removing: list[int]) -> None:
+        from strom.server.zk.znodes import ReplicaAssignment
+
+        current = await self._zk(self.zk.get_topic_assignment, tp.topic)
+        partitions = dict(current.partitions)
+        partitions[tp.partition] = ReplicaAssignment(tuple(replicas), tuple(adding), tuple(removing))
+        await self._zk(self.zk.set_topic_assignment, tp.topic, current.topic_id, partitions, current.zk_version,
+                       self.ctx.epoch_zk_version)
+        self.ctx.assignments[tp] = list(replicas)
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        """Once every target replica is in the ISR: lead from the target set, drop the removed replicas."""
+        target, original = self.ctx.reassignments[tp]
+        st = self.ctx.states[tp]
+        if not all(r in st.isr for r in target):
+            return
+        isr = [r for r in st.isr if r in target]
+        leader = st.leader if st.leader in target and self.ctx.alive(st.leader) else \
+            next((r for r in target if r in isr and self.ctx.alive(r)), NO_LEADER)
+        removed = [r for r in self.ctx.assignments[tp] if r not in target]
+        await self._set_assignment(tp, list(target), [], [])
+        await self._write_states({tp: st.new_leader_and_isr(leader, isr)})
+        del self.ctx.reassignments[tp]
+        self._send_leader_and_isr_for([tp])
+        for r in removed:
+            if self.ctx.alive(r):
+                self._sender_for(r).stop_replica_later(self.broker_id, self.ctx.epoch, [tp], delete=True)
+        self._send_update_metadata(list(self.ctx.live_brokers), [tp])
+        log.info("%s: reassignment complete: replicas %s, leader %d", tp, target, leader)
+
+    async def _on_list_reassignments(self, tps: list[TopicPartition] | None,
+                                     ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        out = {}
+        for tp, (target, original) in self.ctx.reassignments.items():
+            if tps is None or tp in tps:
+                out[tp] = (list(self.ctx.assignments[tp]), [r for r in target if r not in original],
+                           [r for r in original if r not in target])
         return out
 
     async def _on_controlled_shutdown(self, broker_id: int) -> tuple[int, list[TopicPartition]]:
@@ -703,6 +801,10 @@ class _BrokerSender:
         self._queue.put_nowait((api_key, version, body, fut))
         return fut
 
+    def stop_replica_later(self, controller_id: int, epoch: int, tps: list[TopicPartition], delete: bool) -> None:
+        """Queue a StopReplica without waiting for its answer."""
+        asyncio.get_running_loop().create_task(self.stop_replicas(controller_id, epoch, tps, delete))
+
     async def stop_replicas(self, controller_id: int, epoch: int, tps: list[TopicPartition], delete: bool) -> Any:
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in tps:
@@ -718,18 +820,28 @@ class _BrokerSender:
         backoff = 0.05
         while True:
             api_key, version, body, fut = await self._queue.get()
-            while True:
-                try:
-                    resp = await self.channel.request(api_key, version, body)
-                    if fut is not None and not fut.done():
-                        fut.set_result(resp)
-                    backoff = 0.05
-                    break
-                except KafkaConnectionError as e:
-                    # The broker may be restarting; its ZooKeeper session ending removes this sender.
-                    log.debug("controller request to broker %d failed (%s); retrying", self.broker_id, e)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 1.0)
+            try:
+                while True:
+                    try:
+                        resp = await self.channel.request(api_key, version, body)
+                        if fut is not None and not fut.done():
+                            fut.set_result(resp)
+                        backoff = 0.05
+                        break
+                    except KafkaConnectionError as e:
+                        # The broker may be restarting; its ZooKeeper session ending removes this sender.
+                        log.debug("controller request to broker %d failed (%s); retrying", self.broker_id, e)
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, 1.0)
+            finally:
+                self._queue.task_done()
+
+    async def flush(self, timeout_s: float) -> None:
+        """Wait (up to ``timeout_s``) until every queued request was delivered."""
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout_s)
+        except TimeoutError:
+            log.info("controller requests to broker %d not delivered within %.1f s", self.broker_id, timeout_s)
 
     def close(self) -> None:
         self._task.cancel()
@@ -738,3 +850,4 @@ class _BrokerSender:
             *_rest, fut = self._queue.get_nowait()
             if fut is not None and not fut.done():
                 fut.set_exception(KafkaConnectionError(f"broker {self.broker_id} is gone"))
+                fut.exception()  # nobody may wait for it: no "exception was never retrieved" at shutdown

@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING
 from strom.common.error_codes import ErrorCode as E
 from strom.common.errors import ProtocolError
 from strom.common.structs import TopicPartition
-from strom.server.coordinator import records as rec
 from strom.server.coordinator.group_metadata import CommittedOffset, GroupMetadata, GroupState
+from strom.server.coordinator.records import (
+    OffsetKey,
+    offset_commit_key,
+    offset_commit_value,
+    read_key,
+    read_offset_value,
+)
 
 if TYPE_CHECKING:
     from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -72,7 +78,7 @@ class TxnOffsetStore:
                 off.commit_timestamp = now
             valid[tp] = off
         if valid:
-            records = [(rec.offset_commit_key(group_id, tp.topic, tp.partition), rec.offset_commit_value(off))
+            records = [(offset_commit_key(group_id, tp.topic, tp.partition), offset_commit_value(off))
                        for tp, off in valid.items()]
             code = gc.manager.log.append(gc.partition_for(group_id), records,  # type: ignore[call-arg]
                                          producer_id=producer_id, producer_epoch=producer_epoch)
@@ -99,10 +105,10 @@ class TxnOffsetStore:
             by_group: dict[str, dict[TopicPartition, CommittedOffset]] = {}
             for key, value in leftovers:
                 try:
-                    k = rec.read_key(key) if key is not None else None
-                    if isinstance(k, rec.OffsetKey) and value is not None:
+                    k = read_key(key) if key is not None else None
+                    if isinstance(k, OffsetKey) and value is not None:
                         by_group.setdefault(k.group, {})[TopicPartition(k.topic, k.partition)] = \
-                            rec.read_offset_value(value)
+                            read_offset_value(value)
                 except ProtocolError as e:
                     log.warning("skipping an unreadable transactional offset record: %s", e)
             for group_id, offsets in by_group.items():

@@ -76,7 +76,7 @@ class ReplicaOffsetsLog:
         for key, value in records:
             builder.append(now, key, value)
         r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build())
-        if r.error_code == 0 and r.info is not None:
+        if r.error_code == ErrorCode.NONE and r.info is not None:
             self._appended[partition] = r.info.last_offset + 1
         if r.error_code:
             log.warning("append to %s-%d failed with error %d: %s", self.topic, partition, r.error_code,

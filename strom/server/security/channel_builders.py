@@ -11,6 +11,7 @@ from typing import Any
 
 from strom.common.time import SYSTEM_TIME, Time
 from strom.server.broker_config import BrokerConfig, Listener
+from strom.server.security.credentials import CredentialStore
 from strom.server.security.principal import KafkaPrincipal, SslPrincipalMapper, distinguished_name
 from strom.server.socket_server import ConnectionQuotas, Dispatcher, SocketServer
 
@@ -18,15 +19,19 @@ __all__ = ["build_socket_servers", "build_socket_server"]
 
 
 def build_socket_servers(config: BrokerConfig, dispatch: Dispatcher, *, time: Time = SYSTEM_TIME,
-                         data_dir: str | Path | None = None) -> list[SocketServer]:
-    """A socket server for every listener in ``listeners``, sharing one set of connection quotas."""
+                         data_dir: str | Path | None = None,
+                         credentials: CredentialStore | None = None) -> list[SocketServer]:
+    """A socket server for every listener in ``listeners``, sharing one set of connection quotas. SCRAM reads
+    ``credentials`` (default: the file store in ``data_dir`` / the first log dir); pass the same store to the
+    AlterUserScramCredentials handler so new users can log in at once."""
     quotas = ConnectionQuotas.from_config(config)
-    return [build_socket_server(config, lst, dispatch, quotas, time=time, data_dir=data_dir)
+    return [build_socket_server(config, lst, dispatch, quotas, time=time, data_dir=data_dir, credentials=credentials)
             for lst in config.listeners]
 
 
 def build_socket_server(config: BrokerConfig, listener: Listener, dispatch: Dispatcher, quotas: ConnectionQuotas,
-                        *, time: Time = SYSTEM_TIME, data_dir: str | Path | None = None) -> SocketServer:
+                        *, time: Time = SYSTEM_TIME, data_dir: str | Path | None = None,
+                        credentials: CredentialStore | None = None) -> SocketServer:
     kwargs: dict[str, Any] = {"time": time}
     if listener.uses_ssl:
         from strom.server.security.ssl_factory import server_ssl_context
@@ -38,5 +43,6 @@ def build_socket_server(config: BrokerConfig, listener: Listener, dispatch: Disp
     if listener.uses_sasl:
         from strom.server.security.sasl_server import authenticator_factory
 
-        kwargs["authenticator_factory"] = authenticator_factory(config, listener.name, time=time, data_dir=data_dir)
+        kwargs["authenticator_factory"] = authenticator_factory(config, listener.name, time=time, data_dir=data_dir,
+                                                                credentials=credentials)
     return SocketServer.from_config(listener, dispatch, config, quotas, **kwargs)

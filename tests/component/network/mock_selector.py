@@ -100,6 +100,9 @@ class MockSelector:
     def is_channel_ready(self, id: Any) -> bool:
         return id in self.ready
 
+    def expired_sessions(self) -> list[Any]:
+        return []
+
     def close_connection(self, id: Any) -> None:
         self.ready.discard(id)
         if id in self._pending_connects:

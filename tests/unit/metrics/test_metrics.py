@@ -281,3 +281,32 @@ def test_concurrent_records_are_all_counted() -> None:
         t.join()
     assert value(metrics, "all-total") == 40_000.0
     assert [value(metrics, "total", t=str(i)) for i in range(4)] == [10_000.0] * 4
+
+
+def test_sampled_stats_equal_the_separate_stats() -> None:
+    """SampledStats keeps one ring for several stats: every kind must read as Kafka's separate stat would."""
+    import random
+
+    from strom.metrics import SampledStats
+
+    rng = random.Random(7)
+    metrics, time = registry(samples=3, window_ms=1000)
+    kinds = {"avg": Avg(), "max": Max(), "min": Min(), "rate": Rate(), "count-rate": Rate(WindowedCount()),
+             "total": CumulativeSum(), "count": CumulativeCount(), "value": Value()}
+    separate = metrics.sensor("separate")
+    for kind, stat in kinds.items():
+        separate.add(metrics.metric_name(kind, "separate"), stat)
+    separate.add(metrics.metric_name("ratio", "separate"), Rate(unit_ms=1 / 1_000_000))
+    fused = metrics.sensor("fused")
+    fused.add(None, SampledStats({kind: metrics.metric_name(kind, "fused") for kind in [*kinds, "ratio"]}))
+    for i in range(300):
+        time.sleep(rng.choice([0, 0, 10, 250, 900, 2500]))
+        if i == 0 or rng.random() < 0.8:
+            v = rng.uniform(-50, 5000)
+            separate.record(v)
+            fused.record(v)
+        for kind in [*kinds, "ratio"]:
+            a, b = value(metrics, kind, "separate"), value(metrics, kind, "fused")
+            assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b), (kind, a, b)
+    with pytest.raises(ValueError, match="unknown stat kinds"):
+        SampledStats({"p99": metrics.metric_name("x", "g")})

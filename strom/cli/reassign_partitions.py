@@ -1,0 +1,230 @@
+"""Move partition replicas between brokers (Kafka's kafka-reassign-partitions.sh, ``ReassignPartitionsCommand``).
+
+Examples:
+  strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --generate \\
+      --topics-to-move-json-file topics.json --broker-list 1,2,3
+  strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --execute --reassignment-json-file plan.json
+  strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --verify --reassignment-json-file plan.json
+  strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --list
+  strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --cancel --reassignment-json-file plan.json
+
+Files are Kafka's JSON: topics to move {"version":1,"topics":[{"topic":"sanguo"}]}; a reassignment
+{"version":1,"partitions":[{"topic":"sanguo","partition":0,"replicas":[2,3,1]}]} ("log_dirs" may be present
+and must then be "any" for each replica: strom does not move replicas between a broker's log dirs). --generate
+prints the current and a proposed assignment; --execute prints the current one (to roll back with) and starts
+the moves; --verify says per partition whether its move is complete (exit 1 while any is in progress); --cancel
+stops moves in progress (partitions go back to their original replicas).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from strom.cli.common import add_connection_options, error_message, new_admin, wait
+from strom.cli.errors import CliError
+
+__all__ = ["add_arguments", "run", "parse_reassignment_json"]
+
+ACTIONS = ("generate", "execute", "verify", "list", "cancel")
+TIMEOUT_MS = 30_000
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_connection_options(p, config_flags=("--command-config",))
+    for a in ACTIONS:
+        p.add_argument(f"--{a}", action="store_true", help=f"{a} (one action per command)")
+    p.add_argument("--reassignment-json-file", metavar="<String: manual assignment json file path>",
+                   help="the partitions and their new replicas (--execute, --verify, --cancel)")
+    p.add_argument("--topics-to-move-json-file", metavar="<String: topics to reassign json file path>",
+                   help="the topics whose partitions --generate proposes to move")
+    p.add_argument("--broker-list", metavar="<String: brokerlist>",
+                   help='the brokers --generate may place replicas on, e.g. "1,2,3"')
+    p.add_argument("--disable-rack-aware", action="store_true", help="accepted for compatibility")
+
+
+def _read(path: str) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"Cannot read {path}: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CliError(f"{path} is not valid JSON: {e}") from None
+
+
+def parse_reassignment_json(doc: Any) -> dict[Any, list[int]]:
+    """Kafka's ``parsePartitionReassignmentData``: partition -> replicas, refusing duplicates and bad entries."""
+    from strom.common.structs import TopicPartition
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list) or not doc["partitions"]:
+        raise CliError('Partition reassignment data must have a non-empty "partitions" list')
+    out: dict[TopicPartition, list[int]] = {}
+    for e in doc["partitions"]:
+        if not (isinstance(e, dict) and isinstance(e.get("topic"), str) and isinstance(e.get("partition"), int)
+                and isinstance(e.get("replicas"), list) and all(isinstance(r, int) for r in e["replicas"])):
+            raise CliError(f"Invalid partition reassignment entry {json.dumps(e)}: expected "
+                           '{"topic": <string>, "partition": <integer>, "replicas": [<integers>]}')
+        if not e["replicas"] or len(set(e["replicas"])) != len(e["replicas"]):
+            raise CliError(f"Partition replica lists may not contain duplicate entries or be empty: "
+                           f"{e['topic']}-{e['partition']} {e['replicas']}")
+        dirs = e.get("log_dirs")
+        if dirs is not None and (not isinstance(dirs, list) or any(d != "any" for d in dirs)):
+            raise CliError(f"{e['topic']}-{e['partition']}: only \"any\" log dirs are supported")
+        tp = TopicPartition(e["topic"], e["partition"])
+        if tp in out:
+            raise CliError(f"Duplicate partition in the reassignment data: {tp}")
+        out[tp] = list(e["replicas"])
+    return out
+
+
+def _plan_json(assignment: dict[Any, list[int]]) -> str:
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": tp.topic, "partition": tp.partition, "replicas": r, "log_dirs": ["any"] * len(r)}
+        for tp, r in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def _current(admin: Any, topics: set[str]) -> dict[Any, list[int]]:
+    from strom.common.structs import TopicPartition
+
+    described = admin.describe_topics(sorted(topics))
+    out = {}
+    for t in sorted(topics):
+        try:
+            desc = wait(described[t])
+        except Exception as e:
+            raise CliError(f"Topic {t} not found: {error_message(e)}") from None
+        for p in desc.partitions:
+            out[TopicPartition(t, p.partition)] = [n.node_id for n in p.replicas]
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        raise CliError("Command must include exactly one action: --generate, --execute, --verify, --list or "
+                       "--cancel", 2)
+    if not (args.bootstrap_server or args.command_config):
+        raise CliError("Missing required option(s): --bootstrap-server", 2)
+    action = chosen[0]
+    if action in ("execute", "verify", "cancel") and not args.reassignment_json_file:
+        raise CliError(f"Missing required option(s): --reassignment-json-file (with --{action})", 2)
+    if action == "generate" and not (args.topics_to_move_json_file and args.broker_list):
+        raise CliError("--generate needs --topics-to-move-json-file and --broker-list", 2)
+    plan = parse_reassignment_json(_read(args.reassignment_json_file)) if args.reassignment_json_file else {}
+    admin = new_admin(args)
+    try:
+        return {"generate": _generate, "execute": _execute, "verify": _verify, "list": _list,
+                "cancel": _cancel}[action](admin, args, plan)
+    except CliError:
+        raise
+    except Exception as e:
+        if getattr(args, "verbose", False):
+            raise
+        raise CliError(f"Error while making request: {error_message(e)}") from None
+    finally:
+        admin.close(timeout=5)
+
+
+def _generate(admin: Any, args: argparse.Namespace, _plan: dict[Any, list[int]]) -> int:
+    from strom.server.admin_manager import assign_replicas
+    from strom.server.metadata_cache import BrokerInfo
+
+    doc = _read(args.topics_to_move_json_file)
+    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list) or not doc["topics"] or not all(
+            isinstance(t, dict) and isinstance(t.get("topic"), str) for t in doc["topics"]):
+        raise CliError('Topics to move must be {"version":1,"topics":[{"topic":"<name>"}, ...]}')
+    try:
+        brokers = [int(b) for b in str(args.broker_list).split(",") if b.strip()]
+    except ValueError:
+        raise CliError(f"Invalid --broker-list '{args.broker_list}': expected comma-separated broker ids") from None
+    if len(set(brokers)) != len(brokers) or not brokers:
+        raise CliError(f"Invalid --broker-list '{args.broker_list}': duplicate or no broker ids")
+    current = _current(admin, {t["topic"] for t in doc["topics"]})
+    proposed: dict[Any, list[int]] = {}
+    for topic in sorted({tp.topic for tp in current}):
+        parts = sorted(tp for tp in current if tp.topic == topic)
+        rf = len(current[parts[0]])
+        try:
+            lists = assign_replicas([BrokerInfo(b, {}) for b in brokers], len(parts), rf)
+        except Exception as e:
+            raise CliError(error_message(e)) from None
+        proposed.update(zip(parts, lists, strict=True))
+    print("Current partition replica assignment")
+    print(_plan_json(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(_plan_json(proposed))
+    return 0
+
+
+def _execute(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
+    current = _current(admin, {tp.topic for tp in plan})
+    missing = [str(tp) for tp in plan if tp not in current]
+    if missing:
+        raise CliError(f"Partitions not found: {', '.join(missing)}")
+    print("Current partition replica assignment")
+    print()
+    print(_plan_json({tp: current[tp] for tp in plan}))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    results = admin.alter_partition_reassignments(plan, timeout_ms=TIMEOUT_MS)
+    failed = []
+    for tp in sorted(plan):
+        try:
+            wait(results[tp])
+        except Exception as e:
+            failed.append(f"{tp}: {error_message(e)}")
+    if failed:
+        raise CliError("Error reassigning partition(s):\n" + "\n".join(failed))
+    print(f"Successfully started partition reassignment(s) for {','.join(str(tp) for tp in sorted(plan))}")
+    return 0
+
+
+def _verify(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
+    ongoing = wait(admin.list_partition_reassignments(list(plan), timeout_ms=TIMEOUT_MS))
+    current = _current(admin, {tp.topic for tp in plan})
+    print("Status of partition reassignment:")
+    pending = 0
+    for tp, replicas in sorted(plan.items()):
+        if tp in ongoing:
+            pending += 1
+            print(f"Reassignment of partition {tp} is still in progress.")
+        elif current.get(tp) == replicas:
+            print(f"Reassignment of partition {tp} is completed.")
+        else:
+            pending += 1
+            print(f"There is no active reassignment of partition {tp}, but replica set is "
+                  f"{','.join(map(str, current.get(tp, [])))} rather than {','.join(map(str, replicas))}.")
+    return 1 if pending else 0
+
+
+def _list(admin: Any, _args: argparse.Namespace, _plan: dict[Any, list[int]]) -> int:
+    ongoing = wait(admin.list_partition_reassignments(timeout_ms=TIMEOUT_MS))
+    if not ongoing:
+        print("No partition reassignments found.")
+        return 0
+    print("Current partition reassignments:")
+    for tp, r in sorted(ongoing.items()):
+        print(f"{tp}: replicas: {','.join(map(str, r.replicas))}. adding: {','.join(map(str, r.adding_replicas))}. "
+              f"removing: {','.join(map(str, r.removing_replicas))}.")
+    return 0
+
+
+def _cancel(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
+    results = admin.alter_partition_reassignments(dict.fromkeys(plan), timeout_ms=TIMEOUT_MS)
+    done, failed = [], []
+    for tp in sorted(plan):
+        try:
+            wait(results[tp])
+            done.append(str(tp))
+        except Exception as e:
+            failed.append(f"{tp}: {error_message(e)}")
+    if done:
+        print(f"Successfully cancelled partition reassignment(s) for: {','.join(done)}")
+    if failed:
+        raise CliError("Error cancelling partition reassignment(s):\n" + "\n".join(failed))
+    return 0
