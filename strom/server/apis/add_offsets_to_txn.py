@@ -1,12 +1,13 @@
 """AddOffsetsToTxn (key 25): add the group's ``__consumer_offsets`` partition to the producer's transaction.
 
 Kafka counterpart: ``KafkaApis.handleAddOffsetsToTxnRequest``: the partition is ``partitionFor(groupId)``, so
-the TxnOffsetCommit that follows writes there and the transaction's marker reaches it.
+the TxnOffsetCommit that follows writes there and the transaction's marker reaches it. With an authorizer: WRITE
+on the transactional id, READ on the group.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
@@ -14,6 +15,7 @@ from strom.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, A
 from strom.server.apis import api
 from strom.server.apis.find_coordinator import ensure_offsets_topic
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
+from strom.server.security.request_auth import Op, Res, allowed
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
@@ -24,8 +26,13 @@ if TYPE_CHECKING:
 
 @api(ApiKey.ADD_OFFSETS_TO_TXN, 0)
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest, *, txn_coordinator: TransactionCoordinator,
-                 group_coordinator: GroupCoordinator, admin: AdminManager) -> AddOffsetsToTxnResponse:
+                 group_coordinator: GroupCoordinator, admin: AdminManager, authorizer: Any) -> AddOffsetsToTxnResponse:
     from strom.common.error_codes import ErrorCode as E
+
+    if not allowed(authorizer, ctx, Op.WRITE, (Res.TRANSACTIONAL_ID, request.transactional_id)):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(authorizer, ctx, Op.READ, (Res.GROUP, request.group_id)):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=E.GROUP_AUTHORIZATION_FAILED)
 
     if not request.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=E.INVALID_GROUP_ID)

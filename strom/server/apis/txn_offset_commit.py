@@ -3,12 +3,13 @@
 Kafka counterpart: ``KafkaApis.handleTxnOffsetCommitRequest`` → ``GroupCoordinator.handleTxnCommitOffsets``: the
 offsets are written to ``__consumer_offsets`` as part of the transaction and become the group's committed offsets
 only when the COMMIT marker arrives (:class:`~strom.server.coordinator.group_txn_offsets.TxnOffsetStore`). v3+
-carries the consumer's generation and member id (KIP-447), checked like an OffsetCommit's.
+carries the consumer's generation and member id (KIP-447), checked like an OffsetCommit's. With an authorizer:
+WRITE on the transactional id and READ on the group (else that error on every partition), READ on each topic.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode as E
 from strom.common.structs import TopicPartition
@@ -17,6 +18,7 @@ from strom.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, Tx
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import CommittedOffset
 from strom.server.coordinator.request_support import active_coordinator
+from strom.server.security.request_auth import Op, Res, allowed, allowed_topics
 
 if TYPE_CHECKING:
     from strom.common.time import Time
@@ -29,15 +31,29 @@ R = TxnOffsetCommitResponse
 
 @api(ApiKey.TXN_OFFSET_COMMIT, 0)
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest, *, group_coordinator: GroupCoordinator,
-                 metadata: MetadataCache, time: Time) -> TxnOffsetCommitResponse:
+                 metadata: MetadataCache, time: Time, authorizer: Any) -> TxnOffsetCommitResponse:
     version = ctx.api_version
     now = time.milliseconds()
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
+    denied: int | None = None
+    readable: set[str] | None = None
+    if authorizer is not None:
+        if not allowed(authorizer, ctx, Op.WRITE, (Res.TRANSACTIONAL_ID, request.transactional_id)):
+            denied = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not allowed(authorizer, ctx, Op.READ, (Res.GROUP, request.group_id)):
+            denied = E.GROUP_AUTHORIZATION_FAILED
+        readable = allowed_topics(authorizer, ctx, Op.READ, (t.name for t in request.topics))
     for t in request.topics:
         info = metadata.topic(t.name)
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if denied is not None:
+                errors[tp] = denied
+                continue
+            if readable is not None and t.name not in readable:
+                errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
+                continue
             if info is None or not 0 <= p.partition_index < info.num_partitions:
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue
