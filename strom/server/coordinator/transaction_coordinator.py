@@ -57,6 +57,7 @@ log = logging.getLogger("strom.coordinator")
 
 S = TransactionState
 MARKER_RETRY_BACKOFF_S = 0.2
+MARKER_RETRY_MAX_BACKOFF_S = 5.0
 InitPidResult = tuple[int, int, int]  # (error code, producer id, producer epoch)
 
 
@@ -349,11 +350,14 @@ class TransactionCoordinator:
         tid = meta.transactional_id
         pending = set(meta.partitions)
         coordinator_epoch = self.coordinator_epoch(self.partition_for(tid))
+        backoff = MARKER_RETRY_BACKOFF_S
         while pending:
             pending = await self.markers.write(meta.producer_id, meta.producer_epoch, commit, coordinator_epoch,
                                                pending)
             if pending:
-                await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
+                # A leader that is gone for long (a stopped broker) is retried less and less often, up to 5 s.
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MARKER_RETRY_MAX_BACKOFF_S)
         while True:
             async with self._lock(tid):
                 if self.cache.get(tid) is not meta or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
