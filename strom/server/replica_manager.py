@@ -139,6 +139,14 @@ class ReplicaManager:
             p = self._get_or_create_partition(TopicPartition(info.name, i))
             p.make_leader(LeaderAndIsr(st.leader, st.leader_epoch, list(st.isr), 0, list(st.replicas)), now)
 
+    def log_manager_delete(self, tps: Iterable[TopicPartition]) -> None:
+        """Remove logs that were created for a topic change that then failed (never led, never visible)."""
+        for tp in tps:
+            try:
+                self.log_manager.delete_log(tp)
+            except OSError as e:
+                log.warning("could not remove the log of %s after a failed change: %s", tp, e)
+
     def delete_partitions(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
             self._configs.pop(tp.topic, None)
