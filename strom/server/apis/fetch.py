@@ -20,6 +20,7 @@ from strom.server.replica_manager import FetchPartition
 
 if TYPE_CHECKING:
     from strom.common.time import Time
+    from strom.server.broker_metrics import BrokerMetrics
     from strom.server.metadata_cache import MetadataCache
     from strom.server.replica_manager import ReplicaManager
     from strom.server.request_context import RequestContext
@@ -77,9 +78,16 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
     return out, total, watched, had_error
 
 
+def _respond(responses: list[FetchResponse.FetchableTopicResponse], replica_id: int,
+             metrics: BrokerMetrics | None) -> FetchResponse:
+    if metrics is not None:  # BrokerTopicMetrics: what is sent, once per request
+        metrics.topic_stats.record_fetch(responses, replica_id >= 0)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+
+
 @api(ApiKey.FETCH, 4)
 async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: MetadataCache,
-                 replica_manager: ReplicaManager, time: Time) -> FetchResponse:
+                 replica_manager: ReplicaManager, time: Time, metrics: BrokerMetrics | None) -> FetchResponse:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     deadline = time.hi_res_milliseconds() + max(0, request.max_wait_ms)
@@ -87,8 +95,8 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
         responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager)
         wait_ms = deadline - time.hi_res_milliseconds()
         if total >= request.min_bytes or had_error or wait_ms <= 0 or not watched or ctx.connection.closed:
-            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            return _respond(responses, replica_id, metrics)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
             responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager)
-            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            return _respond(responses, replica_id, metrics)
