@@ -60,13 +60,10 @@ class _PercentileValue:
 class Percentiles(SampledStat):
     """A compound stat: ``percentiles`` of the values recorded in the live windows; NaN when empty."""
 
-    __slots__ = ("_percentiles", "_lowest", "_highest", "_significant_figures", "_scale")
+    __slots__ = ("_percentiles", "_lowest", "_highest", "_significant_figures")
 
     def __init__(self, percentiles: list[Percentile], lowest: int = 1, highest: int = 3_600_000,
-                 significant_figures: int = 2, scale: float = 1.0) -> None:
-        """``scale`` multiplies each value before it is stored as an integer and divides what is read back:
-        ``scale=1000`` keeps milliseconds with microsecond resolution (``lowest``/``highest`` are in stored
-        units)."""
+                 significant_figures: int = 2) -> None:
         if lowest < 1 or highest <= lowest:
             raise ValueError(f"Percentiles needs 1 <= lowest < highest, not lowest={lowest}, highest={highest}")
         super().__init__(0.0)
@@ -74,7 +71,6 @@ class Percentiles(SampledStat):
         self._lowest = lowest
         self._highest = highest
         self._significant_figures = significant_figures
-        self._scale = scale
 
     def stats(self) -> list[NamedMeasurable]:
         return [NamedMeasurable(p.name, _PercentileValue(self, p.percentile)) for p in self._percentiles]
@@ -83,7 +79,7 @@ class Percentiles(SampledStat):
         return _HistogramSample(time_ms, self._lowest, self._highest, self._significant_figures)
 
     def update(self, sample: Sample, config: MetricConfig, value: float, time_ms: int) -> None:
-        v = int(value * self._scale) if self._scale != 1.0 else int(value)
+        v = int(value)
         if v < self._lowest:
             v = self._lowest
         elif v > self._highest:
@@ -101,7 +97,7 @@ class Percentiles(SampledStat):
             merged = HdrHistogram(self._lowest, self._highest, self._significant_figures)
             for s in live:
                 merged.add(s.histogram)  # type: ignore[attr-defined]
-        return merged.get_value_at_percentile(percentile) / self._scale
+        return float(merged.get_value_at_percentile(percentile))
 
     def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
         return self.value(config, now_ms, 50.0)

@@ -25,23 +25,24 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
+import threading
 import time as _time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+
+from hdrh.histogram import HdrHistogram
 
 from strom.common.error_codes import ErrorCode
 from strom.common.time import SYSTEM_TIME, Time
 from strom.metrics import (
     Avg,
     CumulativeCount,
-    CumulativeSum,
     Max,
+    Measurable,
     Meter,
     MetricConfig,
     Metrics,
-    Percentile,
-    Percentiles,
-    Sensor,
     Value,
     load_reporters,
 )
@@ -166,116 +167,184 @@ _TOPIC_METERS = ("MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec", "BytesRe
                  "TotalFetchRequestsPerSec", "ReplicationBytesOutPerSec")
 
 
-class _TopicSensors:
-    __slots__ = _TOPIC_METERS
+class _TopicCounters:
+    """The ``Count`` of each BrokerTopicMetrics meter of one topic (or of all topics): plain integers bumped on
+    the event loop and read by the registry's metrics; a counter costs an addition, not a sensor record."""
 
-    def __init__(self, metrics: Metrics, topic: str | None, parent: _TopicSensors | None) -> None:
+    __slots__ = (*_TOPIC_METERS, "names")
+
+    def __init__(self, metrics: Metrics, topic: str | None) -> None:
         tags = {"topic": topic} if topic is not None else {}
-        prefix = f"BrokerTopicMetrics:{topic}:" if topic is not None else "BrokerTopicMetrics::"
+        self.names = []
         for name in _TOPIC_METERS:
-            parents = (getattr(parent, name),) if parent is not None else ()
-            sensor = metrics.sensor(prefix + name, None, *parents)
-            sensor.add(metrics.metric_name(name, "BrokerTopicMetrics", f"{name} Count", tags), CumulativeSum())
-            setattr(self, name, sensor)
+            setattr(self, name, 0)
+            metric_name = metrics.metric_name(name, "BrokerTopicMetrics", f"{name} Count", tags)
+            metrics.add_metric(metric_name, Measurable(lambda _c, _n, a=name: float(getattr(self, a))))
+            self.names.append(metric_name)
 
 
 class BrokerTopicStats:
-    """Kafka's ``BrokerTopicStats``: per-topic meters feeding the all-topics ones (the series without a topic
+    """Kafka's ``BrokerTopicStats``: per-topic meters and the all-topics ones (the series without a topic
     label). Event loop only for recording."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
-        self.all_topics = _TopicSensors(metrics, None, None)
-        self._topics: dict[str, _TopicSensors] = {}
+        self.all_topics = _TopicCounters(metrics, None)
+        self._topics: dict[str, _TopicCounters] = {}
 
-    def topic(self, topic: str) -> _TopicSensors:
+    def topic(self, topic: str) -> _TopicCounters:
         s = self._topics.get(topic)
         if s is None:
-            s = self._topics[topic] = _TopicSensors(self._metrics, topic, self.all_topics)
+            s = self._topics[topic] = _TopicCounters(self._metrics, topic)
         return s
 
     def record_append(self, topic: str, result: AppendResult, size: int) -> None:
         """One partition of a produce (or coordinator) append, after the local append (Kafka's
         ``appendToLocalLog``): its outcome, its bytes, its record count."""
         code = result.error_code
-        # An unknown topic gets no per-topic meters: a client must not grow the registry with made-up names.
-        s = self.all_topics if code in _ROUTING_ERRORS else self.topic(topic)
-        s.TotalProduceRequestsPerSec.record()
+        a = self.all_topics
+        a.TotalProduceRequestsPerSec += 1
+        if code in _ROUTING_ERRORS:
+            # An unknown topic gets no per-topic meters: a client must not grow the registry with made-up names.
+            return
+        s = self.topic(topic)
+        s.TotalProduceRequestsPerSec += 1
         if code:
-            if code not in _ROUTING_ERRORS:
-                s.FailedProduceRequestsPerSec.record()
+            a.FailedProduceRequestsPerSec += 1
+            s.FailedProduceRequestsPerSec += 1
             if code in _REJECTED_ERRORS:
-                s.BytesRejectedPerSec.record(size)
+                a.BytesRejectedPerSec += size
+                s.BytesRejectedPerSec += size
         elif result.info is not None:
-            s.BytesInPerSec.record(size)
-            s.MessagesInPerSec.record(result.info.num_records)
+            n = result.info.num_records
+            a.BytesInPerSec += size
+            s.BytesInPerSec += size
+            a.MessagesInPerSec += n
+            s.MessagesInPerSec += n
 
     def record_fetch(self, responses: Iterable[Any], from_follower: bool) -> None:
         """A Fetch response as sent: per partition a fetch request, a failure, bytes out (consumers) or
         replication bytes out (followers)."""
+        a = self.all_topics
         for t in responses:
-            s: _TopicSensors | None = None
+            s: _TopicCounters | None = None
             for p in t.partitions:
+                a.TotalFetchRequestsPerSec += 1
                 code = p.error_code
                 if code in _ROUTING_ERRORS or not t.topic:
-                    self.all_topics.TotalFetchRequestsPerSec.record()
                     continue
                 if s is None:
                     s = self.topic(t.topic)
-                s.TotalFetchRequestsPerSec.record()
+                s.TotalFetchRequestsPerSec += 1
                 if code:
-                    s.FailedFetchRequestsPerSec.record()
+                    a.FailedFetchRequestsPerSec += 1
+                    s.FailedFetchRequestsPerSec += 1
                 elif p.records:
                     n = len(p.records)
-                    (s.ReplicationBytesOutPerSec if from_follower else s.BytesOutPerSec).record(n)
+                    if from_follower:
+                        a.ReplicationBytesOutPerSec += n
+                        s.ReplicationBytesOutPerSec += n
+                    else:
+                        a.BytesOutPerSec += n
+                        s.BytesOutPerSec += n
 
     def remove_topic(self, topic: str) -> None:
         """Drop a deleted topic's meters (Kafka's ``removeMetrics``)."""
-        if self._topics.pop(topic, None) is not None:
-            for name in _TOPIC_METERS:
-                self._metrics.remove_sensor(f"BrokerTopicMetrics:{topic}:{name}")
+        s = self._topics.pop(topic, None)
+        if s is not None:
+            for name in s.names:
+                self._metrics.remove_metric(name)
 
 
 # -- RequestMetrics ---------------------------------------------------------------------------------------------
+_TIMES = ("TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs")
+_HIGHEST_US = 3_600_000_000
+
+
+class _RequestTimeWindows:
+    """The four request-time histograms of one API over ``metrics.num.samples`` windows of
+    ``metrics.sample.window.ms`` (Kafka's sampled-stat windows), recorded together: one window check and one
+    lock per request instead of four sensor records. Each window holds an HdrHistogram per time, in µs (2
+    significant digits); a quantile merges the live windows and is read in ms. Thread-safe."""
+
+    def __init__(self, config: MetricConfig) -> None:
+        self._samples = config.samples
+        self._window_ms = max(1, config.time_window_ms)
+        self._lock = threading.Lock()
+        self._windows: list[tuple[list[int], list[HdrHistogram]]] = []  # ([start ms], histograms)
+        self._current = -1
+
+    def _new_window(self, now_ms: int) -> None:
+        if len(self._windows) < self._samples:
+            self._windows.append(([now_ms], [HdrHistogram(1, _HIGHEST_US, 2) for _ in _TIMES]))
+            self._current = len(self._windows) - 1
+        else:
+            self._current = (self._current + 1) % self._samples
+            start, hists = self._windows[self._current]
+            start[0] = now_ms
+            for h in hists:
+                h.reset()
+
+    def record(self, now_ms: int, total_us: int, queue_us: int, local_us: int, remote_us: int) -> None:
+        with self._lock:
+            if self._current < 0 or now_ms - self._windows[self._current][0][0] >= self._window_ms:
+                self._new_window(now_ms)
+            h = self._windows[self._current][1]
+            h[0].record_value(min(total_us, _HIGHEST_US))
+            h[1].record_value(min(queue_us, _HIGHEST_US))
+            h[2].record_value(min(local_us, _HIGHEST_US))
+            h[3].record_value(min(remote_us, _HIGHEST_US))
+
+    def quantile_ms(self, which: int, percentile: float, now_ms: int) -> float:
+        with self._lock:
+            oldest = now_ms - self._samples * self._window_ms
+            live = [hists[which] for start, hists in self._windows
+                    if start[0] > oldest and hists[which].get_total_count()]
+            if not live:
+                return math.nan
+            merged = live[0]
+            if len(live) > 1:
+                merged = HdrHistogram(1, _HIGHEST_US, 2)
+                for h in live:
+                    merged.add(h)
+            return merged.get_value_at_percentile(percentile) / 1000.0
+
+
 class _ApiSensors:
-    __slots__ = ("metrics", "name", "requests", "total", "queue", "local", "remote", "errors")
+    __slots__ = ("metrics", "name", "requests", "errors", "times")
 
     def __init__(self, metrics: Metrics, api_key: int) -> None:
         self.metrics = metrics
         self.name = _request_name(api_key)
-        self.requests: dict[int, Sensor] = {}
-        self.errors: dict[int, Sensor] = {}
-        self.total = self._histogram("TotalTimeMs")
-        self.queue = self._histogram("RequestQueueTimeMs")
-        self.local = self._histogram("LocalTimeMs")
-        self.remote = self._histogram("RemoteTimeMs")
+        self.requests: dict[int, int] = {}  # Count per version
+        self.errors: dict[int, int] = {}  # Count per error code
+        self.times = _RequestTimeWindows(metrics.config)
+        for which, name in enumerate(_TIMES):
+            for pct, label in _QUANTILES:
+                metrics.add_metric(
+                    metrics.metric_name(name, "RequestMetrics", f"{name} {label} quantile",
+                                        {"request": self.name, "quantile": label}),
+                    Measurable(lambda _c, now, w=which, p=pct: self.times.quantile_ms(w, p, now)))
 
-    def _histogram(self, name: str) -> Sensor:
-        m = self.metrics
-        sensor = m.sensor(f"RequestMetrics:{self.name}:{name}")
-        sensor.add(None, Percentiles(
-            [Percentile(m.metric_name(name, "RequestMetrics", f"{name} {label} quantile",
-                                      {"request": self.name, "quantile": label}), pct) for pct, label in _QUANTILES],
-            lowest=1, highest=3_600_000_000, significant_figures=2, scale=1000.0))  # µs precision, read in ms
-        return sensor
+    def count_request(self, version: int) -> None:
+        n = self.requests.get(version)
+        if n is None:
+            n = self.requests[version] = 0
+            self.metrics.add_metric(
+                self.metrics.metric_name("RequestsPerSec", "RequestMetrics", "requests handled (Count)",
+                                         {"request": self.name, "version": str(version)}),
+                Measurable(lambda _c, _n: float(self.requests[version])))
+        self.requests[version] = n + 1
 
-    def requests_sensor(self, version: int) -> Sensor:
-        s = self.requests.get(version)
-        if s is None:
-            m = self.metrics
-            s = self.requests[version] = m.sensor(f"RequestMetrics:{self.name}:RequestsPerSec:{version}")
-            s.add(m.metric_name("RequestsPerSec", "RequestMetrics", "requests handled (Count)",
-                                {"request": self.name, "version": str(version)}), CumulativeCount())
-        return s
-
-    def errors_sensor(self, code: int) -> Sensor:
-        s = self.errors.get(code)
-        if s is None:
-            m = self.metrics
-            s = self.errors[code] = m.sensor(f"RequestMetrics:{self.name}:ErrorsPerSec:{code}")
-            s.add(m.metric_name("ErrorsPerSec", "RequestMetrics", "error codes in responses (Count)",
-                                {"request": self.name, "error": _error_name(code)}), CumulativeCount())
-        return s
+    def count_error(self, code: int, times: int) -> None:
+        n = self.errors.get(code)
+        if n is None:
+            n = self.errors[code] = 0
+            self.metrics.add_metric(
+                self.metrics.metric_name("ErrorsPerSec", "RequestMetrics", "error codes in responses (Count)",
+                                         {"request": self.name, "error": _error_name(code)}),
+                Measurable(lambda _c, _n: float(self.errors[code])))
+        self.errors[code] = n + times
 
 
 class RequestMetrics:
@@ -302,18 +371,15 @@ class RequestMetrics:
         api = self._apis.get(ctx.api_key)
         if api is None:
             api = self._apis[ctx.api_key] = _ApiSensors(self._metrics, ctx.api_key)
-        queue_ms = max(0, start - received_ns) / 1e6 if received_ns else 0.0
-        handler_ms = (end - start) / 1e6
-        remote_ms = min(times.remote_ns / 1e6, handler_ms)
-        now_ms = self._time.milliseconds()
-        api.requests_sensor(ctx.api_version).record(1.0, now_ms)
-        api.total.record(queue_ms + handler_ms, now_ms)
-        api.queue.record(queue_ms, now_ms)
-        api.local.record(handler_ms - remote_ms, now_ms)
-        api.remote.record(remote_ms, now_ms)
+        queue_us = max(0, start - received_ns) // 1000 if received_ns else 0
+        handler_us = (end - start) // 1000
+        remote_us = min(times.remote_ns // 1000, handler_us)
+        api.count_request(ctx.api_version)
+        api.times.record(self._time.milliseconds(), queue_us + handler_us, queue_us, handler_us - remote_us,
+                         remote_us)
         if response is not None:
             for code, n in error_counts(response).items():
-                api.errors_sensor(code).record(n, now_ms)
+                api.count_error(code, n)
         return response
 
 
