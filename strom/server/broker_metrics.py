@@ -26,12 +26,11 @@ import asyncio
 import contextvars
 import logging
 import math
+import random
 import threading
 import time as _time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-
-from hdrh.histogram import HdrHistogram
 
 from strom.common.error_codes import ErrorCode
 from strom.common.time import SYSTEM_TIME, Time
@@ -258,56 +257,60 @@ class BrokerTopicStats:
 
 # -- RequestMetrics ---------------------------------------------------------------------------------------------
 _TIMES = ("TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs")
-_HIGHEST_US = 3_600_000_000
+_RESERVOIR = 1028  # Yammer's default reservoir size, which Kafka's request histograms use
 
 
 class _RequestTimeWindows:
-    """The four request-time histograms of one API over ``metrics.num.samples`` windows of
-    ``metrics.sample.window.ms`` (Kafka's sampled-stat windows), recorded together: one window check and one
-    lock per request instead of four sensor records. Each window holds an HdrHistogram per time, in µs (2
-    significant digits); a quantile merges the live windows and is read in ms. Thread-safe."""
+    """The four request-time histograms of one API, as Kafka's Yammer histograms keep them: a uniform reservoir
+    of up to 1,028 requests (each sample holds all four times, in µs), here per window of
+    ``metrics.sample.window.ms``, ``metrics.num.samples`` windows live. Recording is an append or a random
+    replacement, not a histogram update per time: it runs once per request on the event loop. A quantile
+    sorts the live samples. Thread-safe."""
 
     def __init__(self, config: MetricConfig) -> None:
         self._samples = config.samples
         self._window_ms = max(1, config.time_window_ms)
         self._lock = threading.Lock()
-        self._windows: list[tuple[list[int], list[HdrHistogram]]] = []  # ([start ms], histograms)
-        self._current = -1
+        # per window: [start ms, requests seen, samples]
+        self._windows: list[list[Any]] = []
+        self._current: list[Any] | None = None
+        self._random = random.Random()
 
-    def _new_window(self, now_ms: int) -> None:
-        if len(self._windows) < self._samples:
-            self._windows.append(([now_ms], [HdrHistogram(1, _HIGHEST_US, 2) for _ in _TIMES]))
-            self._current = len(self._windows) - 1
-        else:
-            self._current = (self._current + 1) % self._samples
-            start, hists = self._windows[self._current]
-            start[0] = now_ms
-            for h in hists:
-                h.reset()
-
-    def record(self, now_ms: int, total_us: int, queue_us: int, local_us: int, remote_us: int) -> None:
+    def record(self, now_ms: int, times: tuple[int, int, int, int]) -> None:
         with self._lock:
-            if self._current < 0 or now_ms - self._windows[self._current][0][0] >= self._window_ms:
-                self._new_window(now_ms)
-            h = self._windows[self._current][1]
-            h[0].record_value(min(total_us, _HIGHEST_US))
-            h[1].record_value(min(queue_us, _HIGHEST_US))
-            h[2].record_value(min(local_us, _HIGHEST_US))
-            h[3].record_value(min(remote_us, _HIGHEST_US))
+            w = self._current
+            if w is None or now_ms - w[0] >= self._window_ms:
+                if len(self._windows) < self._samples:
+                    w = [now_ms, 0, []]
+                    self._windows.append(w)
+                else:  # reuse the oldest window
+                    w = min(self._windows, key=lambda x: x[0])
+                    w[0], w[1], w[2] = now_ms, 0, []
+                self._current = w
+            w[1] += 1
+            reservoir = w[2]
+            if len(reservoir) < _RESERVOIR:
+                reservoir.append(times)
+            else:
+                j = self._random.randrange(w[1])
+                if j < _RESERVOIR:
+                    reservoir[j] = times
 
     def quantile_ms(self, which: int, percentile: float, now_ms: int) -> float:
         with self._lock:
             oldest = now_ms - self._samples * self._window_ms
-            live = [hists[which] for start, hists in self._windows
-                    if start[0] > oldest and hists[which].get_total_count()]
-            if not live:
-                return math.nan
-            merged = live[0]
-            if len(live) > 1:
-                merged = HdrHistogram(1, _HIGHEST_US, 2)
-                for h in live:
-                    merged.add(h)
-            return merged.get_value_at_percentile(percentile) / 1000.0
+            values = sorted(t[which] for w in self._windows if w[0] > oldest for t in w[2])
+        if not values:
+            return math.nan
+        # Yammer's Snapshot.getValue: linear interpolation at quantile * (n + 1)
+        pos = percentile / 100.0 * (len(values) + 1)
+        if pos < 1:
+            return values[0] / 1000.0
+        if pos >= len(values):
+            return values[-1] / 1000.0
+        lower = values[int(pos) - 1]
+        upper = values[int(pos)]
+        return (lower + (pos - math.floor(pos)) * (upper - lower)) / 1000.0
 
 
 class _ApiSensors:
@@ -375,8 +378,8 @@ class RequestMetrics:
         handler_us = (end - start) // 1000
         remote_us = min(times.remote_ns // 1000, handler_us)
         api.count_request(ctx.api_version)
-        api.times.record(self._time.milliseconds(), queue_us + handler_us, queue_us, handler_us - remote_us,
-                         remote_us)
+        api.times.record(self._time.milliseconds(), (queue_us + handler_us, queue_us, handler_us - remote_us,
+                                                     remote_us))
         if response is not None:
             for code, n in error_counts(response).items():
                 api.count_error(code, n)
