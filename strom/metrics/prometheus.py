@@ -51,7 +51,12 @@ def _sanitize(s: str) -> str:
 
 
 def prometheus_name(domain: str, group: str, name: str) -> str:
-    """The series name the JMX exporter gives metric ``name`` of ``group`` in JMX ``domain``."""
+    """The series name the JMX exporter gives metric ``name`` of ``group`` in JMX ``domain``.
+
+    A broker meter ``<X>PerSec`` (a Yammer meter whose ``Count`` the broker registry holds) follows the JMX
+    exporter's ``(.+)PerSec\\w*><>Count`` rule: ``<domain>_<group>_<x>_total``."""
+    if name.endswith("PerSec"):
+        return f"{_sanitize(domain)}_{_sanitize(group)}_{_sanitize(name[:-6])}_total"
     return f"{_sanitize(domain)}_{_sanitize(group)}_{_sanitize(name)}"
 
 
@@ -64,11 +69,14 @@ class KafkaMetricsCollector(Collector):
     """A prometheus-client collector for one metrics registry (or client) under JMX ``domain``
     (``kafka.producer``, ``kafka.consumer``, ``kafka.admin.client``, ``kafka.server``, ...)."""
 
-    def __init__(self, metrics: MetricsSource, domain: str) -> None:
+    def __init__(self, metrics: MetricsSource, domain: str, group_domains: Mapping[str, str] | None = None) -> None:
         if not domain:
             raise ValueError("a JMX domain such as 'kafka.server' is required")
         self.metrics = metrics
         self.domain = domain
+        # The broker's MBeans live in several domains (kafka.network:type=RequestMetrics, kafka.log:type=Log):
+        # the domain of a group when it is not ``domain``.
+        self.group_domains = dict(group_domains or {})
         # series name and labels per metric name: sanitising is done once, not per scrape
         self._names: dict[MetricName, tuple[str, dict[str, str], str]] = {}
 
@@ -77,8 +85,11 @@ class KafkaMetricsCollector(Collector):
         if known is None:
             if len(self._names) > 100_000:  # metrics come and go (partitions): do not grow forever
                 self._names.clear()
+            # A group may name its own domain ("kafka.network:RequestMetrics"), or be mapped to one.
             domain, _, group = metric_name.group.rpartition(":")
-            series = prometheus_name(domain or self.domain, group, metric_name.name)
+            if not domain:
+                domain = self.group_domains.get(group, self.domain)
+            series = prometheus_name(domain, group, metric_name.name)
             labels = {_label(k): v for k, v in metric_name.tags.items()}
             doc = metric_name.description or f"{metric_name.group} {metric_name.name}"
             known = self._names[metric_name] = (series, labels, doc)
@@ -135,9 +146,11 @@ class MetricsHttpServer:
         self.host = host
         self.port: int = self._httpd.server_port
 
-    def add(self, metrics: MetricsSource, domain: str) -> KafkaMetricsCollector:
-        """Expose another registry or client under ``domain`` (``kafka.consumer`` for a consumer, ...)."""
-        collector = KafkaMetricsCollector(metrics, domain)
+    def add(self, metrics: MetricsSource, domain: str,
+            group_domains: Mapping[str, str] | None = None) -> KafkaMetricsCollector:
+        """Expose another registry or client under ``domain`` (``kafka.consumer`` for a consumer, ...);
+        ``group_domains`` puts some groups in another domain."""
+        collector = KafkaMetricsCollector(metrics, domain, group_domains)
         self.registry.register(collector)
         return collector
 

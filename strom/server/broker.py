@@ -19,6 +19,7 @@ from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.server.admin_manager import AdminManager, StandaloneAdminManager
 from strom.server.broker_config import BrokerConfig
+from strom.server.broker_metrics import BrokerMetrics
 from strom.server.controller.kafka_controller import KafkaController
 from strom.server.controller_channel import ControllerChannel
 from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -88,6 +89,10 @@ class BrokerServer:
         self.bound_ports: list[int] = []
         self.advertised = config.advertised_listeners
         self._stopped = asyncio.Event()
+        try:
+            self.metrics = BrokerMetrics.from_config(config, time)
+        except (ValueError, TypeError, ImportError) as e:
+            raise ConfigError(str(e)) from None
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -96,6 +101,7 @@ class BrokerServer:
         raise_open_file_limit()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        self.metrics.start_http()  # first: a taken metrics.prometheus.listener port stops the start here
         cluster_id = None
         if c["zookeeper.connect"]:
             self.zk = await loop.run_in_executor(None, self._connect_zookeeper)
@@ -160,7 +166,14 @@ class BrokerServer:
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
-            authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator))
+            authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
+            metrics=self.metrics))
+        self.metrics.add_replica_manager(rm)
+        self.metrics.add_controller(self.controller)
+        self.metrics.add_group_coordinator(self.group_coordinator)
+        self.group_coordinator.manager.on_offsets_stored = self.metrics.offset_commits.record
+        self.metrics.add_socket_servers(self.socket_servers)
+        self.metrics.start_event_loop_probe()
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._ready.set()
         if self.zk is not None:
@@ -184,7 +197,7 @@ class BrokerServer:
         assert self.log_manager is not None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
-            replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]))
+            replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]), metrics=self.metrics)
         self.replica_manager.rack_aware_selector = str(self.config["replica.selector.class"] or "").endswith(
             "RackAwareReplicaSelector")
         return self.replica_manager
@@ -325,6 +338,7 @@ class BrokerServer:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         if self.zk is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.zk.close)
+        self.metrics.close()
         self._stopped.set()
         log.info("strom broker %d stopped", self.node_id)
 

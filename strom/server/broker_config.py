@@ -86,6 +86,17 @@ def _choice(*choices: str) -> Callable[[str, str], str]:
     return conv
 
 
+def _prometheus_listener(key: str, raw: str) -> str:
+    from strom.metrics.prometheus import parse_listener
+
+    s = str(raw).strip()
+    try:
+        parse_listener(s)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value {s} for configuration {key}: {e}") from None
+    return s
+
+
 # key -> (converter, default). Defaults are Kafka 3.x's.
 _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "node.id": (_int(-1), 1),
@@ -183,6 +194,12 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "controller.socket.timeout.ms": (_int(1), 30000),
     "replica.selector.class": (_choice("", "org.apache.kafka.common.replica.RackAwareReplicaSelector",
                                        "org.apache.kafka.common.replica.LeaderSelector"), None),
+    # Metrics (docs/monitoring.md): the broker's registry and its Prometheus endpoint (empty = off).
+    "metric.reporters": (_str, ""),
+    "metrics.num.samples": (_int(1), 2),
+    "metrics.sample.window.ms": (_int(1), 30000),
+    "metrics.recording.level": (_choice("INFO", "DEBUG", "TRACE"), "INFO"),
+    "metrics.prometheus.listener": (_prometheus_listener, ""),
 }
 
 # Keys a real Kafka server.properties carries that strom accepts and ignores (threads, ZooKeeper, KRaft quorum,
@@ -192,7 +209,6 @@ _IGNORED = {
     "num.network.threads", "num.io.threads",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "metadata.log.dir", "background.threads", "queued.max.request.bytes",
-    "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.preallocate",
 }

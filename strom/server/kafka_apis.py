@@ -55,6 +55,7 @@ class ApiCollaborators:
     authorizer: Any = None  # the Authorizer (authorizer.class.name), None: every request is allowed
     credentials: Any = None  # the SCRAM CredentialStore (data dir, or ZooKeeper in a cluster)
     txn_coordinator: Any = None  # the TransactionCoordinator (strom.server.coordinator.transaction_coordinator)
+    metrics: Any = None  # the BrokerMetrics (strom.server.broker_metrics); None: nothing is measured
     supported_apis: dict[int, ApiSpec] = field(default_factory=dict)
 
 
@@ -65,6 +66,7 @@ class KafkaApis:
         collaborators.supported_apis = self.specs
         available = {f.name for f in fields(ApiCollaborators)}
         self._handlers: dict[int, BoundHandler] = {}
+        self._request_metrics = collaborators.metrics.requests if collaborators.metrics is not None else None
         for key, spec in self.specs.items():
             params = inspect.signature(spec.handler).parameters.values()
             wanted = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
@@ -100,7 +102,10 @@ class KafkaApis:
             log.warning("closing connection %s: malformed %s v%d request (%s)", conn.peer, _api_name(key), version, e)
             raise ConnectionClosed() from None
         ctx = RequestContext(key, version, header.correlation_id, header.client_id, conn, listener_name)
-        response = await self._handlers[key](ctx, request)
+        if self._request_metrics is None:
+            response = await self._handlers[key](ctx, request)
+        else:  # RequestMetrics: times and error counts per API
+            response = await self._request_metrics.timed(self._handlers[key], ctx, request, conn.received_ns)
         if response is None:
             return None
         return self.frame(header.correlation_id, response_header_version(key, version), response, version)

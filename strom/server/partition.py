@@ -72,6 +72,7 @@ class Partition:
         self.leader_epoch_start_offset = 0  # the LEO when this broker became leader at the current epoch
         self.alter_partition: AlterPartitionCallback | None = None
         self.on_hw_change: Callable[[Partition], None] | None = None
+        self.on_isr_change: Callable[[set[int], set[int]], None] | None = None  # (old, new): ISR shrink/expand
 
     # -- state ------------------------------------------------------------------------------------------------
     @property
@@ -227,7 +228,9 @@ class Partition:
                 return
             self.pending_isr = None
             if result is not None and result.leader_epoch == self.leader_epoch:
-                self.isr = set(result.isr)
+                old_isr, self.isr = self.isr, set(result.isr)
+                if self.on_isr_change is not None:
+                    self.on_isr_change(old_isr, self.isr)
                 self.partition_epoch = result.partition_epoch
                 log.info("%s: ISR is now %s", self.tp, sorted(self.isr))
             self.maybe_increment_leader_hw(now_ms)

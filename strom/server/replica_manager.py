@@ -13,11 +13,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError, KafkaError
 from strom.common.structs import TopicPartition
 from strom.common.time import Time
+from strom.server.broker_metrics import add_remote_time
 from strom.server.metadata_cache import MetadataCache, TopicInfo
 from strom.server.partition import AlterPartitionCallback, LeaderAndIsr, Partition
 from strom.storage.log import Log
@@ -25,6 +27,9 @@ from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 from strom.storage.log_validator import AppendOrigin
+
+if TYPE_CHECKING:
+    from strom.server.broker_metrics import BrokerMetrics
 
 __all__ = ["ReplicaManager", "AppendResult", "FetchPartition", "FetchResult"]
 
@@ -60,7 +65,8 @@ class FetchResult:
 
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, metadata: MetadataCache, time: Time,
-                 default_log_config: LogConfig, *, replica_lag_time_max_ms: int = 30_000) -> None:
+                 default_log_config: LogConfig, *, replica_lag_time_max_ms: int = 30_000,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.metadata = metadata
@@ -68,6 +74,7 @@ class ReplicaManager:
         self.default_log_config = default_log_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.rack_aware_selector = False  # replica.selector.class = RackAwareReplicaSelector (KIP-392)
+        self.metrics = metrics  # BrokerTopicMetrics of appends, ISR shrinks / expands
         self.partitions: dict[TopicPartition, Partition] = {}
         self.alter_partition: AlterPartitionCallback | None = None
         self.fetcher_manager: ReplicaFetcherManagerLike | None = None
@@ -117,6 +124,7 @@ class ReplicaManager:
             p = Partition(tp, lg, self.node_id)
             p.alter_partition = self.alter_partition
             p.on_hw_change = self._on_hw_change
+            p.on_isr_change = self.metrics.isr_changed if self.metrics is not None else None
             self.partitions[tp] = p
         return p
 
@@ -157,6 +165,8 @@ class ReplicaManager:
                 self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self.log_manager.delete_log(tp)
             self._wake_fetches(tp)
+            if self.metrics is not None and not any(t.topic == tp.topic for t in self.partitions):
+                self.metrics.topic_stats.remove_topic(tp.topic)
 
     # -- cluster: the controller's decisions ------------------------------------------------------------------
     def become_leader_or_follower(self, controller_epoch: int,
@@ -254,6 +264,13 @@ class ReplicaManager:
     # -- append -----------------------------------------------------------------------------------------------
     def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1,
                      origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        result = self._append_local(tp, records, required_acks, origin)
+        if self.metrics is not None:
+            self.metrics.topic_stats.record_append(tp.topic, result, len(records))
+        return result
+
+    def _append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int,
+                      origin: AppendOrigin) -> AppendResult:
         try:
             p = self.leader_partition(tp)
             min_isr = self.log_config(tp.topic).min_insync_replicas
@@ -285,7 +302,9 @@ class ReplicaManager:
             if fut is not None:
                 waits[tp] = fut
         if waits:
+            parked_ns = self.time.nanoseconds()
             done, _pending = await asyncio.wait(waits.values(), timeout=max(timeout_ms, 0) / 1000.0)
+            add_remote_time(self.time.nanoseconds() - parked_ns)
             for tp, fut in waits.items():
                 if fut in done:
                     code = fut.result()
@@ -411,11 +430,13 @@ class ReplicaManager:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for tp in tps:
             self._fetch_waiters.setdefault(tp, set()).add(fut)
+        parked_ns = self.time.nanoseconds()
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             pass
         finally:
+            add_remote_time(self.time.nanoseconds() - parked_ns)
             for tp in tps:
                 s = self._fetch_waiters.get(tp)
                 if s is not None:

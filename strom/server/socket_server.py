@@ -62,7 +62,7 @@ class ConnectionContext:
     """
 
     __slots__ = ("peer", "connection_id", "closed", "listener_name", "security_protocol", "principal",
-                 "client_host", "sasl_mechanism")
+                 "client_host", "sasl_mechanism", "received_ns")
 
     def __init__(self, peer: str, connection_id: int, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -74,6 +74,7 @@ class ConnectionContext:
         self.principal: KafkaPrincipal = ANONYMOUS
         self.client_host = peer.rpartition(":")[0] if ":" in peer else peer
         self.sasl_mechanism: str | None = None
+        self.received_ns = 0  # when the request being handled arrived (RequestQueueTimeMs starts there)
 
 
 # A dispatcher takes (context, frame bytes) and returns the framed response bytes, or None for no response.
@@ -106,7 +107,7 @@ class KafkaServerProtocol(asyncio.Protocol):
         self._max = max_request_size
         self._on_close = on_close
         self._frames = FrameDecoder(max_request_size)
-        self._queue: deque[memoryview] = deque()
+        self._queue: deque[tuple[memoryview, int]] = deque()  # (frame, arrival ns)
         self._wakeup: asyncio.Event = asyncio.Event()
         self._transport: asyncio.Transport | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -154,8 +155,8 @@ class KafkaServerProtocol(asyncio.Protocol):
             self._abort()
             return
         if frames:
-            self.last_active_ns = self._time.nanoseconds()
-            self._queue.extend(frames)
+            now = self.last_active_ns = self._time.nanoseconds()
+            self._queue.extend((f, now) for f in frames)
             self._wakeup.set()
             if len(self._queue) >= MAX_QUEUED_PER_CONNECTION and not self._paused and self._transport:
                 self._paused = True
@@ -183,7 +184,7 @@ class KafkaServerProtocol(asyncio.Protocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                frame = self._queue.popleft()
+                frame, self.ctx.received_ns = self._queue.popleft()
                 if self._paused and len(self._queue) < MAX_QUEUED_PER_CONNECTION // 2 and self._transport:
                     self._paused = False
                     self._transport.resume_reading()
@@ -370,6 +371,7 @@ class SocketServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
         self.bound_port: int | None = None
+        self.on_connection_created: Callable[[], None] | None = None  # socket-server-metrics
 
     @classmethod
     def from_config(cls, listener: Listener, dispatch: Dispatcher, config: Any, quotas: ConnectionQuotas,
@@ -492,6 +494,8 @@ class SocketServer:
                                     time=self._time, principal_from_cert=self._principal_from_cert)
         proto.ctx.client_host = ip
         self.connections.add(proto)
+        if self.on_connection_created is not None:
+            self.on_connection_created()
         assert self._loop is not None
         if self._ssl is None:
             coro = self._loop.connect_accepted_socket(lambda: proto, conn)

@@ -21,6 +21,7 @@ from strom.server.security.request_auth import Op, allowed_cluster, allowed_topi
 
 if TYPE_CHECKING:
     from strom.common.time import Time
+    from strom.server.broker_metrics import BrokerMetrics
     from strom.server.metadata_cache import MetadataCache
     from strom.server.replica_manager import ReplicaManager
     from strom.server.request_context import RequestContext
@@ -96,9 +97,17 @@ def _aborted(aborted: list[tuple[int, int]] | None, version: int) -> list[FetchR
     return [FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted]
 
 
+def _respond(responses: list[FetchResponse.FetchableTopicResponse], replica_id: int,
+             metrics: BrokerMetrics | None) -> FetchResponse:
+    if metrics is not None:  # BrokerTopicMetrics: what is sent, once per request
+        metrics.topic_stats.record_fetch(responses, replica_id >= 0)
+    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+
 @api(ApiKey.FETCH, 4)
 async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: MetadataCache,
-                 replica_manager: ReplicaManager, time: Time, authorizer: Any) -> FetchResponse:
+                 replica_manager: ReplicaManager, time: Time, authorizer: Any,
+                 metrics: BrokerMetrics | None) -> FetchResponse:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     readable: set[str] | None = None
@@ -116,8 +125,8 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
         redirected = any(p.preferred_read_replica >= 0 for t in responses for p in t.partitions)
         if total >= request.min_bytes or had_error or redirected or wait_ms <= 0 or not watched \
                 or ctx.connection.closed:
-            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+            return _respond(responses, replica_id, metrics)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
             responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable)
-            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+            return _respond(responses, replica_id, metrics)

@@ -106,6 +106,7 @@ class GroupMetadataManager:
         self.log = offsets_log
         self.groups: dict[str, GroupMetadata] = {}
         self._group_values: dict[str, bytes] = {}  # last GroupMetadataValue written per group (for snapshots)
+        self.on_offsets_stored: Callable[[int], None] | None = None  # offset-commit metrics: offsets written
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -160,6 +161,8 @@ class GroupMetadataManager:
             log.warning("failed to write %d offset(s) of group %s: error %d", len(offsets), group.group_id, code)
             return _append_error(code, for_offsets=True)
         group.offsets.update(offsets)
+        if self.on_offsets_stored is not None:
+            self.on_offsets_stored(len(offsets))
         return 0
 
     def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
