@@ -62,6 +62,7 @@ _MODULES = (
     "delete_groups",
     "inter_broker",
     "security_apis",
+    "client_quotas",
 )
 
 
