@@ -8,6 +8,8 @@ quota over that stretch."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -269,6 +271,49 @@ def test_describe_filters_and_validation(broker: BrokerProcess) -> None:
             "request_percentage", None)])]).all().result(20)  # the other tests' clients are ANONYMOUS users
     finally:
         admin.close(5)
+
+
+def strom_configs(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "strom.cli.main", "configs", "--bootstrap-server", broker.bootstrap,
+                           *args], capture_output=True, text=True, timeout=120)
+
+
+def test_configs_cli_manages_quotas_with_kafkas_syntax(broker: BrokerProcess) -> None:
+    r = strom_configs(broker, "--alter", "--add-config", "producer_byte_rate=1024", "--entity-type", "clients",
+                      "--entity-name", "cli-c1")
+    assert r.returncode == 0 and r.stdout == "Completed updating config for client cli-c1.\n", r.stderr
+    r = strom_configs(broker, "--describe", "--entity-type", "clients", "--entity-name", "cli-c1")
+    assert r.stdout == "Quota configs for client-id 'cli-c1' are producer_byte_rate=1024.0\n", r.stderr
+    r = strom_configs(broker, "--alter", "--add-config", "consumer_byte_rate=2097152,request_percentage=25.5",
+                      "--entity-type", "users", "--entity-name", "cli-alice", "--entity-type", "clients",
+                      "--entity-default")
+    assert r.returncode == 0 and r.stdout == "Completed updating config for user cli-alice.\n", r.stderr
+    r = strom_configs(broker, "--describe", "--user", "cli-alice", "--client-defaults")
+    assert r.stdout == ("Quota configs for user-principal 'cli-alice', the default client-id are "
+                        "consumer_byte_rate=2097152.0, request_percentage=25.5\n"), r.stderr
+    r = strom_configs(broker, "--alter", "--add-config", "producer_byte_rate=10485760", "--entity-type", "users",
+                      "--entity-default")
+    assert r.returncode == 0 and r.stdout == "Completed updating default config for users in the cluster.\n"
+    r = strom_configs(broker, "--describe", "--entity-type", "users", "--entity-default")
+    assert r.stdout == "Quota configs for the default user-principal are producer_byte_rate=1.048576E7\n"
+    listing = strom_configs(broker, "--describe", "--entity-type", "clients").stdout
+    assert "Quota configs for client-id 'cli-c1' are producer_byte_rate=1024.0" in listing
+    assert "cli-alice" not in listing  # strict: user+client entities are not client entities
+    r = strom_configs(broker, "--alter", "--delete-config", "producer_byte_rate", "--entity-type", "clients",
+                      "--entity-name", "cli-c1")
+    assert r.returncode == 0
+    assert strom_configs(broker, "--describe", "--client", "cli-c1").stdout == ""
+    # bad input: one line, non-zero exit, nothing changed
+    r = strom_configs(broker, "--alter", "--delete-config", "request_percentage", "--client", "cli-c1")
+    assert r.returncode == 1 and r.stderr.strip().endswith("Invalid config(s): request_percentage")
+    r = strom_configs(broker, "--alter", "--add-config", "retention.ms=5", "--client", "cli-c1")
+    assert r.returncode == 2 and "Only quota configs can be added for 'clients'" in r.stderr
+    r = strom_configs(broker, "--alter", "--add-config", "producer_byte_rate=-5", "--client", "cli-c1")
+    assert r.returncode == 1 and "INVALID_REQUEST: Quota producer_byte_rate must be greater than 0" in r.stderr
+    r = strom_configs(broker, "--alter", "--add-config", "producer_byte_rate=fast", "--client", "cli-c1")
+    assert r.returncode == 2 and "Cannot parse quota configuration value for producer_byte_rate: fast" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    strom_configs(broker, "--alter", "--delete-config", "producer_byte_rate", "--user-defaults")
 
 
 def test_quotas_survive_a_restart(tmp_path: Path) -> None:
