@@ -21,10 +21,26 @@ from strom.admin.admin_client import AdminClient
 from strom.admin.client_quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilter
 from strom.admin.client_quotas import ClientQuotaFilterComponent as Component
 from strom.admin.models import NewTopic
-from strom.broker_process import BrokerProcess
-from strom.common.error_codes import ErrorCode, InvalidRequestError
+from strom.broker_process import BrokerProcess, free_port
+from strom.common.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from strom.common.error_codes import ClusterAuthorizationFailedError, ErrorCode, InvalidRequestError
 from strom.protocol.api_keys import ApiKey
-from strom.protocol.messages import FetchRequest, ProduceRequest
+from strom.protocol.messages import (
+    ApiVersionsRequest,
+    FetchRequest,
+    MetadataRequest,
+    ProduceRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 from strom.record import MemoryRecords, MemoryRecordsBuilder
 from strom.testing.raw_client import RawClient
 
@@ -219,6 +235,21 @@ def test_confluent_kafka_reports_the_throttle(broker: BrokerProcess) -> None:
         producer.flush(10)
 
 
+def test_request_percentage_throttles_any_api(broker: BrokerProcess) -> None:
+    """request_percentage (KIP-124): the time the broker spends on a client's requests, as a percentage of one
+    quota window, is bounded; a Metadata storm over 0.01 % is told to back off, for at most one window."""
+    set_quota(broker.bootstrap, {"client-id": "busy"}, request_percentage=0.01)
+    request = MetadataRequest(topics=None)
+    with RawClient(broker.bootstrap, client_id="busy") as busy, RawClient(broker.bootstrap, client_id="idle") as idle:
+        throttles = [busy.request(ApiKey.METADATA, 9, request).throttle_time_ms for _ in range(30)]
+        assert any(t > 0 for t in throttles) and max(throttles) <= WINDOW_S * 1000, throttles
+        assert all(idle.request(ApiKey.METADATA, 9, request).throttle_time_ms == 0 for _ in range(30))
+        # ApiVersions is exempt, as in Kafka
+        assert busy.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1")).throttle_time_ms == 0
+    set_quota(broker.bootstrap, {"client-id": "busy"}, request_percentage=None)
+
+
 def test_describe_filters_and_validation(broker: BrokerProcess) -> None:
     admin = admin_for(broker.bootstrap)
     try:
@@ -335,5 +366,74 @@ def test_quotas_survive_a_restart(tmp_path: Path) -> None:
                          for _ in range(4)]
         assert any(t > 0 for t in throttles), throttles
     finally:
+        b.stop()
+        b.cleanup()
+
+
+JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required user_admin=\"admin-pw\" "
+        "user_alice=\"alice-pw\" user_bob=\"bob-pw\";")
+
+
+def sasl_raw(bootstrap: str, user: str, client_id: str) -> RawClient:
+    c = RawClient(bootstrap, client_id=client_id, timeout=20)
+    assert c.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+    auth = c.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{user}-pw".encode()))
+    assert auth.error_code == 0, auth.error_message
+    return c
+
+
+def test_user_quotas_precedence_and_authorization(tmp_path: Path) -> None:
+    port = free_port()
+    b = BrokerProcess(data_dir=tmp_path / "data", port=port, overrides={
+        **BROKER_PROPS, "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": JAAS, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin"}).start(timeout=60)
+
+    def admin(user: str) -> AdminClient:
+        return AdminClient({"bootstrap.servers": b.bootstrap, "default.api.timeout.ms": 15000,
+                            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": user,
+                            "sasl.password": f"{user}-pw"})
+
+    def burst(user: str, client_id: str) -> list[int]:
+        records = batch(64 * 1024)
+        with sasl_raw(b.bootstrap, user, client_id) as c:
+            return [c.request(ApiKey.PRODUCE, 8, produce_request("q-auth", records)).throttle_time_ms
+                    for _ in range(6)]
+
+    root, alice = admin("admin"), admin("alice")
+    try:
+        root.create_topics([NewTopic("q-auth", 1, 1)]).all().result(20)
+        root.create_acls([AclBinding(ResourcePattern(ResourceType.TOPIC, "q-auth", PatternType.LITERAL),
+                                     AccessControlEntry(f"User:{u}", "*", AclOperation.WRITE,
+                                                        AclPermissionType.ALLOW)) for u in ("alice", "bob")]
+                         ).all().result(20)
+        # alice may neither change nor read quotas without ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster
+        entity = ClientQuotaEntity({"user": "alice"})
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.alter_client_quotas([ClientQuotaAlteration(entity, [ClientQuotaAlteration.Op(
+                "producer_byte_rate", 1)])]).all().result(20)
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.describe_client_quotas().result(20)
+        root.alter_client_quotas([
+            ClientQuotaAlteration(entity, [ClientQuotaAlteration.Op("producer_byte_rate", 10 * 1024)]),
+            ClientQuotaAlteration(ClientQuotaEntity({"user": "alice", "client-id": "exempt"}),
+                                  [ClientQuotaAlteration.Op("producer_byte_rate", 1e12)]),
+        ]).all().result(20)
+        assert root.describe_client_quotas().result(20)[entity] == {"producer_byte_rate": 10240.0}
+        assert max(burst("alice", "any-client")) > 0  # users/alice applies to every client id of alice
+        assert max(burst("alice", "exempt")) == 0  # users/alice/clients/exempt is more specific
+        assert max(burst("bob", "any-client")) == 0  # bob has no quota
+        root.create_acls([AclBinding(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),
+                                     AccessControlEntry("User:alice", "*", AclOperation.DESCRIBE_CONFIGS,
+                                                        AclPermissionType.ALLOW))]).all().result(20)
+        assert alice.describe_client_quotas().result(20)[entity] == {"producer_byte_rate": 10240.0}
+        with pytest.raises(ClusterAuthorizationFailedError):  # describing is not altering
+            alice.alter_client_quotas([ClientQuotaAlteration(entity, [ClientQuotaAlteration.Op(
+                "producer_byte_rate", None)])]).all().result(20)
+        assert root.describe_client_quotas().result(20)[entity] == {"producer_byte_rate": 10240.0}
+    finally:
+        root.close(5)
+        alice.close(5)
         b.stop()
         b.cleanup()
