@@ -1,4 +1,5 @@
-"""Describe and change topic and broker configs (Kafka's kafka-configs.sh, ``ConfigCommand``).
+"""Describe and change topic and broker configs, users' SCRAM credentials and client quotas (Kafka's
+kafka-configs.sh, ``ConfigCommand``).
 
 Examples:
   strom configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name sanguo --describe

@@ -70,9 +70,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
             else:
                 entries[TopicPartition(name, pd.index)] = pd.records
     results = await replica_manager.append_records(entries, acks, request.timeout_ms) if entries else {}
-    # producer_byte_rate (KIP-13): the request's record bytes count, appended or not, as Kafka's request size does.
-    throttle_ms = quotas.record_produce(ctx, sum(len(pd.records or b"") for td in request.topic_data
-                                                 for pd in td.partition_data)) if quotas is not None else 0
+    throttle_ms = quotas.record_produce(ctx, request) if quotas is not None else 0  # producer_byte_rate (KIP-13)
     if acks == 0:
         return None
     responses: list[ProduceResponse.TopicProduceResponse] = []

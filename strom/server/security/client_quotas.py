@@ -368,11 +368,12 @@ class ClientQuotaManagers:
             self.set_entity(entity, quotas)
 
     # -- what the handlers call --------------------------------------------------------------------------------
-    def record_produce(self, ctx: RequestContext, size: int) -> int:
-        """Record a Produce request's bytes; the throttle time (also set to mute the connection after the
-        response)."""
+    def record_produce(self, ctx: RequestContext, request: Any) -> int:
+        """Record a Produce request's record bytes (appended or not, as Kafka counts the request size); the
+        throttle time (also set to mute the connection after the response)."""
         if not self.produce.enabled:
             return 0
+        size = sum(len(pd.records or b"") for td in request.topic_data for pd in td.partition_data)
         throttle = self.produce.record_and_get_throttle_time_ms(_principal_name(ctx), ctx.client_id or "", size,
                                                                 self.time.milliseconds())
         _mute(ctx, throttle)
