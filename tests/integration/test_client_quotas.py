@@ -250,6 +250,41 @@ def test_request_percentage_throttles_any_api(broker: BrokerProcess) -> None:
     set_quota(broker.bootstrap, {"client-id": "busy"}, request_percentage=None)
 
 
+def test_confluent_kafka_consumer_is_throttled_and_still_reads_everything(broker: BrokerProcess) -> None:
+    """librdkafka sees the throttle of an emptied Fetch (throttle_cb and its statistics) and keeps consuming."""
+    import json as _json
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(broker.bootstrap, "q-ck-fetch")
+    with RawClient(broker.bootstrap, client_id="filler") as c:
+        for _ in range(40):  # 40 x 8 KiB
+            assert c.request(ApiKey.PRODUCE, 8, produce_request("q-ck-fetch", batch())).throttle_time_ms == 0
+    set_quota(broker.bootstrap, {"client-id": "ck-consumer"}, consumer_byte_rate=50 * 1024)
+    throttles: list[int] = []
+    stats_throttle: list[float] = []
+
+    def on_stats(text: str) -> None:
+        for b in _json.loads(text).get("brokers", {}).values():
+            if b.get("throttle", {}).get("max", 0) > 0:
+                stats_throttle.append(b["throttle"]["max"])
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "ck-consumer", "group.id": "ck-q",
+                         "enable.auto.commit": False, "statistics.interval.ms": 200, "stats_cb": on_stats,
+                         "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    try:
+        consumer.assign([TopicPartition("q-ck-fetch", 0, 0)])
+        got = 0
+        deadline = time.monotonic() + 60
+        while (got < 40 or not stats_throttle) and time.monotonic() < deadline:
+            got += sum(1 for m in consumer.consume(100, 0.2) if m.error() is None)
+        assert got == 40
+        assert any(t > 0 for t in throttles), throttles
+        assert stats_throttle  # librdkafka's per-broker throttle statistics saw it too
+    finally:
+        consumer.close()
+
+
 def test_describe_filters_and_validation(broker: BrokerProcess) -> None:
     admin = admin_for(broker.bootstrap)
     try:
