@@ -74,7 +74,8 @@ class FileQuotaStore:
                     entity = QuotaEntity(item.get("user"), item.get("client_id"))
                     self._entities[entity] = {str(k): str(v) for k, v in item.get("quotas", {}).items()}
             except (ValueError, AttributeError, TypeError) as e:
-                raise ValueError(f"cannot read client quotas from {self.path}: {e}") from None
+                # An OSError: the broker refuses to start with this one line rather than run without its quotas.
+                raise OSError(f"cannot read client quotas from {self.path}: {e}") from None
 
     def entities(self) -> dict[QuotaEntity, dict[str, float]]:
         return {e: _quota_values(q) for e, q in self._entities.items() if _quota_values(q)}

@@ -142,5 +142,18 @@ def test_file_store_round_trip(tmp_path: Path) -> None:
     assert FileQuotaStore(tmp_path).entities() == {QuotaEntity(None, "c1"): {"consumer_byte_rate": 2048.0}}
     assert not (tmp_path / "client-quotas.json.tmp").exists()
     (tmp_path / "client-quotas.json").write_text(json.dumps({"entities": 5}))
-    with pytest.raises(ValueError, match="cannot read client quotas"):
+    with pytest.raises(OSError, match="cannot read client quotas"):
         FileQuotaStore(tmp_path)
+
+
+def test_idle_sensors_expire_after_an_hour() -> None:
+    time = MockTime()
+    metrics = Metrics(time=time)
+    m = ClientQuotaManager("Produce", "producer_byte_rate", metrics, time, 2, 1)
+    m.update_quota(QuotaEntity(None, DEFAULT), 1000)
+    m.record_and_get_throttle_time_ms("u", "gone", 10, time.milliseconds())
+    assert metrics.get_sensor("Produce-:gone") is not None
+    time.sleep(3600 * 1000 + 60_001)
+    m.record_and_get_throttle_time_ms("u", "active", 10, time.milliseconds())
+    assert metrics.get_sensor("Produce-:gone") is None and metrics.get_sensor("ProduceThrottleTime-:gone") is None
+    assert metrics.get_sensor("Produce-:active") is not None
