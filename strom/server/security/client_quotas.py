@@ -278,12 +278,6 @@ class ClientQuotaManager:
             return math.inf
         return bound * (self.num_samples - 1) * self.window_seconds
 
-    def throttle_time_avg(self, user: str, client_id: str) -> float:
-        sensors = self._sensors.get(self.quota_id_and_limit(user, client_id)[0])
-        if sensors is None:
-            return math.nan
-        return float(self.metrics.metrics()[sensors.throttle_sensor.metrics()[0].metric_name()].metric_value())
-
     def _maybe_expire(self, now_ms: int) -> None:
         """Drop sensors idle for an hour (Kafka's ``InactiveSensorExpirationTimeSeconds``); swept once a minute."""
         if now_ms - self._last_sweep_ms < 60_000:
