@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "print a topic's records to stdout (kafka-console-consumer.sh)"),
     "consumer-groups": ("strom.cli.consumer_groups",
                         "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
+    "transactions": ("strom.cli.transactions", "list, describe and abort transactions (kafka-transactions.sh)"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
     "reassign-partitions": ("strom.cli.reassign_partitions",

@@ -24,6 +24,11 @@ from strom.server.controller_channel import ControllerChannel
 from strom.server.coordinator.group_coordinator import GroupCoordinator
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.server.coordinator.offsets_log import create_group_coordinator
+from strom.server.coordinator.transaction_coordinator import (
+    TransactionCoordinator,
+    create_transaction_coordinator,
+)
+from strom.server.coordinator.transaction_metadata import TRANSACTION_STATE_TOPIC_NAME
 from strom.server.kafka_apis import ApiCollaborators, KafkaApis
 from strom.server.meta_properties import check_meta_properties
 from strom.server.metadata_cache import BrokerInfo, MetadataCache, StandaloneMetadata
@@ -70,6 +75,7 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.admin: AdminManager | None = None
         self.apis: KafkaApis | None = None
         self.zk: KafkaZkClient | None = None
@@ -149,12 +155,16 @@ class BrokerServer:
         self.metadata = metadata
         self.group_coordinator = create_group_coordinator(c, self.time, metadata, rm)
         await self.group_coordinator.start(load_all=self.zk is None)
+        self.txn_coordinator = create_transaction_coordinator(c, self.time, metadata, rm, self.group_coordinator,
+                                                              producer_ids, self.inter_broker_listener)
+        await self.txn_coordinator.start(load_all=self.zk is None)
         rm.on_leadership_change = self._on_leadership_change
         self.apis = KafkaApis(ApiCollaborators(
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
-            authorizer=self._authorizer(), credentials=self.credentials, quotas=await self._client_quotas()))
+            authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
+            quotas=await self._client_quotas()))
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._ready.set()
         if self.zk is not None:
@@ -251,6 +261,14 @@ class BrokerServer:
             self.replica_manager.topic_config_changed(topic)
 
     def _on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
+        tc = self.txn_coordinator
+        if tc is not None:
+            for tp in leaders:
+                if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                    tc.on_election(tp.partition)
+            for tp in followers:
+                if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                    tc.on_resignation(tp.partition)
         gc = self.group_coordinator
         if gc is None:
             return
@@ -304,8 +322,14 @@ class BrokerServer:
             await self.controller.shutdown()
         for server in self.socket_servers:
             server.close_listening()
+        if self.replica_manager is not None:
+            # Parked acks=all produces and long-poll fetches answer now (NOT_LEADER_OR_FOLLOWER / what is there)
+            # instead of holding the connection drain until their timeouts: leadership has moved away.
+            self.replica_manager.complete_delayed_operations()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers parked JoinGroup/SyncGroup before the drain
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.shutdown()
         await asyncio.gather(*(server.stop() for server in self.socket_servers), return_exceptions=True)
         for t in self._tasks:
             t.cancel()

@@ -54,6 +54,7 @@ class ApiCollaborators:
     controller: Any = None  # the KafkaController in cluster mode (answers controller APIs when active)
     authorizer: Any = None  # the Authorizer (authorizer.class.name), None: every request is allowed
     credentials: Any = None  # the SCRAM CredentialStore (data dir, or ZooKeeper in a cluster)
+    txn_coordinator: Any = None  # the TransactionCoordinator (strom.server.coordinator.transaction_coordinator)
     quotas: Any = None  # the ClientQuotaManagers (produce / fetch byte rates, request time), None: no quotas
     supported_apis: dict[int, ApiSpec] = field(default_factory=dict)
 

@@ -63,7 +63,8 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
             part = FetchPartition(tp, fp.fetch_offset, fp.partition_max_bytes,
                                   fp.current_leader_epoch if version >= 9 else -1)
             r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
-                        client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11)
+                        client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11,
+                        isolation_level=request.isolation_level)
             if r.error_code:
                 had_error = True
             elif not r.records and r.preferred_read_replica < 0:
@@ -74,7 +75,8 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
             pd = FetchResponse.PartitionData(
                 partition_index=pidx, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-                aborted_transactions=None if version >= 4 else [], preferred_read_replica=r.preferred_read_replica,
+                aborted_transactions=_aborted(r.aborted_transactions, version),
+                preferred_read_replica=r.preferred_read_replica,
                 records=r.records)
             if r.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and version >= 12:
                 st = metadata.partition_state(tp)
@@ -85,6 +87,13 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
         out.append(FetchResponse.FetchableTopicResponse(topic=name or "", topic_id=ft.topic_id if version >= 13
                                                         else ZERO_UUID, partitions=parts))
     return out, total, watched, had_error
+
+
+def _aborted(aborted: list[tuple[int, int]] | None, version: int) -> list[FetchResponse.AbortedTransaction] | None:
+    # Kafka answers null for read_uncommitted (v4+) and the list, maybe empty, for read_committed.
+    if aborted is None:
+        return None if version >= 4 else []
+    return [FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted]
 
 
 def _maybe_throttle(quotas: Any, ctx: RequestContext, replica_id: int, total: int,

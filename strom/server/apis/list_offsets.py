@@ -45,7 +45,9 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest, *,
                 lg = part.log
                 ts = p.timestamp
                 if ts == LATEST:
-                    offset, found_ts = lg.high_watermark, -1
+                    # read_committed clients (isolation level 1, v2+) may not see past the last stable offset
+                    committed = ctx.api_version >= 2 and request.isolation_level == 1
+                    offset, found_ts = (lg.last_stable_offset if committed else lg.high_watermark), -1
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     offset, found_ts = lg.log_start_offset, -1
                 elif ts == MAX_TIMESTAMP or ts >= 0:
