@@ -30,6 +30,7 @@ from datetime import timedelta
 from typing import Any
 
 from strom.admin import acls as _acls
+from strom.admin import client_quotas as _quotas
 from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
 from strom.admin import elections as _elections
@@ -314,6 +315,22 @@ class AdminClient:
                                         ) -> Future[dict[str, list[_scram.ScramCredentialInfo]]]:
         """Mechanisms and iteration counts per user (all users when ``users`` is ``None``)."""
         return _scram.describe_user_scram_credentials(self._runnable, users, timeout_ms)
+
+    # ---------------------------------------------------------------------------------- client quotas
+
+    def alter_client_quotas(self, alterations: Iterable[_quotas.ClientQuotaAlteration], *,
+                            validate_only: bool = False, timeout_ms: int | None = None,
+                            ) -> KeyedResult[_quotas.ClientQuotaEntity, None]:
+        """Set or remove produce / fetch byte-rate and request-percentage quotas (KIP-546); one future per
+        entity."""
+        return _quotas.alter_client_quotas(self._runnable, alterations, validate_only, timeout_ms)
+
+    def describe_client_quotas(self, quota_filter: _quotas.ClientQuotaFilter | None = None, *,
+                               timeout_ms: int | None = None,
+                               ) -> Future[dict[_quotas.ClientQuotaEntity, dict[str, float]]]:
+        """The quotas of the entities ``quota_filter`` matches (all when ``None``)."""
+        return _quotas.describe_client_quotas(self._runnable, quota_filter or _quotas.ClientQuotaFilter.all(),
+                                              timeout_ms)
 
     # ------------------------------------------------------------------------------------- life cycle
 

@@ -1,4 +1,5 @@
-"""Describe and change topic and broker configs (Kafka's kafka-configs.sh, ``ConfigCommand``).
+"""Describe and change topic and broker configs, users' SCRAM credentials and client quotas (Kafka's
+kafka-configs.sh, ``ConfigCommand``).
 
 Examples:
   strom configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name sanguo --describe
@@ -8,10 +9,17 @@ Examples:
   strom configs --bootstrap-server 127.0.0.1:9092 --topic sanguo --alter --delete-config retention.ms
   strom configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 1 --describe --all
   strom configs --bootstrap-server 127.0.0.1:9092 --broker-defaults --describe
+  strom configs --bootstrap-server 127.0.0.1:9092 --alter --add-config 'producer_byte_rate=1048576' \\
+      --entity-type clients --entity-name c1
+  strom configs --bootstrap-server 127.0.0.1:9092 --alter --add-config 'consumer_byte_rate=2097152' \\
+      --entity-type users --entity-name alice --entity-type clients --entity-default
+  strom configs --bootstrap-server 127.0.0.1:9092 --describe --entity-type clients
 
 --describe shows the dynamic (overridden) configs, --all every config:
   Dynamic configs for topic sanguo are:
     retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}
+Client quotas (users, clients, both; --entity-default for a type's default) are described as Kafka does:
+  Quota configs for user-principal 'alice', the default client-id are consumer_byte_rate=2097152.0
 strom brokers read their configs from server.properties: altering a broker config is refused by the broker
 (INVALID_REQUEST), as the error line says.
 """
@@ -34,9 +42,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_options(p)
     p.add_argument("--describe", action="store_true", help="list configs for the given entity")
     p.add_argument("--alter", action="store_true", help="alter the configuration of the entity")
-    p.add_argument("--entity-type", metavar="<String>", help="topics or brokers")
-    p.add_argument("--entity-name", metavar="<String>", help="name of the entity (topic name / broker id)")
-    p.add_argument("--entity-default", action="store_true", help="the cluster-wide default (brokers only)")
+    p.add_argument("--entity-type", metavar="<String>", action="append", dest="entity_types",
+                   help="topics, brokers, users or clients (users and clients may be given together)")
+    # --entity-name and --entity-default share a list so that each follows its --entity-type in order.
+    p.add_argument("--entity-name", metavar="<String>", action="append", dest="entity_names",
+                   help="name of the entity (topic name / broker id / user / client id)")
+    p.add_argument("--entity-default", action="append_const", const="", dest="entity_names",
+                   help="the default entity of the type before it (brokers, users, clients)")
+    p.add_argument("--user", metavar="<String>", help="shorthand for --entity-type users --entity-name U")
+    p.add_argument("--client", metavar="<String>", help="shorthand for --entity-type clients --entity-name C")
+    p.add_argument("--user-defaults", action="store_true", help="shorthand for --entity-type users --entity-default")
+    p.add_argument("--client-defaults", action="store_true",
+                   help="shorthand for --entity-type clients --entity-default")
     p.add_argument("--topic", metavar="<String: topic>", help="shorthand for --entity-type topics --entity-name T")
     p.add_argument("--broker", metavar="<String: broker id>",
                    help="shorthand for --entity-type brokers --entity-name ID")
@@ -77,44 +94,59 @@ def parse_add_config(text: str) -> dict[str, str]:
     return out
 
 
-def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
-    """(entity type, entity name or None for all / "" for the default)."""
+def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """[(entity type, entity name or None for all / "" for the default)]: one entity, or users + clients."""
     shorthands = [(args.topic is not None, "topics", args.topic), (args.broker is not None, "brokers", args.broker),
-                  (args.broker_defaults, "brokers", "")]
+                  (args.broker_defaults, "brokers", ""), (args.user is not None, "users", args.user),
+                  (args.user_defaults, "users", ""), (args.client is not None, "clients", args.client),
+                  (args.client_defaults, "clients", "")]
     given = [(t, n) for used, t, n in shorthands if used]
-    if given and (args.entity_type or args.entity_name or args.entity_default):
-        raise CliError("Use either --topic/--broker/--broker-defaults or --entity-type/--entity-name", 2)
-    if len(given) > 1:
-        raise CliError("Only one of --topic, --broker and --broker-defaults may be given", 2)
-    if given:
-        return given[0]
-    if not args.entity_type:
-        raise CliError("At least one of --entity-type, --topic, --broker or --broker-defaults must be specified", 2)
-    if args.entity_type not in ENTITY_TYPES:
-        raise CliError(f"Invalid entity type {args.entity_type}, the entity type must be one of "
-                       f"{', '.join(ENTITY_TYPES)}", 2)
-    if args.entity_type not in ("topics", "brokers", "users"):
-        raise CliError(f"strom supports the entity types topics, brokers and users; {args.entity_type} is not "
-                       "implemented", 2)
-    if args.entity_default:
-        if args.entity_type != "brokers":
-            raise CliError("--entity-default may only be used with --entity-type brokers", 2)
-        if args.entity_name:
-            raise CliError("--entity-name and --entity-default cannot be used together", 2)
-        return "brokers", ""
-    return args.entity_type, args.entity_name
+    types, names = list(args.entity_types or []), list(args.entity_names or [])
+    if given and (types or names):
+        raise CliError("Use either --topic/--broker/--user/--client (and their -defaults) or "
+                       "--entity-type/--entity-name", 2)
+    if not given:
+        if not types:
+            raise CliError("At least one of --entity-type, --topic, --broker or --broker-defaults must be "
+                           "specified", 2)
+        if len(names) > len(types):
+            raise CliError("More entity names specified than entity types", 2)
+        given = [(t, names[i] if i < len(names) else None) for i, t in enumerate(types)]
+    for t, _ in given:
+        if t not in ENTITY_TYPES:
+            raise CliError(f"Invalid entity type {t}, the entity type must be one of {', '.join(ENTITY_TYPES)}", 2)
+        if t not in ("topics", "brokers", "users", "clients"):
+            raise CliError(f"strom supports the entity types topics, brokers, users and clients; {t} is not "
+                           "implemented", 2)
+    kinds = [t for t, _ in given]
+    if len(given) > 1 and (sorted(kinds) != ["clients", "users"]):
+        raise CliError("Only the entity types users and clients may be combined, each once: "
+                       f"{', '.join(kinds)}", 2)
+    for t, n in given:
+        if n == "" and t == "topics":
+            raise CliError("--entity-default may only be used with --entity-type brokers, users or clients", 2)
+    return sorted(given, key=lambda e: e[0] != "users")  # users first, as Kafka's paths are
+
+
+def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(entity type, entity name or None for all / "" for the default) of a topic or broker command."""
+    return _entities(args)[0]
 
 
 def _check(args: argparse.Namespace) -> tuple[str, str, str | None]:
     if args.describe == args.alter:
         raise CliError("Command must include exactly one action: --describe, --alter", 2)
-    entity_type, name = _entity(args)
+    entities = _entities(args)
+    entity_type, name = entities[0]
+    if len(entities) > 1:
+        entity_type = "users+clients"
     if args.alter:
         if not (args.add_config or args.add_config_file or args.delete_config):
             raise CliError("At least one of --add-config, --add-config-file, or --delete-config must be specified "
                            "with --alter", 2)
-        if name is None:
-            raise CliError(f"An entity name must be specified with --alter of {entity_type}", 2)
+        if any(n is None for _, n in entities):
+            raise CliError("An entity name must be specified with --alter of "
+                           + " and ".join(t for t, n in entities if n is None), 2)
     elif args.add_config or args.add_config_file or args.delete_config:
         raise CliError("--add-config, --add-config-file and --delete-config need --alter", 2)
     if entity_type == "brokers" and name:
@@ -128,15 +160,25 @@ def _check(args: argparse.Namespace) -> tuple[str, str, str | None]:
 
 def run(args: argparse.Namespace) -> int:
     action, entity_type, name = _check(args)
-    scram = _parse_scram_alterations(args, name or "") if entity_type == "users" and action == "alter" else None
+    entities = _entities(args)
+    quota_changes = scram = None
+    if entity_type in ("users", "clients", "users+clients") and action == "alter":
+        quota_changes, scram = _parse_user_client_alterations(args, entities)
     admin = new_admin(args)
     try:
-        if entity_type == "users":
+        if entity_type in ("users", "clients", "users+clients"):
             if action == "describe":
-                return _describe_users(admin, name)
-            assert scram is not None
-            wait(admin.alter_user_scram_credentials(scram).all())
-            print(f"Completed updating config for user {name}.")
+                return _describe_quotas(admin, entities)
+            if scram:
+                wait(admin.alter_user_scram_credentials(scram).all())
+            else:
+                assert quota_changes is not None
+                _alter_quotas(admin, entities, *quota_changes)
+            head_type, head_name = entities[0]
+            if head_name:
+                print(f"Completed updating config for {head_type[:-1]} {head_name}.")
+            else:
+                print(f"Completed updating default config for {head_type} in the cluster.")
             return 0
         if entity_type == "brokers" and name:
             _check_broker(admin, name)
@@ -157,19 +199,140 @@ def run(args: argparse.Namespace) -> int:
 _SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def _parse_scram_alterations(args: argparse.Namespace, user: str) -> list[Any]:
+_QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+
+
+def _parse_user_client_alterations(args: argparse.Namespace, entities: list[tuple[str, str | None]],
+                                   ) -> tuple[tuple[dict[str, float], list[str]] | None, list[Any] | None]:
+    """Quota changes ({key: value}, [keys to delete]) or SCRAM alterations, with Kafka's ``ConfigCommand`` rules:
+    clients take quota configs only, users quota or SCRAM configs but not both at once."""
+    to_add = load_config_file(args.add_config_file)
+    to_add.update(parse_add_config(args.add_config or ""))
+    to_delete = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    scram_keys = [k for k in [*to_add, *to_delete] if k.upper() in _SCRAM_KEYS]
+    unknown_add = [k for k in to_add if k not in _QUOTA_KEYS and k.upper() not in _SCRAM_KEYS]
+    unknown_delete = [k for k in to_delete if k not in _QUOTA_KEYS and k.upper() not in _SCRAM_KEYS]
+    types = [t for t, _ in entities]
+    if "clients" in types:
+        if unknown_add or [k for k in to_add if k.upper() in _SCRAM_KEYS]:
+            raise CliError("Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected "
+                           f"config names: {','.join(k for k in to_add if k not in _QUOTA_KEYS)}", 2)
+        if unknown_delete or [k for k in to_delete if k.upper() in _SCRAM_KEYS]:
+            raise CliError("Only quota configs can be deleted for 'clients' using --bootstrap-server. Unexpected "
+                           f"config names: {','.join(k for k in to_delete if k not in _QUOTA_KEYS)}", 2)
+    else:
+        if unknown_add:
+            raise CliError("Only quota and SCRAM credential configs can be added for 'users' using "
+                           f"--bootstrap-server. Unexpected config names: {','.join(unknown_add)}", 2)
+        if unknown_delete:
+            raise CliError("Only quota and SCRAM credential configs can be deleted for 'users' using "
+                           f"--bootstrap-server. Unexpected config names: {','.join(unknown_delete)}", 2)
+        if scram_keys:
+            if entities[0][1] == "":
+                raise CliError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                               "Credentials using --bootstrap-server.", 2)
+            if len(scram_keys) != len(to_add) + len(to_delete):
+                raise CliError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                               "using --bootstrap-server.", 2)
+            return None, _parse_scram_alterations(to_add, to_delete, entities[0][1] or "")
+    values: dict[str, float] = {}
+    for key, text in to_add.items():
+        try:
+            values[key] = float(text)
+        except ValueError:
+            raise CliError(f"Cannot parse quota configuration value for {key}: {text}", 2) from None
+    return (values, to_delete), None
+
+
+def _quota_entity(entities: list[tuple[str, str | None]]) -> Any:
+    from strom.admin.client_quotas import ClientQuotaEntity
+
+    return ClientQuotaEntity({("user" if t == "users" else "client-id"): (n or None) for t, n in entities})
+
+
+def _quota_filter(entities: list[tuple[str, str | None]]) -> Any:
+    from strom.admin.client_quotas import ClientQuotaFilter, ClientQuotaFilterComponent
+
+    components = []
+    for t, n in entities:
+        entity_type = "user" if t == "users" else "client-id"
+        if n is None:
+            components.append(ClientQuotaFilterComponent.of_entity_type(entity_type))
+        elif n == "":
+            components.append(ClientQuotaFilterComponent.of_default_entity(entity_type))
+        else:
+            components.append(ClientQuotaFilterComponent.of_entity(entity_type, n))
+    return ClientQuotaFilter.contains_only(components)
+
+
+def _alter_quotas(admin: Any, entities: list[tuple[str, str | None]], to_add: dict[str, float],
+                  to_delete: list[str]) -> None:
+    """Kafka's ``alterQuotaConfigs``: deleting a key the entity does not have is an error."""
+    from strom.admin.client_quotas import ClientQuotaAlteration
+
+    entity = _quota_entity(entities)
+    current = wait(admin.describe_client_quotas(_quota_filter(entities))).get(entity, {})
+    invalid = [k for k in to_delete if k not in current]
+    if invalid:
+        raise CliError(f"Invalid config(s): {','.join(invalid)}")
+    ops = [ClientQuotaAlteration.Op(k, v) for k, v in to_add.items()]
+    ops += [ClientQuotaAlteration.Op(k, None) for k in to_delete]
+    wait(admin.alter_client_quotas([ClientQuotaAlteration(entity, ops)]).all())
+
+
+def java_double(value: float) -> str:
+    """Java's ``Double.toString``, which Kafka's describe output uses (``1024.0``, ``1.048576E7``)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return {True: "NaN"}.get(value != value, "Infinity" if value > 0 else "-Infinity")
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    from decimal import Decimal
+
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = f"{digits[0]}." + ("".join(map(str, digits[1:])) or "0")
+    return f"{'-' if sign else ''}{mantissa}E{exponent + len(digits) - 1}"
+
+
+def _describe_quotas(admin: Any, entities: list[tuple[str, str | None]]) -> int:
+    """Kafka's ``describeClientQuotaAndUserScramCredentialConfigs``: quota lines, then SCRAM lines for users."""
+    from strom.common.error_codes import ResourceNotFoundError, UnsupportedVersionError
+
+    types = [t for t, _ in entities]
+    names = [n for _, n in entities]
+    try:
+        described = wait(admin.describe_client_quotas(_quota_filter(entities)))
+    except UnsupportedVersionError:
+        if "clients" in types or "" in names:
+            raise
+        described = {}  # a broker without DescribeClientQuotas: its users' SCRAM credentials still show
+
+    def sort_key(item: tuple[Any, dict[str, float]]) -> tuple[str, str]:
+        e = item[0].entries()
+        return (str(e.get("user", "")), str(e.get("client-id", "")))
+
+    for entity, values in sorted(described.items(), key=sort_key):
+        parts = []
+        for entity_type, label in (("user", "user-principal"), ("client-id", "client-id")):
+            if entity_type in entity.entries():
+                name = entity.entries()[entity_type]
+                parts.append(f"{label} '{name}'" if name is not None else f"the default {label}")
+        text = ", ".join(f"{k}={java_double(v)}" for k, v in sorted(values.items()))
+        print(f"Quota configs for {', '.join(parts)} are {text}")
+    if "clients" not in types and "" not in names:
+        try:
+            return _describe_users(admin, names[0])
+        except ResourceNotFoundError:  # a user with quotas and no SCRAM credentials
+            return 0
+    return 0
+
+
+def _parse_scram_alterations(to_add: dict[str, str], to_delete: list[str], user: str) -> list[Any]:
     """``SCRAM-SHA-256=[iterations=8192,password=secret]`` to add (iterations default 4096), ``SCRAM-SHA-512`` to
     delete: Kafka's ``ConfigCommand`` syntax for users."""
     from strom.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
 
-    to_add = load_config_file(args.add_config_file)
-    to_add.update(parse_add_config(args.add_config or ""))
-    to_delete = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     out: list[Any] = []
-    for key in [*to_add, *to_delete]:
-        if key.upper() not in _SCRAM_KEYS:
-            raise CliError(f"Invalid config {key} for users: strom supports {', '.join(_SCRAM_KEYS)} (quotas are "
-                           "not implemented)", 2)
     for key, value in to_add.items():
         fields = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
         if "password" not in fields:

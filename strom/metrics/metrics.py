@@ -121,8 +121,12 @@ class Sensor:
         INFO, so the hot path pays only this test)."""
         return self._should_record
 
-    def record(self, value: float = 1.0, time_ms: int | None = None) -> None:
-        """Record ``value`` at ``time_ms`` (the registry's clock when ``None``) into every stat and parent."""
+    def record(self, value: float = 1.0, time_ms: int | None = None, check_quotas: bool = False) -> None:
+        """Record ``value`` at ``time_ms`` (the registry's clock when ``None``) into every stat and parent.
+
+        With ``check_quotas`` a metric whose config has a quota is measured after recording and
+        :class:`~strom.metrics.quota.QuotaViolationError` raised when it is out of bounds (Kafka's
+        ``record(value, timeMs, checkQuotas)``); the value stays recorded."""
         if not self._should_record:
             return
         if time_ms is None:
@@ -131,9 +135,21 @@ class Sensor:
         with self._lock:
             for record in self._stat_records:
                 record(config, value, time_ms)
+            if check_quotas:
+                self._check_quotas(time_ms)
         if self._parents:
             for parent in self._parents:
-                parent.record(value, time_ms)
+                parent.record(value, time_ms, check_quotas)
+
+    def _check_quotas(self, time_ms: int) -> None:
+        for metric in self._metrics.values():
+            quota = metric.config.quota
+            if quota is not None and metric.is_measurable():
+                value = metric.measurable().measure(metric.config, time_ms)
+                if not quota.acceptable(value):
+                    from strom.metrics.quota import QuotaViolationError
+
+                    raise QuotaViolationError(metric, value, quota.bound)
 
     def parents(self) -> tuple[Sensor, ...]:
         return self._parents

@@ -38,7 +38,9 @@ from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
 from strom.server.security.authorizer import create_authorizer
 from strom.server.security.channel_builders import build_socket_servers
+from strom.server.security.client_quotas import ClientQuotaManagers
 from strom.server.security.credentials import default_credential_store
+from strom.server.security.quota_store import FileQuotaStore, ZkQuotaStore
 from strom.server.security.zk_acl_store import ZkAclStore
 from strom.server.security.zk_credentials import ZkCredentialStore
 from strom.server.socket_server import ConnectionContext, SocketServer
@@ -83,6 +85,7 @@ class BrokerServer:
         self._config_watch: ConfigChangeWatcher | None = None
         self.credentials: Any = None
         self._acl_store: ZkAclStore | None = None
+        self.quotas = ClientQuotaManagers(config, time)
         self.socket_servers: list[SocketServer] = []
         self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -167,7 +170,7 @@ class BrokerServer:
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
             authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
-            metrics=self.metrics))
+            metrics=self.metrics, quotas=await self._client_quotas()))
         self.metrics.add_replica_manager(rm)
         self.metrics.add_controller(self.controller)
         self.metrics.add_group_coordinator(self.group_coordinator)
@@ -192,6 +195,16 @@ class BrokerServer:
         if authorizer is not None:
             self._acl_store.start(authorizer.reload)
         return authorizer
+
+    async def _client_quotas(self) -> ClientQuotaManagers:
+        """Client quotas from ``<data dir>/client-quotas.json``, or from ZooKeeper's ``/config`` (every broker
+        applies a change when it sees the notification)."""
+        if self.zk is None:
+            self.quotas.store = FileQuotaStore(self.log_dirs[0])
+        else:
+            self.quotas.store = ZkQuotaStore(self.zk, asyncio.get_running_loop(), self.quotas.set_entity)
+        self.quotas.load(await asyncio.get_running_loop().run_in_executor(None, self.quotas.store.entities))
+        return self.quotas
 
     def _replica_manager(self, metadata: MetadataCache) -> ReplicaManager:
         assert self.log_manager is not None
@@ -233,8 +246,11 @@ class BrokerServer:
         credentials = self.credentials
         self._config_watch = ConfigChangeWatcher(
             zk, loop, self._apply_topic_config,
-            on_user_change=credentials.refresh if isinstance(credentials, ZkCredentialStore) else None)
+            on_user_change=credentials.refresh if isinstance(credentials, ZkCredentialStore) else None,
+            on_quota_change=self.quotas.store.on_notification)
         self._config_watch.start()
+        # A quota changed between the first read and the watch is in ZooKeeper by now: read them all once more.
+        self.quotas.load(await loop.run_in_executor(None, self.quotas.store.entities))
 
         def after_new_session() -> None:
             # A new ZooKeeper session (the old one expired): register again, then run for controller again.

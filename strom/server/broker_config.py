@@ -110,6 +110,8 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "max.connections.per.ip": (_int(0), _INT_MAX),
     "max.connections.per.ip.overrides": (_str, ""),
     "connections.max.reauth.ms": (_int(0), 0),
+    "quota.window.num": (_int(1), 11),
+    "quota.window.size.seconds": (_int(1), 1),
     "sasl.enabled.mechanisms": (_str, "GSSAPI"),
     "ssl.client.auth": (_choice("none", "requested", "required"), "none"),
     "ssl.keystore.type": (_choice("PEM"), "PEM"),

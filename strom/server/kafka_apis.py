@@ -56,6 +56,7 @@ class ApiCollaborators:
     credentials: Any = None  # the SCRAM CredentialStore (data dir, or ZooKeeper in a cluster)
     txn_coordinator: Any = None  # the TransactionCoordinator (strom.server.coordinator.transaction_coordinator)
     metrics: Any = None  # the BrokerMetrics (strom.server.broker_metrics); None: nothing is measured
+    quotas: Any = None  # the ClientQuotaManagers (produce / fetch byte rates, request time), None: no quotas
     supported_apis: dict[int, ApiSpec] = field(default_factory=dict)
 
 
@@ -75,6 +76,8 @@ class KafkaApis:
                 raise TypeError(f"handler of {_api_name(key)} asks for unknown collaborator(s) {unknown}")
             self._handlers[key] = functools.partial(
                 spec.handler, **{n: getattr(collaborators, n) for n in wanted})
+            if collaborators.quotas is not None:  # request-time quotas (KIP-124) around every non-exempt handler
+                self._handlers[key] = collaborators.quotas.wrap_handler(key, self._handlers[key])
 
     def handler(self, api_key: int) -> BoundHandler:
         return self._handlers[api_key]

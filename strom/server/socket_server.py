@@ -62,7 +62,7 @@ class ConnectionContext:
     """
 
     __slots__ = ("peer", "connection_id", "closed", "listener_name", "security_protocol", "principal",
-                 "client_host", "sasl_mechanism", "received_ns")
+                 "client_host", "sasl_mechanism", "received_ns", "throttle_ms")
 
     def __init__(self, peer: str, connection_id: int, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -75,6 +75,9 @@ class ConnectionContext:
         self.client_host = peer.rpartition(":")[0] if ":" in peer else peer
         self.sasl_mechanism: str | None = None
         self.received_ns = 0  # when the request being handled arrived (RequestQueueTimeMs starts there)
+        # Set by a handler whose request broke a client quota: after the response is written the connection is not
+        # read for this long (KIP-219: the client is told throttle_time_ms and the broker mutes the channel).
+        self.throttle_ms = 0
 
 
 # A dispatcher takes (context, frame bytes) and returns the framed response bytes, or None for no response.
@@ -211,11 +214,28 @@ class KafkaServerProtocol(asyncio.Protocol):
                 if close_after:
                     self._abort()
                     return
+                if self.ctx.throttle_ms > 0:
+                    await self._mute(self.ctx.throttle_ms)
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler must not take the broker down
             log.exception("closing connection %s after an internal error", self.ctx.peer)
             self._abort()
+
+    async def _mute(self, throttle_ms: int) -> None:
+        """Kafka's throttled channel: read nothing from this client (queued requests wait too) until the throttle
+        time has passed, counted from the response being sent."""
+        self.ctx.throttle_ms = 0
+        transport = self._transport
+        paused_here = transport is not None and not self._paused
+        if paused_here:
+            transport.pause_reading()  # type: ignore[union-attr]
+        try:
+            await asyncio.sleep(throttle_ms / 1000.0)
+        finally:
+            if paused_here and not self.ctx.closed and not self._paused:
+                transport.resume_reading()  # type: ignore[union-attr]
+            self.last_active_ns = self._time.nanoseconds()
 
     def _abort(self) -> None:
         self.ctx.closed = True

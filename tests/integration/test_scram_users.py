@@ -105,8 +105,10 @@ def test_configs_cli_for_users(tmp_path: Path) -> None:
         assert _whoami(server, "SCRAM-SHA-512", "erin", "erin-pw") == "User:erin"
         assert cli("--entity-name", "erin", "--alter", "--delete-config", "SCRAM-SHA-512").returncode == 0
         assert "SCRAM-SHA-512" not in cli("--describe", "--entity-name", "erin").stdout
-        bad = cli("--entity-name", "erin", "--alter", "--add-config", "producer_byte_rate=1024")
-        assert bad.returncode == 2 and "strom supports SCRAM-SHA-256, SCRAM-SHA-512" in bad.stderr
+        bad = cli("--entity-name", "erin", "--alter", "--add-config", "bogus_rate=1024")
+        assert bad.returncode == 2 and "Only quota and SCRAM credential configs can be added" in bad.stderr
+        bad = cli("--entity-name", "erin", "--alter", "--add-config", "producer_byte_rate=1024,SCRAM-SHA-512=[password=x]")
+        assert bad.returncode == 2 and "Cannot alter both quota and SCRAM credential configs" in bad.stderr
         bad = cli("--entity-name", "erin", "--alter", "--add-config", "SCRAM-SHA-256=[iterations=10,password=x]")
         assert bad.returncode == 1 and "Too few iterations" in bad.stderr
         assert "erin-pw" not in server.read_log()

@@ -70,6 +70,7 @@ _MODULES = (
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "client_quotas",
 )
 
 

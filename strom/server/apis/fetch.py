@@ -97,16 +97,22 @@ def _aborted(aborted: list[tuple[int, int]] | None, version: int) -> list[FetchR
     return [FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted]
 
 
-def _respond(responses: list[FetchResponse.FetchableTopicResponse], replica_id: int,
-             metrics: BrokerMetrics | None) -> FetchResponse:
-    if metrics is not None:  # BrokerTopicMetrics: what is sent, once per request
+def _respond(quotas: Any, ctx: RequestContext, replica_id: int, total: int,
+             responses: list[FetchResponse.FetchableTopicResponse], metrics: BrokerMetrics | None) -> FetchResponse:
+    """consumer_byte_rate (KIP-13): over quota, the consumer gets no data and the throttle time, and the bytes are
+    not counted (Kafka's ``getThrottledResponse``); followers are not subject to client quotas. What is sent is
+    counted in BrokerTopicMetrics, once per request."""
+    throttle_ms = quotas.record_fetch(ctx, total) if quotas is not None and replica_id < 0 else 0
+    if throttle_ms > 0:
+        responses = []
+    if metrics is not None:
         metrics.topic_stats.record_fetch(responses, replica_id >= 0)
-    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+    return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 
 @api(ApiKey.FETCH, 4)
 async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: MetadataCache,
-                 replica_manager: ReplicaManager, time: Time, authorizer: Any,
+                 replica_manager: ReplicaManager, time: Time, authorizer: Any, quotas: Any,
                  metrics: BrokerMetrics | None) -> FetchResponse:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
@@ -118,6 +124,8 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
             names = [(i.name if (i := metadata.topic_by_id(ft.topic_id)) else None) if version >= 13 else ft.topic
                      for ft in request.topics]
             readable = allowed_topics(authorizer, ctx, Op.READ, names)
+    if quotas is not None and replica_id < 0:  # consumer_byte_rate: never more than one quota window's bytes
+        request.max_bytes = quotas.fetch_max_bytes(ctx, request.max_bytes)
     deadline = time.hi_res_milliseconds() + max(0, request.max_wait_ms)
     while True:
         responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable)
@@ -125,8 +133,8 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
         redirected = any(p.preferred_read_replica >= 0 for t in responses for p in t.partitions)
         if total >= request.min_bytes or had_error or redirected or wait_ms <= 0 or not watched \
                 or ctx.connection.closed:
-            return _respond(responses, replica_id, metrics)
+            return _respond(quotas, ctx, replica_id, total, responses, metrics)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
             responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable)
-            return _respond(responses, replica_id, metrics)
+            return _respond(quotas, ctx, replica_id, total, responses, metrics)

@@ -28,7 +28,8 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 @api(ApiKey.PRODUCE, 3)
 async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: MetadataCache,
-                 replica_manager: ReplicaManager, admin: AdminManager, authorizer: Any) -> ProduceResponse | None:
+                 replica_manager: ReplicaManager, admin: AdminManager, authorizer: Any,
+                 quotas: Any) -> ProduceResponse | None:
     acks = request.acks
     errors: dict[tuple[str, int], tuple[int, str | None]] = {}
     entries: dict[TopicPartition, memoryview | bytes] = {}
@@ -69,6 +70,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
             else:
                 entries[TopicPartition(name, pd.index)] = pd.records
     results = await replica_manager.append_records(entries, acks, request.timeout_ms) if entries else {}
+    throttle_ms = quotas.record_produce(ctx, request) if quotas is not None else 0  # producer_byte_rate (KIP-13)
     if acks == 0:
         return None
     responses: list[ProduceResponse.TopicProduceResponse] = []
@@ -87,7 +89,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                     index=pd.index, error_code=ErrorCode.NONE, base_offset=r.info.first_offset,
                     log_append_time_ms=r.info.log_append_time, log_start_offset=r.info.log_start_offset))
         responses.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
 
 
 def _may_create(authorizer: Any, ctx: RequestContext, name: str) -> bool:

@@ -27,11 +27,13 @@ PREFIX = "config_change_"
 class ConfigChangeWatcher:
     def __init__(self, zk: KafkaZkClient, loop: asyncio.AbstractEventLoop,
                  apply: Callable[[str, dict[str, str]], None],
-                 on_user_change: Callable[[str], None] | None = None) -> None:
+                 on_user_change: Callable[[str], None] | None = None,
+                 on_quota_change: Callable[[str, str], None] | None = None) -> None:
         self.zk = zk
         self.loop = loop
         self.apply = apply
         self.on_user_change = on_user_change  # SCRAM credentials (runs on kazoo's thread; must be quick)
+        self.on_quota_change = on_quota_change  # client quotas: (users | clients, sanitized rest of the path)
         self._last_seen: str | None = None
         self._handle = None
 
@@ -51,6 +53,8 @@ class ConfigChangeWatcher:
                 log.warning("unreadable config change notification %s", name)
                 continue
             kind, _, entity_name = entity.partition("/")
+            if kind in ("users", "clients") and entity_name and self.on_quota_change is not None:
+                self.on_quota_change(kind, entity_name)
             if kind == "users" and entity_name and self.on_user_change is not None:
                 self.on_user_change(entity_name)
                 continue
