@@ -7,7 +7,7 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_DEMO := $(VENV)/.stamp-demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-cluster lint codegen codegen-check bench clean venv kcat java zookeeper system-deps
+.PHONY: demo test test-cluster lint codegen codegen-check bench clean venv kcat java zookeeper chromium system-deps
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -24,13 +24,15 @@ $(STAMP_DEMO): pyproject.toml | $(VPY)
 venv: $(STAMP_TEST)
 
 # Debian packages the tests use, installed with apt-get when missing (apt-get update first, once): kcat (interop
-# tests), a Java runtime and ZooKeeper 3.8 (cluster mode: its jars land in /usr/share/java, where
+# tests), Chromium + ChromeDriver (the web console's browser tests), a Java runtime and ZooKeeper 3.8 (cluster mode: its jars land in /usr/share/java, where
 # `strom zookeeper-server-start` finds them).
 system-deps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	test -f /usr/share/java/zookeeper.jar || missing="$$missing zookeeper"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  command -v apt-get >/dev/null 2>&1 || { echo "error: missing Debian packages:$$missing (apt-get not available)"; exit 1; }; \
 	  echo "installing Debian packages:$$missing"; \
@@ -38,7 +40,7 @@ system-deps:
 	    || { echo "error: could not install:$$missing (apt-get install$$missing)"; exit 1; }; \
 	fi
 
-kcat java zookeeper: system-deps
+kcat java zookeeper chromium: system-deps
 
 
 test: $(STAMP_TEST) system-deps

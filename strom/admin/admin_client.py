@@ -38,6 +38,7 @@ from strom.admin import reassignments as _reassignments
 from strom.admin import records as _records
 from strom.admin import scram as _scram
 from strom.admin import topics as _topics
+from strom.admin import transactions as _transactions
 from strom.admin.config import AdminClientConfig
 from strom.admin.metadata_manager import AdminMetadataManager
 from strom.admin.models import (
@@ -226,6 +227,29 @@ class AdminClient:
                        timeout_ms: int | None = None) -> KeyedResult[TopicPartition, DeletedRecords]:
         """Advance each partition's log start offset to the given offset (-1 = the high watermark)."""
         return _records.delete_records(self._runnable, records_to_delete, timeout_ms)
+
+    # ----------------------------------------------------------------------------------- transactions
+
+    def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          duration_ms: int = -1, timeout_ms: int | None = None,
+                          ) -> Future[list[_transactions.TransactionListing]]:
+        """Every broker's transactional ids (filtered by state name, producer id, and open for at least
+        ``duration_ms``)."""
+        return _transactions.list_transactions(self._runnable, states, producer_ids, duration_ms, timeout_ms)
+
+    def describe_transactions(self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None,
+                              ) -> KeyedResult[str, _transactions.TransactionDescription]:
+        return _transactions.describe_transactions(self._runnable, list(transactional_ids), timeout_ms)
+
+    def describe_producers(self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None,
+                           ) -> KeyedResult[TopicPartition, list[_transactions.ProducerState]]:
+        return _transactions.describe_producers(self._runnable, partitions, timeout_ms)
+
+    def abort_transaction(self, spec: _transactions.AbortTransactionSpec, *, timeout_ms: int | None = None,
+                          ) -> KeyedResult[TopicPartition, None]:
+        """Write an ABORT marker for ``spec``'s producer to its partition (a hanging transaction, one its
+        coordinator no longer completes)."""
+        return _transactions.abort_transaction(self._runnable, spec, timeout_ms)
 
     # ---------------------------------------------------------------------------------------- cluster
 

@@ -53,7 +53,11 @@ async def serve(props: dict[str, str], ready_line: bool = True) -> None:
     from strom.server.broker_config import BrokerConfig
 
     broker = BrokerServer(BrokerConfig(props))
-    await broker.start()
+    try:
+        await broker.start()
+    except OSError as e:
+        await _stop_quietly(broker)
+        raise CliError(f"Cannot start the broker: {e}", code=1) from None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -62,7 +66,18 @@ async def serve(props: dict[str, str], ready_line: bool = True) -> None:
         a = broker.advertised[0]
         print(f"strom broker {broker.node_id} ready on {a.host}:{a.port}", flush=True)
     await stop.wait()
-    await broker.stop()
+    try:
+        await broker.stop()
+    except OSError as e:
+        raise CliError(f"The broker did not shut down cleanly: {e} (the next start recovers the logs)",
+                       code=1) from None
+
+
+async def _stop_quietly(broker: object) -> None:
+    try:
+        await broker.stop()  # type: ignore[attr-defined]
+    except Exception:  # the start failed half-way: release what was opened, report the start error
+        pass
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,6 +98,4 @@ def run(args: argparse.Namespace) -> int:
         runner(serve(props))
     except ConfigError as e:
         raise CliError(str(e), code=2) from None
-    except OSError as e:
-        raise CliError(f"Cannot start the broker: {e}", code=1) from None
     return 0

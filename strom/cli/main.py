@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "print a topic's records to stdout (kafka-console-consumer.sh)"),
     "consumer-groups": ("strom.cli.consumer_groups",
                         "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
+    "transactions": ("strom.cli.transactions", "list, describe and abort transactions (kafka-transactions.sh)"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
     "reassign-partitions": ("strom.cli.reassign_partitions",
@@ -45,6 +46,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "zookeeper-server-stop": ("strom.cli.zookeeper_server_stop",
                               "stop the ZooKeeper servers strom started (zookeeper-server-stop.sh)"),
     "zookeeper-shell": ("strom.cli.zookeeper_shell", "ZooKeeper's command-line client (zookeeper-shell.sh)"),
+    "get-offsets": ("strom.cli.get_offsets", "print partition offsets by time (kafka-get-offsets.sh)"),
+    "delete-records": ("strom.cli.delete_records", "delete records before an offset (kafka-delete-records.sh)"),
+    "verifiable-producer": ("strom.cli.verifiable_producer", "produce sequential values and report each "
+                                                              "acknowledgement as JSON (kafka-verifiable-producer.sh)"),
+    "verifiable-consumer": ("strom.cli.verifiable_consumer", "consume as a group member and report "
+                                                              "assignments, records and commits as JSON "
+                                                              "(kafka-verifiable-consumer.sh)"),
+    "dump-log": ("strom.cli.dump_log", "print log segments and indexes (kafka-dump-log.sh)"),
+    "end-to-end-latency": ("strom.cli.end_to_end_latency", "produce-then-consume round-trip latency with "
+                                                            "p50/p99/p99.9 (kafka-e2e-latency.sh)"),
     "ui": ("strom.cli.ui", "the web console: brokers, topics, messages, consumer groups and lag, rate charts"),
 }
 

@@ -21,6 +21,7 @@ import argparse
 import random
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", metavar="<String: server to connect to>",
                    help="the Kafka server(s) to connect to (instead of bootstrap.servers in --producer-props)")
     p.add_argument("--print-metrics", action="store_true", help="print the producer's metrics at the end")
+    p.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID",
+                   help="produce in transactions with this transactional.id (also: transactional.id in the props)")
+    p.add_argument("--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION",
+                   help="commit a transaction when it has been open this long (default 3000 with transactions)")
 
 
 def random_payload(size: int, rng: random.Random | None = None) -> bytes:
@@ -85,6 +90,8 @@ def _props(args: argparse.Namespace) -> dict[str, Any]:
     props["key.serializer"] = "bytes"
     props["value.serializer"] = "bytes"
     props.setdefault("client.id", "perf-producer-client")
+    if args.transactional_id:
+        props["transactional.id"] = args.transactional_id
     return props
 
 
@@ -105,7 +112,19 @@ def run(args: argparse.Namespace) -> int:
     payloads = read_payloads(args.payload_file, args.payload_delimiter) if args.payload_file else None
     fixed = random_payload(args.record_size) if args.record_size is not None else None
     rng = random.Random()
+    transactional = bool(props.get("transactional.id")) or args.transaction_duration_ms is not None
+    if transactional and not props.get("transactional.id"):
+        props["transactional.id"] = f"performance-producer-{random.randrange(1 << 62)}"  # Kafka's default
+    duration_ms = args.transaction_duration_ms if args.transaction_duration_ms is not None else 3000
+    if transactional and duration_ms <= 0:
+        raise CliError("--transaction-duration-ms must be positive", 2)
     producer = new_producer(props)
+    if transactional:
+        try:
+            producer.init_transactions()
+        except Exception as e:
+            producer.close(0)
+            raise CliError(f"init_transactions failed: {error_message(e)}") from None
     stats = Stats(args.num_records)
     progress = ProgressBar(args.num_records)
     stats.before_print = progress.clear
@@ -118,10 +137,14 @@ def run(args: argparse.Namespace) -> int:
             failures.append(e)
 
     sent = 0
+    txn_start: float | None = None
     try:
         for i in range(args.num_records):
             if failures:
                 break
+            if transactional and txn_start is None:
+                producer.begin_transaction()
+                txn_start = time.monotonic()
             payload = fixed if payloads is None else payloads[rng.randrange(len(payloads))]
             assert payload is not None
             send_start = stats._clock()
@@ -136,6 +159,12 @@ def run(args: argparse.Namespace) -> int:
             progress.update(sent)
             if throttler.should_throttle(i, send_start):
                 throttler.throttle()
+            if txn_start is not None and (time.monotonic() - txn_start) * 1000 >= duration_ms:
+                producer.commit_transaction()
+                txn_start = None
+        if txn_start is not None and not failures:
+            producer.commit_transaction()
+            txn_start = None
     except KeyboardInterrupt:
         pass
     finally:

@@ -6,7 +6,8 @@ registry whose JMX domain is ``domain`` becomes
 
     ``<domain>_<group>_<name>``  lowercased, every character outside ``[a-z0-9_]`` replaced by ``_``
 
-and each tag becomes a label of the same sanitised name: ``record-send-rate`` in ``producer-metrics`` of a
+and each tag becomes a label of the same sanitised name (a group written ``domain:group`` carries its own
+domain, so one registry can hold ``kafka.server:...``, ``kafka.network:...`` and ``kafka.log:...`` metrics): ``record-send-rate`` in ``producer-metrics`` of a
 producer (domain ``kafka.producer``) tagged ``client-id=p1`` is
 ``kafka_producer_producer_metrics_record_send_rate{client_id="p1"}``. Every series is a gauge (the JMX exporter
 exports MBean attributes untyped or as gauges; Kafka's ``-total`` metrics are cumulative, so ``rate()`` works on
@@ -84,8 +85,8 @@ class KafkaMetricsCollector(Collector):
         if known is None:
             if len(self._names) > 100_000:  # metrics come and go (partitions): do not grow forever
                 self._names.clear()
-            domain = self.group_domains.get(metric_name.group, self.domain)
-            series = prometheus_name(domain, metric_name.group, metric_name.name)
+            domain, _, group = metric_name.group.rpartition(":")
+            series = prometheus_name(domain or self.group_domains.get(group, self.domain), group, metric_name.name)
             labels = {_label(k): v for k, v in metric_name.tags.items()}
             doc = metric_name.description or f"{metric_name.group} {metric_name.name}"
             known = self._names[metric_name] = (series, labels, doc)

@@ -12,6 +12,9 @@ Sockets are non-blocking with ``TCP_NODELAY`` and ``SO_KEEPALIVE``; ``SO_SNDBUF`
 request usually leaves without waiting for a writability event (Kafka waits for ``OP_WRITE``; the order of
 events is the same). :meth:`wakeup` (a ``socketpair``) interrupts a blocked poll.
 
+Every poll, completed send and receive, connection and close is recorded in Kafka's selector metrics
+(:class:`~strom.network.selector_metrics.SelectorMetrics`, into the owner's registry when one is given).
+
 Threading: I/O thread only, except :meth:`wakeup`, which any thread may call.
 """
 

@@ -46,7 +46,7 @@ from strom.producer.internals.producer_metadata import ProducerMetadata
 from strom.producer.internals.record_accumulator import RecordAccumulator
 from strom.producer.internals.sender import Sender
 from strom.producer.internals.sender_metrics import ProducerMetrics
-from strom.producer.internals.transaction_manager import TransactionManager
+from strom.producer.internals.transaction_manager import TransactionalRequestResult, TransactionManager
 from strom.producer.partitioner import make_partitioner
 from strom.producer.record import ProducerRecord
 from strom.record.records import upper_bound_size
@@ -192,6 +192,9 @@ class KafkaProducer:
             sender = self._sender
             if sender is None or not sender.running:
                 raise IllegalStateError("Cannot perform operation after producer has been closed")
+            tm = self._transaction_manager
+            if tm is not None and tm.is_transactional():
+                tm.fail_if_not_ready_for_send()
             now = self._time.milliseconds()
             try:
                 cluster, waited_ms = self._wait_on_metadata(topic, partition, now, self._max_block_time_ms)
@@ -246,6 +249,8 @@ class KafkaProducer:
                     intercept_callback = InterceptorCallback(callback, interceptors, tp)
                 result = accumulator.append(tp, timestamp, key_bytes, value_bytes, header_array, intercept_callback,
                                             remaining_wait_ms, False, now)
+            if tm is not None and tm.is_transactional():
+                tm.maybe_add_partition(tp)
             if result.batch_is_full or result.new_batch_created:
                 sender.wakeup()
             return result.future  # type: ignore[return-value]
@@ -347,6 +352,51 @@ class KafkaProducer:
             self._accumulator.await_flush_completion(None if timeout is None else int(timeout * 1000))
         finally:
             self._flush_time.record(self._time.nanoseconds() - start)
+
+    # ----------------------------------------------------------------------------------- transactions
+
+    def _require_transactional(self) -> TransactionManager:
+        tm = self._transaction_manager
+        if tm is None or not tm.is_transactional():
+            raise IllegalStateError("Transactional method invoked on a non-transactional producer: set "
+                                    "transactional.id.")
+        return tm
+
+    def _await_result(self, result: TransactionalRequestResult, timeout: float | None) -> None:
+        self._sender.wakeup()  # type: ignore[union-attr]
+        result.await_(self._max_block_time_ms if timeout is None else int(timeout * 1000))
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the ``transactional.id`` with its coordinator: get the producer id and a new epoch, which
+        fences every older producer with the same id and aborts its open transaction. Call once, first.
+        Waits ``timeout`` seconds (default ``max.block.ms``); calling again after a timeout resumes the wait."""
+        self._throw_if_producer_closed()
+        self._await_result(self._require_transactional().initialize_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until commit/abort are written atomically."""
+        self._throw_if_producer_closed()
+        self._require_transactional().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, Any], group_metadata: Any,
+                                    timeout: float | None = None) -> None:
+        """Commit the consumer's ``offsets`` (the next offsets to read: ``{TopicPartition: OffsetAndMetadata or
+        int}``) as part of this transaction; ``group_metadata`` is ``consumer.group_metadata()``."""
+        self._throw_if_producer_closed()
+        self._await_result(self._require_transactional().send_offsets_to_transaction(dict(offsets), group_metadata),
+                           timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every buffered record of the transaction, then commit it. Raises the error that made the
+        transaction fail (then call :meth:`abort_transaction`), or ProducerFencedError (close the producer)."""
+        self._throw_if_producer_closed()
+        self._await_result(self._require_transactional().begin_commit(), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: unsent records fail with TransactionAbortedError, sent ones are never seen by
+        read_committed consumers."""
+        self._throw_if_producer_closed()
+        self._await_result(self._require_transactional().begin_abort(), timeout)
 
     def partitions_for(self, topic: str) -> list[PartitionInfo]:
         """The topic's partitions, waiting up to ``max.block.ms`` for its metadata (raises on timeout)."""

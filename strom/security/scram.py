@@ -187,7 +187,9 @@ class ScramServer:
             raise SaslAuthenticationError("Invalid SCRAM client final message: no proof")
         without_proof = text[:proof_at]
         attrs = _attributes(text)
-        if attrs.get("r") != self._nonce:
+        # Kafka's ScramSaslServer checks endsWith, not equality: librdkafka 2.0 sends client nonce + the whole
+        # server nonce again, and Kafka brokers accept it (the proof covers what the client sent).
+        if not attrs.get("r", "").endswith(self._nonce):
             raise SaslAuthenticationError("Invalid SCRAM client final message: nonce mismatch")
         if attrs.get("c") != _b64(b"n,,") and _unb64(attrs.get("c", ""), "channel binding")[:2] != b"n,":
             raise SaslAuthenticationError("Invalid SCRAM client final message: channel binding is not supported")

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError, ConfigError, for_code
+from strom.common.structs import TopicPartition
 from strom.server.metadata_cache import (
     BrokerInfo,
     MetadataCache,
@@ -214,19 +215,20 @@ class StandaloneAdminManager(AdminManager):
 
     async def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str],
                            timeout_ms: int) -> TopicInfo:
+
         async with self._lock:
             if name in self.standalone:
                 raise for_code(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            info = self._persist(lambda: self.standalone.create_topic(name, len(assignment), configs))
+            # The logs first, the registry entry last: a topic is visible only once every partition can take
+            # records, and a registry entry always has its logs (the broker can start from it).
+            tps = [TopicPartition(name, p) for p in range(len(assignment))]
+            await self._open_logs(tps, LogConfig.from_props(configs, self.default_log_config))
             try:
-                await self._open_logs(info)
+                info = self._persist(lambda: self.standalone.create_topic(name, len(assignment), configs))
             except BrokerResponseError:
-                # Never keep a registry entry the broker could not start from.
-                from strom.common.structs import TopicPartition
-
-                self.standalone.delete_topic(name)
-                self.replica_manager.delete_partitions(TopicPartition(name, p) for p in range(len(assignment)))
+                self.replica_manager.log_manager_delete(tps)
                 raise
+            self.replica_manager.lead_locally(info)
             return info
 
     async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -235,16 +237,24 @@ class StandaloneAdminManager(AdminManager):
         return await self.auto_create_topic(name, configs, num_partitions, 1)
 
     async def create_partitions(self, info: TopicInfo, new_assignment: list[list[int]], timeout_ms: int) -> None:
+
         async with self._lock:
-            self._persist(lambda: self.standalone.set_partitions(info.name, info.num_partitions + len(new_assignment)))
-            await self._open_logs(info)
+            old, new = info.num_partitions, info.num_partitions + len(new_assignment)
+            tps = [TopicPartition(info.name, p) for p in range(old, new)]
+            await self._open_logs(tps, self.replica_manager.log_config(info.name))
+            try:
+                self._persist(lambda: self.standalone.set_partitions(info.name, new))
+            except BrokerResponseError:
+                self.replica_manager.log_manager_delete(tps)
+                raise
+            self.replica_manager.lead_locally(info)
 
     async def delete_topic(self, info: TopicInfo, timeout_ms: int) -> None:
-        from strom.common.structs import TopicPartition
 
         async with self._lock:
-            self._persist(lambda: self.standalone.delete_topic(info.name))
+            # Logs first: on a full disk the deletion is what frees the space the registry write needs.
             self.replica_manager.delete_partitions(TopicPartition(info.name, p) for p in range(info.num_partitions))
+            self._persist(lambda: self.standalone.delete_topic(info.name))
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._persist(lambda: self.standalone.set_configs(name, configs))
@@ -258,17 +268,12 @@ class StandaloneAdminManager(AdminManager):
             log.error("cannot write the topic registry: %s", e)
             raise for_code(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot write the topic registry: {e}") from None
 
-    async def _open_logs(self, info: TopicInfo) -> None:
+    async def _open_logs(self, tps: list[TopicPartition], cfg: LogConfig) -> None:
         # Opening thousands of logs takes seconds: do the file work in a thread so requests keep flowing.
-        from strom.common.structs import TopicPartition
-
-        rm = self.replica_manager
-        cfg = rm.log_config(info.name)
-        tps = [TopicPartition(info.name, p) for p in range(info.num_partitions)]
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(None, rm.log_manager.get_or_create_logs, tps, cfg)
+            await loop.run_in_executor(None, self.replica_manager.log_manager.get_or_create_logs, tps, cfg)
         except OSError as e:
-            log.error("cannot create the logs of %s: %s", info.name, e)
-            raise for_code(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the logs of {info.name}: {e}") from None
-        rm.lead_locally(info)
+            log.error("cannot create the logs of %s: %s", tps[0].topic if tps else "?", e)
+            self.replica_manager.log_manager_delete(tps)
+            raise for_code(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the logs of {tps[0].topic}: {e}") from None

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from strom.common.errors import ConfigError
 from strom.common.structs import TopicPartition
@@ -24,6 +25,11 @@ from strom.server.controller_channel import ControllerChannel
 from strom.server.coordinator.group_coordinator import GroupCoordinator
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.server.coordinator.offsets_log import create_group_coordinator
+from strom.server.coordinator.transaction_coordinator import (
+    TransactionCoordinator,
+    create_transaction_coordinator,
+)
+from strom.server.coordinator.transaction_metadata import TRANSACTION_STATE_TOPIC_NAME
 from strom.server.kafka_apis import ApiCollaborators, KafkaApis
 from strom.server.meta_properties import check_meta_properties
 from strom.server.metadata_cache import BrokerInfo, MetadataCache, StandaloneMetadata
@@ -32,6 +38,9 @@ from strom.server.replica_fetcher import ReplicaFetcherManager
 from strom.server.replica_manager import ReplicaManager
 from strom.server.security.authorizer import create_authorizer
 from strom.server.security.channel_builders import build_socket_servers
+from strom.server.security.credentials import default_credential_store
+from strom.server.security.zk_acl_store import ZkAclStore
+from strom.server.security.zk_credentials import ZkCredentialStore
 from strom.server.socket_server import ConnectionContext, SocketServer
 from strom.server.zk.config_change import ConfigChangeWatcher
 from strom.server.zk.kafka_zk_client import KafkaZkClient
@@ -65,12 +74,15 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.admin: AdminManager | None = None
         self.apis: KafkaApis | None = None
         self.zk: KafkaZkClient | None = None
         self.controller: KafkaController | None = None
         self.controller_channel: ControllerChannel | None = None
         self._config_watch: ConfigChangeWatcher | None = None
+        self.credentials: Any = None
+        self._acl_store: ZkAclStore | None = None
         self.socket_servers: list[SocketServer] = []
         self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -146,12 +158,16 @@ class BrokerServer:
         self.metadata = metadata
         self.group_coordinator = create_group_coordinator(c, self.time, metadata, rm)
         await self.group_coordinator.start(load_all=self.zk is None)
+        self.txn_coordinator = create_transaction_coordinator(c, self.time, metadata, rm, self.group_coordinator,
+                                                              producer_ids, self.inter_broker_listener)
+        await self.txn_coordinator.start(load_all=self.zk is None)
         rm.on_leadership_change = self._on_leadership_change
         self.apis = KafkaApis(ApiCollaborators(
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
-            authorizer=create_authorizer(c, self.log_dirs[0]), metrics=self.metrics))
+            authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
+            metrics=self.metrics))
         self.metrics.add_replica_manager(rm)
         self.metrics.add_controller(self.controller)
         self.metrics.add_group_coordinator(self.group_coordinator)
@@ -166,11 +182,24 @@ class BrokerServer:
                  ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)),
                  f", cluster {cluster_id} via ZooKeeper {c['zookeeper.connect']}" if self.zk is not None else "")
 
+    def _authorizer(self) -> Any:
+        """authorizer.class.name: ACLs in the data dir, or in ZooKeeper (shared by the cluster, reloaded on every
+        broker when they change)."""
+        if self.zk is None:
+            return create_authorizer(self.config, self.log_dirs[0])
+        self._acl_store = ZkAclStore(self.zk)
+        authorizer = create_authorizer(self.config, self.log_dirs[0], store=self._acl_store)
+        if authorizer is not None:
+            self._acl_store.start(authorizer.reload)
+        return authorizer
+
     def _replica_manager(self, metadata: MetadataCache) -> ReplicaManager:
         assert self.log_manager is not None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
             replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]), metrics=self.metrics)
+        self.replica_manager.rack_aware_selector = str(self.config["replica.selector.class"] or "").endswith(
+            "RackAwareReplicaSelector")
         return self.replica_manager
 
     @property
@@ -201,7 +230,10 @@ class BrokerServer:
         assert isinstance(self.metadata, ZkMetadataCache)
         metadata = self.metadata
         self.controller.on_controller_change = metadata.set_controller_id
-        self._config_watch = ConfigChangeWatcher(zk, loop, self._apply_topic_config)
+        credentials = self.credentials
+        self._config_watch = ConfigChangeWatcher(
+            zk, loop, self._apply_topic_config,
+            on_user_change=credentials.refresh if isinstance(credentials, ZkCredentialStore) else None)
         self._config_watch.start()
 
         def after_new_session() -> None:
@@ -225,6 +257,14 @@ class BrokerServer:
             self.replica_manager.topic_config_changed(topic)
 
     def _on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
+        tc = self.txn_coordinator
+        if tc is not None:
+            for tp in leaders:
+                if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                    tc.on_election(tp.partition)
+            for tp in followers:
+                if tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                    tc.on_resignation(tp.partition)
         gc = self.group_coordinator
         if gc is None:
             return
@@ -246,7 +286,12 @@ class BrokerServer:
             assert self.apis is not None
             return await self.apis.handle(conn, frame, conn.listener_name)
 
-        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0])
+        if self.zk is not None:
+            self.credentials = ZkCredentialStore(self.zk)  # SCRAM users live in the cluster's metadata
+        else:
+            self.credentials = default_credential_store(self.config, self.log_dirs[0])
+        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0],
+                                                   credentials=self.credentials)
         for server in self.socket_servers:
             await server.start()
             self.bound_ports.append(server.bound_port or 0)
@@ -267,12 +312,20 @@ class BrokerServer:
                 log.warning("controlled shutdown did not complete; shutting down anyway")
         if self._config_watch is not None:
             self._config_watch.stop()
+        if self._acl_store is not None:
+            self._acl_store.stop()
         if self.controller is not None:
             await self.controller.shutdown()
         for server in self.socket_servers:
             server.close_listening()
+        if self.replica_manager is not None:
+            # Parked acks=all produces and long-poll fetches answer now (NOT_LEADER_OR_FOLLOWER / what is there)
+            # instead of holding the connection drain until their timeouts: leadership has moved away.
+            self.replica_manager.complete_delayed_operations()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers parked JoinGroup/SyncGroup before the drain
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.shutdown()
         await asyncio.gather(*(server.stop() for server in self.socket_servers), return_exceptions=True)
         for t in self._tasks:
             t.cancel()

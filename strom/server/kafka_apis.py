@@ -53,6 +53,8 @@ class ApiCollaborators:
     default_log_config: LogConfig
     controller: Any = None  # the KafkaController in cluster mode (answers controller APIs when active)
     authorizer: Any = None  # the Authorizer (authorizer.class.name), None: every request is allowed
+    credentials: Any = None  # the SCRAM CredentialStore (data dir, or ZooKeeper in a cluster)
+    txn_coordinator: Any = None  # the TransactionCoordinator (strom.server.coordinator.transaction_coordinator)
     metrics: Any = None  # the BrokerMetrics (strom.server.broker_metrics); None: nothing is measured
     supported_apis: dict[int, ApiSpec] = field(default_factory=dict)
 

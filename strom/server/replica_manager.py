@@ -26,6 +26,7 @@ from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
+from strom.storage.log_validator import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.server.broker_metrics import BrokerMetrics
@@ -58,6 +59,8 @@ class FetchResult:
     log_start_offset: int = -1
     records: bytes | memoryview = b""
     last_stable_offset: int = -1
+    preferred_read_replica: int = -1
+    aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset), read_committed only
 
 
 class ReplicaManager:
@@ -70,6 +73,7 @@ class ReplicaManager:
         self.time = time
         self.default_log_config = default_log_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.rack_aware_selector = False  # replica.selector.class = RackAwareReplicaSelector (KIP-392)
         self.metrics = metrics  # BrokerTopicMetrics of appends, ISR shrinks / expands
         self.partitions: dict[TopicPartition, Partition] = {}
         self.alter_partition: AlterPartitionCallback | None = None
@@ -142,6 +146,14 @@ class ReplicaManager:
         for i, st in enumerate(info.partitions):
             p = self._get_or_create_partition(TopicPartition(info.name, i))
             p.make_leader(LeaderAndIsr(st.leader, st.leader_epoch, list(st.isr), 0, list(st.replicas)), now)
+
+    def log_manager_delete(self, tps: Iterable[TopicPartition]) -> None:
+        """Remove logs that were created for a topic change that then failed (never led, never visible)."""
+        for tp in tps:
+            try:
+                self.log_manager.delete_log(tp)
+            except OSError as e:
+                log.warning("could not remove the log of %s after a failed change: %s", tp, e)
 
     def delete_partitions(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
@@ -250,17 +262,19 @@ class ReplicaManager:
                 p.maybe_shrink_isr(now, self.replica_lag_time_max_ms)
 
     # -- append -----------------------------------------------------------------------------------------------
-    def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1) -> AppendResult:
-        result = self._append_local(tp, records, required_acks)
+    def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1,
+                     origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        result = self._append_local(tp, records, required_acks, origin)
         if self.metrics is not None:
             self.metrics.topic_stats.record_append(tp.topic, result, len(records))
         return result
 
-    def _append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int) -> AppendResult:
+    def _append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int,
+                      origin: AppendOrigin) -> AppendResult:
         try:
             p = self.leader_partition(tp)
             min_isr = self.log_config(tp.topic).min_insync_replicas
-            info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds())
+            info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds(), origin)
         except BrokerResponseError as e:
             log.info("rejected produce to %s: %s", tp, e)
             return AppendResult(e.errno, None, e.message)
@@ -274,9 +288,10 @@ class ReplicaManager:
         return AppendResult(ErrorCode.NONE, info, None)
 
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
-                             timeout_ms: int) -> dict[TopicPartition, AppendResult]:
+                             timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                             ) -> dict[TopicPartition, AppendResult]:
         """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce)."""
-        results = {tp: self.append_local(tp, recs, required_acks) for tp, recs in entries.items()}
+        results = {tp: self.append_local(tp, recs, required_acks, origin) for tp, recs in entries.items()}
         if required_acks != -1:
             return results
         waits: dict[TopicPartition, asyncio.Future[int]] = {}
@@ -339,8 +354,14 @@ class ReplicaManager:
                 fut.set_result(code)
 
     # -- fetch ------------------------------------------------------------------------------------------------
-    def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool) -> FetchResult:
-        """One partition's read for Fetch: consumers up to the HW from the leader, followers up to the LEO."""
+    def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool, *,
+             client_rack: str | None = None, follower_reads: bool = False, isolation_level: int = 0) -> FetchResult:
+        """One partition's read for Fetch: consumers up to the HW (read_committed: up to the last stable offset,
+        with the aborted transactions the records overlap), followers up to the LEO.
+
+        KIP-392: a consumer that sends its rack (Fetch v11+, ``follower_reads``) may read from a follower, up to
+        the follower's high watermark; with ``replica.selector.class`` set to the rack-aware selector, the leader
+        answers such a consumer with the in-sync replica of its rack as ``preferred_read_replica``."""
         p = self.partitions.get(part.tp)
         if p is None:
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
@@ -351,11 +372,19 @@ class ReplicaManager:
                 else ErrorCode.UNKNOWN_LEADER_EPOCH
             return FetchResult(code, p.high_watermark, p.log.log_start_offset)
         if not p.is_leader:
-            return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, p.high_watermark, p.log.log_start_offset)
+            if not (follower_reads and replica_id < 0 and p.leader_id >= 0 and self.node_id in p.replicas):
+                return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, p.high_watermark, p.log.log_start_offset)
+        elif replica_id < 0 and client_rack and self.rack_aware_selector:
+            preferred = self._preferred_read_replica(p, client_rack)
+            if preferred != self.node_id:
+                return FetchResult(ErrorCode.NONE, p.high_watermark, p.log.log_start_offset, b"", p.high_watermark,
+                                   preferred)
         is_follower = replica_id >= 0
         lg = p.log
         hw = p.high_watermark
-        max_offset = lg.log_end_offset if is_follower else hw
+        lso = lg.last_stable_offset
+        read_committed = isolation_level == 1 and not is_follower
+        max_offset = lg.log_end_offset if is_follower else lso if read_committed else hw
         records: bytes | memoryview = b""
         code = ErrorCode.NONE
         if part.fetch_offset != max_offset or part.fetch_offset > lg.log_end_offset:
@@ -367,7 +396,25 @@ class ReplicaManager:
         if is_follower and code == ErrorCode.NONE:
             p.update_follower_fetch_state(replica_id, part.fetch_offset, self.time.milliseconds())
             hw = p.high_watermark
-        return FetchResult(code, hw, lg.log_start_offset, records, hw)
+        aborted = None
+        if read_committed and records:
+            aborted = [(a.producer_id, a.first_offset)
+                       for a in lg.collect_aborted_transactions(part.fetch_offset, max_offset)]
+        return FetchResult(code, hw, lg.log_start_offset, records, lso, aborted_transactions=aborted)
+
+    def _preferred_read_replica(self, p: Partition, client_rack: str) -> int:
+        """Kafka's RackAwareReplicaSelector: the leader when it is in the client's rack, else an in-sync replica
+        there (the most caught up), else the leader."""
+        me = self.metadata.broker(self.node_id)
+        if me is not None and me.rack == client_rack:
+            return self.node_id
+        candidates = []
+        for r in p.isr:
+            b = self.metadata.broker(r)
+            if r != self.node_id and b is not None and b.rack == client_rack:
+                st = p.remote.get(r)
+                candidates.append((st.log_end_offset if st is not None else -1, -r, r))
+        return max(candidates)[2] if candidates else self.node_id
 
     def _wake_fetches(self, tp: TopicPartition) -> None:
         waiters = self._fetch_waiters.pop(tp, None)
@@ -403,9 +450,9 @@ class ReplicaManager:
         if fn is not None:
             fn()
 
-    def shutdown(self) -> None:
-        if self.fetcher_manager is not None:
-            self.fetcher_manager.shutdown()
+    def complete_delayed_operations(self) -> None:
+        """Shutting down: answer every parked request now (fetches with what they have, acks=all produces with
+        NOT_LEADER_OR_FOLLOWER, so the producer retries on the new leader)."""
         for waiters in self._fetch_waiters.values():
             for fut in waiters:
                 if not fut.done():
@@ -413,6 +460,11 @@ class ReplicaManager:
         self._fetch_waiters.clear()
         for tp in list(self._produce_waiters):
             self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def shutdown(self) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown()
+        self.complete_delayed_operations()
 
 
 class ReplicaFetcherManagerLike:

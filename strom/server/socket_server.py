@@ -230,6 +230,11 @@ class KafkaServerProtocol(asyncio.Protocol):
     def idle(self) -> bool:
         return not self.busy and not self._queue
 
+    @property
+    def established(self) -> bool:
+        """``connection_made`` ran (for TLS: the handshake is done)."""
+        return self._transport is not None
+
     async def drain_and_close(self) -> None:
         """Graceful shutdown: stop reading, let the in-flight request finish, then close."""
         if self._transport is not None:
@@ -512,7 +517,7 @@ class SocketServer:
         if exc is not None:
             # Failed TLS handshake (plaintext on a TLS port, untrusted certificate, a stalled client): Kafka logs
             # "Failed authentication" at INFO and closes; the broker goes on serving everyone else.
-            if isinstance(exc, ssl.SSLError | OSError | asyncio.TimeoutError | TimeoutError | ConnectionError):
+            if isinstance(exc, OSError | asyncio.TimeoutError):  # SSLError and ConnectionError are OSErrors
                 log.info("failed TLS handshake from %s on listener %s: %s", proto.ctx.client_host,
                          self.listener.name, exc)
             elif not isinstance(exc, asyncio.CancelledError):
@@ -522,7 +527,7 @@ class SocketServer:
                 conn.close()
             except OSError:
                 pass
-            if proto._transport is None:  # connection_made never ran, so connection_lost never will
+            if not proto.established:  # connection_made never ran, so connection_lost never will
                 self._connection_closed(proto)
 
     def _connection_closed(self, proto: KafkaServerProtocol) -> None:
@@ -541,7 +546,7 @@ class SocketServer:
             now = self._time.nanoseconds()
             for proto in list(self.connections):
                 # A connection still in its TLS handshake has no transport yet: ssl_handshake_timeout drops it.
-                if proto._transport is None or proto.ctx.closed:
+                if not proto.established or proto.ctx.closed:
                     continue
                 if proto.idle and now - proto.last_active_ns > self._max_idle_ns:
                     log.debug("closing connection %s idle for more than %d ms", proto.ctx.peer,

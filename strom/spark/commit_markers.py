@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from strom.common.structs import OffsetAndMetadata, TopicPartition
+from strom.consumer.assignors.abstract import ConsumerGroupMetadata
 from strom.consumer.config import CONSUMER_CONFIG_DEF
 from strom.consumer.kafka_consumer import KafkaConsumer
 
@@ -67,9 +68,15 @@ class CommitMarkers:
                      self.task.batch_id, committed)
         return done
 
-    def mark_written(self, topics: Iterable[str], records: int) -> None:
+    def marker_offsets(self, topics: Iterable[str], records: int,
+                       ) -> tuple[dict[TopicPartition, OffsetAndMetadata], ConsumerGroupMetadata]:
+        """The marker as offsets of the marker group (for ``send_offsets_to_transaction``)."""
         meta = json.dumps({"batch": self.task.batch_id, "records": records, "attempt": self.task.attempt})
         offsets = {TopicPartition(t, 0): OffsetAndMetadata(self.task.batch_id + 1, meta) for t in sorted(topics)}
+        return offsets, ConsumerGroupMetadata(self.group_id)
+
+    def mark_written(self, topics: Iterable[str], records: int) -> None:
+        offsets, _group = self.marker_offsets(topics, records)
         if offsets:
             self.consumer.commit_sync(offsets, timeout=self._timeout_s)
 

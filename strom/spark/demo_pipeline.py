@@ -101,7 +101,10 @@ def _ensure_topics(bootstrap: str, cfg: DemoConfig) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         existing = admin.list_topics().names().result(30)
-        new = [NewTopic(t, n, 1) for t, n in ((cfg.clicks_topic, cfg.partitions), (cfg.counts_topic, 1))
+        # On a cluster the demo's topics are replicated (up to 3 copies, as the documents set them up).
+        brokers = len(admin.describe_cluster().nodes().result(30))
+        rf = min(3, brokers)
+        new = [NewTopic(t, n, rf) for t, n in ((cfg.clicks_topic, cfg.partitions), (cfg.counts_topic, 1))
                if t not in existing]
         if new:
             admin.create_topics(new).all().result(30)

@@ -97,6 +97,7 @@ class SinkOptions:
     producer_config: dict[str, str] = field(default_factory=dict)
     skip_committed_tasks: bool = True
     marker_group_prefix: str = "strom-spark-sink"
+    transactional: bool = False  # each task's rows (and its commit marker) in one Kafka transaction
 
 
 def parse_bool(key: str, value: str) -> bool:
@@ -289,8 +290,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise OptionError("Kafka option 'value.serializer' is not supported as value are serialized with "
                           "ByteArraySerializer.")
     if "kafka.transactional.id" in opts:
-        raise OptionError("Kafka option 'transactional.id' is not supported: the strom sink writes with one "
-                          "idempotent producer per task (see docs/spark.md).")
+        raise OptionError("Kafka option 'transactional.id' is not supported: the strom sink chooses one "
+                          "transactional id per query and Spark partition; set the option 'transactional' to "
+                          "'true' instead (see docs/spark.md).")
     producer = _kafka_params(opts)
     topic = opts.get("topic")
     return SinkOptions(
@@ -298,4 +300,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         producer_config=producer,
         skip_committed_tasks=parse_bool("skipCommittedTasks", opts.get("skipcommittedtasks", "true")),
         marker_group_prefix=opts.get("commitmarkergroupprefix", "strom-spark-sink"),
+        transactional=parse_bool("transactional", opts.get("transactional", "false")),
     )

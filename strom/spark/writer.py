@@ -13,6 +13,7 @@ does not rewrite the output of tasks that had completed. The guarantee is spelle
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,7 +126,13 @@ def _task_identity(streaming: bool) -> TaskIdentity | None:
 
 def write_task(opts: SinkOptions, batches: Iterator[pa.RecordBatch], task: TaskIdentity | None,
                partition_id: int = 0) -> SinkCommitMessage:
-    """Write one task's rows; return only once all are acknowledged (raise otherwise)."""
+    """Write one task's rows; return only once all are acknowledged (raise otherwise).
+
+    With ``transactional=true`` the rows go in one Kafka transaction, committed when the task finishes, together
+    with the task's commit marker (``send_offsets_to_transaction``, Kafka Streams' exactly-once design). The
+    transactional id ``<commitMarkerGroupPrefix>-<queryId>-<partition>`` is the same for every attempt and run of
+    the task, so a new attempt fences a zombie one and aborts whatever it left open before checking the marker.
+    """
     markers = CommitMarkers(opts.producer_config, opts.marker_group_prefix, task) if (
         task is not None and opts.skip_committed_tasks) else None
     pid = task.partition_id if task is not None else partition_id
@@ -133,6 +140,7 @@ def write_task(opts: SinkOptions, batches: Iterator[pa.RecordBatch], task: TaskI
     failure = _Failure()
     count, topics_written = 0, set()
     ok = False
+    in_txn = False
     try:
         for batch in batches:
             n = batch.num_rows
@@ -149,12 +157,19 @@ def write_task(opts: SinkOptions, batches: Iterator[pa.RecordBatch], task: TaskI
             head_col = _column(batch, names, "headers")
             headers = head_col.to_pylist() if head_col is not None else None
             if producer is None:
+                if opts.transactional:
+                    # Fence older attempts first: their open transaction (rows and marker) is aborted.
+                    producer = _transactional_producer(opts, task, pid)
                 if markers is not None and topics[0] is not None and markers.already_written(topics[0]):
                     for _ in batches:
                         pass
                     ok = True
                     return SinkCommitMessage(pid, 0, [], skipped=True)
-                producer = KafkaProducer(producer_config(opts, f"strom-spark-sink-{pid}"))
+                if producer is None:
+                    producer = KafkaProducer(producer_config(opts, f"strom-spark-sink-{pid}"))
+                if opts.transactional:
+                    producer.begin_transaction()
+                    in_txn = True
             send = producer.send
             for i in range(n):
                 topic = topics[i]
@@ -172,15 +187,39 @@ def write_task(opts: SinkOptions, batches: Iterator[pa.RecordBatch], task: TaskI
             producer.flush()
         if failure.error is not None:
             raise failure.error
-        if markers is not None and count:
+        if in_txn and producer is not None:
+            if markers is not None and count:
+                offsets, group = markers.marker_offsets(topics_written, count)
+                producer.send_offsets_to_transaction(offsets, group)
+            producer.commit_transaction()
+            in_txn = False
+        elif markers is not None and count:
             markers.mark_written(topics_written, count)
         ok = True
         return SinkCommitMessage(pid, count, sorted(topics_written))
     finally:
         if producer is not None:
+            if in_txn:
+                try:
+                    producer.abort_transaction()
+                except Exception as e:  # fenced or broken: closing is all that is left
+                    log.warning("sink task %d: abort_transaction failed: %s", pid, e)
             producer.close(timeout=None if ok else 0)
         if markers is not None:
             markers.close()
+
+
+def _transactional_producer(opts: SinkOptions, task: TaskIdentity | None, pid: int) -> KafkaProducer:
+    conf = producer_config(opts, f"strom-spark-sink-{pid}")
+    stable = f"{task.query_id}-{task.partition_id}" if task is not None else f"batch-{uuid.uuid4()}-{pid}"
+    conf["transactional.id"] = f"{opts.marker_group_prefix}-{stable}"
+    producer = KafkaProducer(conf)
+    try:
+        producer.init_transactions()
+    except BaseException:
+        producer.close(timeout=0)
+        raise
+    return producer
 
 
 class StromBatchWriter(DataSourceArrowWriter):

@@ -29,9 +29,11 @@ import threading
 from collections.abc import Callable
 
 from strom.common.error_codes import KafkaStorageError, OffsetOutOfRangeError
+from strom.common.errors import KafkaError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.record.header import HEADER_SIZE, BatchHeader, parse_header
+from strom.record.records import MemoryRecords
 from strom.storage.checkpoint import CorruptCheckpointError
 from strom.storage.fetch_data_info import FetchDataInfo
 from strom.storage.fs import fsync_dir
@@ -46,7 +48,8 @@ from strom.storage.log_validator import (
     validate_and_assign_offsets,
     validate_replicated,
 )
-from strom.storage.producer_state import ProducerStateManager
+from strom.storage.producer_state import CompletedTxn, ProducerStateManager
+from strom.storage.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
     "Log",
@@ -135,6 +138,7 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self.producer_state = ProducerStateManager(dir)
+        self.txn_index = TransactionIndex(dir)
         self._rebuild_producer_state()
         self.leader_epoch_cache = self._load_leader_epoch_cache(loaded.recovered_from)
 
@@ -273,7 +277,7 @@ class Log:
             if result.num_batches == 0:
                 return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
             headers = _headers(result.records)
-            if origin == AppendOrigin.CLIENT:
+            if origin != AppendOrigin.REPLICATION:  # clients' sequences, and stale transaction markers
                 duplicate = self.producer_state.check(headers)
                 if duplicate is not None:
                     # A retried batch already in the log: answer with where it went, write nothing.
@@ -281,7 +285,7 @@ class Log:
                                          duplicate.last_offset, -1, self._log_start_offset, 0, 0, 0)
             self._write(result, now)
             self._next_offset = result.last_offset + 1
-            self.producer_state.update(headers)
+            self._update_producer_state(headers, result.records)
             latest = self.leader_epoch_cache.latest_epoch
             if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
                 self.leader_epoch_cache.assign(leader_epoch, result.first_offset)
@@ -324,7 +328,7 @@ class Log:
             now = self._time.milliseconds()
             self._write(result, now, roll_base=result.first_offset)
             self._next_offset = result.last_offset + 1
-            self.producer_state.update(headers)
+            self._update_producer_state(headers, result.records)
             for h in headers:
                 if h.partition_leader_epoch >= 0:
                     self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
@@ -412,13 +416,57 @@ class Log:
         return segment
 
     def _rebuild_producer_state(self) -> None:
-        """Snapshot + replay of the batch headers after it (Kafka's ``loadProducerState``)."""
+        """Snapshot + replay of the batch headers after it (Kafka's ``loadProducerState``); markers found in the
+        replay end open transactions and re-add aborted ones to the index (entries already there are kept)."""
         start = self.producer_state.load_snapshot(self._next_offset)
         self.producer_state.truncate_to(self._next_offset)
+        self.txn_index.truncate_to(self._next_offset)
         for segment in self._segments:
             if segment.next_offset <= start:
                 continue
-            self.producer_state.update(b.header for b in segment.log.batches() if b.last_offset >= start)
+            for b in segment.log.batches():
+                if b.last_offset < start:
+                    continue
+                ctypes = None
+                if b.header.is_control:
+                    ctypes = _control_types(segment.log.read(b.position, b.size), [b.header])
+                self._index_completed(self.producer_state.update([b.header], ctypes))
+
+    def _update_producer_state(self, headers: list[BatchHeader], records: bytes | bytearray | memoryview) -> None:
+        ctypes = _control_types(records, headers) if any(h.is_control for h in headers) else None
+        self._index_completed(self.producer_state.update(headers, ctypes))
+
+    def _index_completed(self, completed: list[CompletedTxn]) -> None:
+        for txn in completed:
+            if txn.is_aborted:
+                unstable = self.producer_state.first_unstable_offset()
+                lso = txn.last_offset + 1 if unstable is None else min(unstable, txn.last_offset + 1)
+                self.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+
+    # --- transactions ------------------------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        with self._lock:
+            return self.producer_state.first_unstable_offset()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below this offset every transaction is decided (Kafka's LSO): read_committed reads stop here."""
+        with self._lock:
+            unstable = self.producer_state.first_unstable_offset()
+            return self._high_watermark if unstable is None else min(unstable, self._high_watermark)
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, open transaction's first offset or -1) of each
+        producer the partition remembers (DescribeProducers)."""
+        with self._lock:
+            return [(e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.current_txn_first_offset)
+                    for e in self.producer_state.producers.values()]
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        with self._lock:
+            return self.txn_index.collect_aborted(start_offset, upper_bound_offset)
 
     # --- read --------------------------------------------------------------------------------------------
 
@@ -527,6 +575,7 @@ class Log:
         try:
             for segment in segments:
                 segment.flush()
+            self.txn_index.flush()
             if dir_dirty:
                 fsync_dir(self.dir)
         except OSError as e:
@@ -710,6 +759,7 @@ class Log:
             self._segments_version += 1
             self.leader_epoch_cache.clear()
             self.producer_state.truncate_fully_and_start_at(offset)
+            self.txn_index.truncate_to(-1)
 
     def replace_segments(
         self, new_segment: LogSegment, old_segments: list[LogSegment], expected_version: int
@@ -801,6 +851,18 @@ class Log:
             f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self._next_offset}, segments={len(self._segments)})"
         )
+
+
+def _control_types(records: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> dict[int, int]:
+    """base offset → control record type of each control batch in ``records`` (unreadable ones left out)."""
+    out: dict[int, int] = {}
+    for batch in MemoryRecords(records).batches():
+        if batch.is_control:
+            try:
+                out[batch.base_offset] = batch.control_record_type()
+            except KafkaError as e:
+                log.warning("unreadable control batch at offset %d: %s", batch.base_offset, e)
+    return out
 
 
 def _headers(records: bytes | bytearray | memoryview) -> list[BatchHeader]:

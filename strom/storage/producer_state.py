@@ -24,7 +24,7 @@ from strom.common.error_codes import InvalidProducerEpochError, OutOfOrderSequen
 from strom.record.header import BatchHeader
 from strom.storage.fs import atomic_write
 
-__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "SNAPSHOT_SUFFIX"]
+__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "CompletedTxn", "SNAPSHOT_SUFFIX"]
 
 log = logging.getLogger("strom.storage")
 
@@ -49,6 +49,9 @@ class ProducerStateEntry:
     epoch: int = NO_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    # The offset of this producer's first record in its open transaction; -1 when none is open (Kafka's
+    # ``currentTxnFirstOffset``). The partition's last stable offset cannot pass it.
+    current_txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -71,13 +74,27 @@ def _last_seq(h: BatchHeader) -> int:
     return (h.base_sequence + h.last_offset_delta) & INT_MAX
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
 class ProducerStateManager:
-    """Per-partition producer ids → epoch and recent batches."""
+    """Per-partition producer ids → epoch, recent batches and open transactions."""
 
     def __init__(self, log_dir: str, producer_id_expiration_ms: int = 86_400_000) -> None:
         self.log_dir = log_dir
         self.expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # first_unstable_offset() is asked on every Fetch: cached, recomputed only after a transaction began or
+        # ended (or the state was reloaded or truncated).
+        self._unstable_cache: int | None = None
+        self._unstable_dirty = True
 
     # -- append path --------------------------------------------------------------------------------------
     def check(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
@@ -88,6 +105,15 @@ class ProducerStateManager:
         """
         pending: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) within this append
         for h in headers:
+            if h.is_control and h.producer_id >= 0:
+                # A transaction marker from a coordinator that fenced the producer carries a newer epoch; one
+                # with an older epoch than the partition has seen is stale (Kafka: ProducerFencedException).
+                current = self.producers.get(h.producer_id)
+                if current is not None and h.producer_epoch < current.epoch:
+                    raise InvalidProducerEpochError(
+                        f"Transaction marker of producer {h.producer_id} has epoch {h.producer_epoch}, older than "
+                        f"the last seen epoch {current.epoch}")
+                continue
             if h.producer_id < 0 or h.base_sequence < 0:
                 continue
             entry = self.producers.get(h.producer_id)
@@ -117,8 +143,12 @@ class ProducerStateManager:
             pending[h.producer_id] = (h.producer_epoch, _last_seq(h))
         return None
 
-    def update(self, headers: Iterable[BatchHeader]) -> None:
-        """Record appended batches (headers carry their assigned offsets)."""
+    def update(self, headers: Iterable[BatchHeader], control_types: dict[int, int] | None = None,
+               ) -> list[CompletedTxn]:
+        """Record appended batches (headers carry their assigned offsets); returns the transactions that their
+        markers ended. ``control_types``: base offset → control record type (0 ABORT, 1 COMMIT) of each control
+        batch among them."""
+        completed: list[CompletedTxn] = []
         for h in headers:
             if h.producer_id < 0:
                 continue
@@ -128,23 +158,53 @@ class ProducerStateManager:
             if h.producer_epoch != entry.epoch:
                 entry.epoch = h.producer_epoch
                 entry.batches.clear()
+            if h.is_control:
+                ctype = (control_types or {}).get(h.base_offset, -1)
+                if ctype in (0, 1) and entry.current_txn_first_offset >= 0:
+                    completed.append(CompletedTxn(h.producer_id, entry.current_txn_first_offset, h.base_offset,
+                                                  ctype == 0))
+                    entry.current_txn_first_offset = -1
+                    self._unstable_dirty = True
+                entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+                continue
+            if h.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = h.base_offset
+                self._unstable_dirty = True
             if h.base_sequence >= 0:
                 entry.batches.append(BatchMetadata(h.base_sequence, _last_seq(h), h.base_offset,
                                                    h.base_offset + h.last_offset_delta, h.max_timestamp))
             entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        return completed
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None when no transaction is open)."""
+        if self._unstable_dirty:
+            firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+            self._unstable_cache = min(firsts) if firsts else None
+            self._unstable_dirty = False
+        return self._unstable_cache
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id → first offset of its open transaction."""
+        return {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                if e.current_txn_first_offset >= 0}
 
     def remove_expired(self, now_ms: int) -> int:
-        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
+        expired = [pid for pid, e in self.producers.items()
+                   if now_ms - e.last_timestamp >= self.expiration_ms and e.current_txn_first_offset < 0]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or beyond ``offset`` (log truncation)."""
+        self._unstable_dirty = True
         for pid in list(self.producers):
             e = self.producers[pid]
             kept = [b for b in e.batches if b.last_offset < offset]
-            if not kept:
+            if e.current_txn_first_offset >= offset:
+                e.current_txn_first_offset = -1
+            if not kept and e.current_txn_first_offset < 0:
                 del self.producers[pid]
             else:
                 e.batches = deque(kept, maxlen=NUM_BATCHES_TO_RETAIN)
@@ -152,6 +212,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log restarted empty at ``offset``: forget every producer and every snapshot."""
         self.producers = {}
+        self._unstable_dirty = True
         self.delete_snapshots_after(-1)
 
     # -- snapshots ----------------------------------------------------------------------------------------
@@ -184,7 +245,7 @@ class ProducerStateManager:
         if end_offset in existing or (end_offset == 0 and not self.producers):
             return True  # nothing changed since that snapshot / nothing to replay without one
         doc = {"version": 1, "end_offset": end_offset, "producers": [
-            {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp,
+            {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp, "txn_first": e.current_txn_first_offset,
              "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches]}
             for e in self.producers.values()
         ]}
@@ -203,6 +264,7 @@ class ProducerStateManager:
 
     def load_snapshot(self, max_offset: int) -> int:
         """Load the newest readable snapshot at or below ``max_offset``; returns its offset (0 when none)."""
+        self._unstable_dirty = True
         for off in reversed(self._snapshot_offsets()):
             if off > max_offset:
                 continue
@@ -211,7 +273,8 @@ class ProducerStateManager:
                     doc = json.loads(f.read())
                 self.producers = {}
                 for p in doc["producers"]:
-                    e = ProducerStateEntry(int(p["pid"]), int(p["epoch"]), last_timestamp=int(p["last_ts"]))
+                    e = ProducerStateEntry(int(p["pid"]), int(p["epoch"]), last_timestamp=int(p["last_ts"]),
+                                           current_txn_first_offset=int(p.get("txn_first", -1)))
                     for b in p["batches"]:
                         e.batches.append(BatchMetadata(*(int(x) for x in b)))
                     self.producers[e.producer_id] = e

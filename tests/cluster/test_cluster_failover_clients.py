@@ -277,3 +277,4 @@ def test_rolling_restart_with_sigterm_gives_an_acks_all_producer_no_error(cluste
         consumer.close()
     for p in (0, 1):
         assert consumed[p] == sorted(acked[p]), f"partition {p}: read != acknowledged"
+

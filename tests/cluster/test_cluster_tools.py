@@ -107,25 +107,30 @@ def test_describe_partition_filters(cluster: LocalCluster) -> None:
 
 def test_topic_config_overrides_reach_every_broker(cluster: LocalCluster) -> None:
     """Every broker leads or follows with the topic's overrides (min.insync.replicas decides acks=all), not only
-    the controller that wrote them to ZooKeeper."""
-    from strom.admin import AdminClient, ConfigResource, ConfigResourceType, ConfigSource, NewTopic
+    the controller that wrote them to ZooKeeper. Each broker is asked over its own connection (an admin client
+    would pick any broker of the cluster)."""
+    from strom.admin import AdminClient, NewTopic
+    from strom.protocol.api_keys import ApiKey
+    from strom.protocol.messages import DescribeConfigsRequest
+    from strom.testing.raw_client import RawClient
 
-    # Several topics: whether a broker learnt the overrides depended on the order of the controller's requests.
-    names = [f"overrides-{i}" for i in range(6)]
+    names = [f"overrides-{i}" for i in range(4)]
     wanted = {"min.insync.replicas": "2", "retention.ms": "3600000"}
     with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
         for name in names:
             admin.create_topics([NewTopic(name, 1, 3, None, wanted)]).all().result(30)
-    resources = [ConfigResource(ConfigResourceType.TOPIC, n) for n in names]
+    request = DescribeConfigsRequest(resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=n, configuration_keys=None)
+        for n in names], include_synonyms=False, include_documentation=False)
 
-    def overrides_on(node: int) -> list[dict[str, str]]:
-        with AdminClient({"bootstrap.servers": cluster.bootstrap_of(node)}) as one:
-            configs = one.describe_configs(resources).all().result(30)
-        return [{e.name: e.value for e in configs[r].entries if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
-                for r in resources]
+    def overrides_on(node: int) -> dict[str, dict[str, str]]:
+        with RawClient(cluster.bootstrap_of(node)) as c:
+            response = c.request(ApiKey.DESCRIBE_CONFIGS, 4, request)
+        return {r.resource_name: {e.name: e.value for e in r.configs if e.config_source == 1}  # DYNAMIC_TOPIC_CONFIG
+                for r in response.results}
 
     for node in cluster.brokers:
-        wait_until(lambda: overrides_on(node) == [wanted] * len(names),  # noqa: B023
+        wait_until(lambda: overrides_on(node) == dict.fromkeys(names, wanted),  # noqa: B023
                    15, f"broker {node} to know the overrides of {names}")
 
 

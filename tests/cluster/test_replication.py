@@ -272,3 +272,38 @@ def test_rolling_restart_gives_producer_no_error(cluster: LocalCluster) -> None:
     got = read_all(cluster.bootstrap, "rolling", partitions=3)
     values = [v for part in got.values() for _, v in part]
     assert sorted(values) == list(range(value)) and sorted(acked) == list(range(value))
+
+
+def test_zookeeper_session_loss_of_the_leader(cluster: LocalCluster) -> None:
+    """SIGSTOP the leader past its ZooKeeper session (a GC pause or a partition): the controller moves leadership,
+    acks=all writes continue on the successor; when the old leader wakes it has lost its session, registers
+    again, follows, and drops what it alone had. Acknowledged records stay, once and in order."""
+    import os
+    import signal
+
+    create_topic(cluster, "paused")
+    acked, errors = produce(cluster.bootstrap, "paused", list(range(200)))
+    assert len(acked) == 200 and not errors
+    leader = partition_meta(cluster, "paused").leader
+    others = tuple(n for n in (1, 2, 3) if n != leader)
+    proc = cluster.brokers[leader].proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: partition_meta(cluster, "paused", nodes=others).leader in others, 60,
+                   "a new leader while the old one is paused")
+        acked2, errors2 = produce(cluster.bootstrap_of(*others), "paused", list(range(200, 400)))
+        assert len(acked2) == 200 and not errors2
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    def settled() -> bool:  # every broker, the woken one included, agrees on the new leader and a full ISR
+        views = [partition_meta(cluster, "paused", nodes=(n,)) for n in (1, 2, 3)]
+        return all(v.leader in others and set(v.isrs) == {1, 2, 3} for v in views) and \
+            len({v.leader for v in views}) == 1
+
+    wait_until(settled, 90, "the woken broker back in the ISR, following")
+    got = [v for _, v in read_all(cluster.bootstrap, "paused")[0]]
+    assert got == list(range(400))
+    cluster.stop()
+    logs = replica_logs(cluster, TopicPartition("paused", 0))
+    assert logs[1] == logs[2] == logs[3] and len(logs[1]) == 400

@@ -139,3 +139,26 @@ def test_perf_errors(broker: BrokerProcess) -> None:
     assert bad_prop.returncode == 2 and bad_prop.stderr.startswith("Error: Invalid producer configuration: ")
     unreachable = strom("consumer-perf-test", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--messages", "1")
     assert unreachable.returncode == 1 and "Cannot connect to the broker at 127.0.0.1:1" in unreachable.stderr
+
+
+def test_transactional_producer_perf(broker: BrokerProcess) -> None:
+    out = strom("producer-perf-test", "--topic", "perf-txn", "--num-records", "2000", "--record-size", "50",
+                "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}",
+                "--transactional-id", "perf-tx", "--transaction-duration-ms", "50")
+    assert out.returncode == 0, out.stderr
+    m = TOTAL.match(out.stdout.splitlines()[-1])
+    assert m is not None and int(m.group(1)) == 2000
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "perf-txn-wm",
+                     "isolation.level": "read_committed"})
+    try:
+        lso = c.get_watermark_offsets(ck.TopicPartition("perf-txn", 0), timeout=10)[1]
+        hw = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "perf-txn-hw"})
+        try:
+            end = hw.get_watermark_offsets(ck.TopicPartition("perf-txn", 0), timeout=10)[1]
+        finally:
+            hw.close()
+    finally:
+        c.close()
+    assert lso == end > 2000  # every transaction committed: records plus at least one marker, nothing open

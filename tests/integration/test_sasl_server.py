@@ -171,3 +171,17 @@ def test_bad_sasl_settings_stop_the_start(tmp_path: Path) -> None:
             p.start()
         assert message in p.read_log()
         p.stop()
+
+
+def test_a_client_stalling_mid_authentication_is_closed(tmp_path: Path) -> None:
+    server = _start(tmp_path, **{"connections.max.idle.ms": "500"})
+    try:
+        with RawClient(server.bootstrap("SASL_PLAINTEXT")) as stalled:
+            assert stalled.request(ApiKey.SASL_HANDSHAKE, 1,
+                                   SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code == 0
+            stalled.send_raw(b"\x00\x00\x01\x00partial")  # half a SaslAuthenticate, then nothing
+            assert stalled.is_closed_by_peer(10)
+        with RawClient(server.bootstrap("SASL_PLAINTEXT")) as c:  # others still authenticate
+            assert _authenticate(c, "PLAIN", "alice", PASSWORDS["alice"]).error_code == 0  # type: ignore[attr-defined]
+    finally:
+        server.stop()

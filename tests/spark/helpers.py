@@ -55,10 +55,11 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[int, bytes | Non
         p.close()
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> list[Any]:
+def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                isolation_level: str = "read_uncommitted") -> list[Any]:
     """Every record now in the topic, read with strom's consumer (assign mode)."""
     c = KafkaConsumer({"bootstrap.servers": bootstrap, "key.deserializer": "bytes", "value.deserializer": "bytes",
-                       "auto.offset.reset": "earliest"})
+                       "auto.offset.reset": "earliest", "isolation.level": isolation_level})
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         ends = c.end_offsets(tps)

@@ -38,3 +38,23 @@ def test_demo_pipeline_matches_plain_python(spark: Any, broker: BrokerProcess, t
     assert result.from_parquet == result.expected
     assert any("closing heartbeat" in line for line in lines)
     print(f"demo pipeline: {result.batches} batches, {time.monotonic() - t:.1f}s")
+
+
+@pytest.mark.cluster
+def test_demo_pipeline_on_a_replicated_cluster(spark: Any, tmp_path: Path) -> None:
+    """The same job against a ZooKeeper + 3-broker cluster: its topics get 3 replicas, the answer is the same."""
+    from strom.admin import AdminClient
+    from strom.testing.cluster import LocalCluster
+
+    cfg = DemoConfig(events=200, event_span_s=180, events_per_s=None, trigger_s=0.5, max_offsets_per_trigger=100,
+                     clicks_topic="c_clicks", counts_topic="c_counts", timeout_s=180)
+    with LocalCluster(3) as cluster:
+        result = run_pipeline(spark, cluster.bootstrap, cfg, tmp_path, say=lambda _line: None)
+        assert result.from_topic == result.expected == expected_counts(generate_events(cfg), cfg.window_s)
+        assert result.from_parquet == result.expected
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        try:
+            desc = admin.describe_topics(["c_clicks"])["c_clicks"].result(30)
+        finally:
+            admin.close()
+        assert all(len(p.replicas) == 3 for p in desc.partitions)

@@ -54,10 +54,10 @@ def test_topic_option_overrides_column_and_bad_schemas(spark: Any, broker: Broke
         write(spark.createDataFrame([("x",)], "value string"), topic="rt_c", **{"kafka.value.serializer": "x"})
 
 
-@pytest.mark.parametrize("skip", [True, False])
+@pytest.mark.parametrize(("skip", "transactional"), [(True, False), (False, False), (True, True)])
 def test_streaming_write_replayed_batch_writes_nothing_twice(spark: Any, broker: BrokerProcess, tmp_path: Path,
-                                                             skip: bool) -> None:
-    src, dst = f"src_{skip}", f"dst_{skip}"
+                                                             skip: bool, transactional: bool) -> None:
+    src, dst = f"src_{skip}_{transactional}", f"dst_{skip}_{transactional}"
     create_topic(broker.bootstrap, src, 2)
     create_topic(broker.bootstrap, dst, 3)
     produce(broker.bootstrap, src, [(p, f"k{p}{i}".encode(), f"v{p}-{i}".encode()) for p in range(2)
@@ -69,6 +69,7 @@ def test_streaming_write_replayed_batch_writes_nothing_twice(spark: Any, broker:
              .option("subscribe", src).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "10")
              .load().selectExpr("key", "value").writeStream.format("strom")
              .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", dst).option("skipCommittedTasks", str(skip).lower())
+             .option("transactional", str(transactional).lower())
              .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
         assert q.awaitTermination(120)
         return q
@@ -91,3 +92,8 @@ def test_streaming_write_replayed_batch_writes_nothing_twice(spark: Any, broker:
     assert len(again) == (24 if skip else 24 + replayed)
     offsets = json.loads((ckpt / "offsets" / last.name).read_text().splitlines()[-1])
     assert offsets == {src: {"0": 12, "1": 12}}
+    if transactional:
+        # Each task's rows and its marker were one transaction: a read_committed reader sees each row once.
+        committed = consume_all(broker.bootstrap, dst, 3, isolation_level="read_committed")
+        assert sorted(r.value for r in committed) == sorted(f"v{p}-{i}".encode() for p in range(2)
+                                                            for i in range(12))

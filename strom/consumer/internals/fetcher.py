@@ -3,7 +3,9 @@ up to ``max.poll.records``.
 
 Kafka counterpart: ``org.apache.kafka.clients.consumer.internals.Fetcher`` (3.x: ``AbstractFetch`` +
 ``FetchCollector`` + ``FetchBuffer``), without fetch sessions (every request is a full, session-less fetch:
-``session_id=0``, ``session_epoch=-1``) and without leader-epoch validation.
+``session_id=0``, ``session_epoch=-1``). Each partition carries the leader epoch of our metadata
+(``current_leader_epoch``, KIP-320 fencing); the position itself is not validated with OffsetsForLeaderEpoch
+after a leader change (no truncation detection).
 
 ``send_fetches`` builds a request per leader node for every fetchable partition (assigned, valid position,
 not paused, not being revoked) that has no buffered data and whose node has no fetch in flight. Fetch v4..v12
@@ -12,7 +14,7 @@ is used (v13+ addresses topics by id); ``isolation.level``, ``fetch.min.bytes``,
 
 ``collect_fetch`` hands out records in partition order. A response partition is used only if the position
 still equals its fetch offset (a ``seek`` in between discards it). Errors per partition: leadership /
-unknown-partition errors refresh metadata; ``OFFSET_OUT_OF_RANGE`` resets the position per
+unknown-partition errors (and FENCED_LEADER_EPOCH) refresh metadata, UNKNOWN_LEADER_EPOCH is retried; ``OFFSET_OUT_OF_RANGE`` resets the position per
 ``auto.offset.reset`` or, with ``none``, raises :class:`OffsetOutOfRangeError`; authorization and corruption
 errors raise. An error met after records of other partitions were collected is raised by the next call.
 Records of paused partitions stay buffered until ``resume``.
@@ -130,7 +132,8 @@ class Fetcher:
             if leader.node_id in pending or self.client.is_unavailable(leader):
                 continue
             per_node.setdefault(leader, {}).setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
-                partition=tp.partition, current_leader_epoch=-1, fetch_offset=position, last_fetched_epoch=-1,
+                partition=tp.partition, current_leader_epoch=self._leader_epoch(tp), fetch_offset=position,
+                last_fetched_epoch=-1,
                 log_start_offset=-1, partition_max_bytes=self.max_partition_fetch_bytes))
             offsets.setdefault(leader, {})[tp] = position
         out = {}
@@ -306,6 +309,14 @@ class Fetcher:
             raise IllegalStateError(f"Unexpected error code {error} while fetching at offset {cf.fetch_offset} "
                                     f"from topic-partition {tp}")
         return False
+
+    def _leader_epoch(self, tp: TopicPartition) -> int:
+        """The leader epoch our metadata names (KIP-320 fencing): a broker still acting on an older epoch answers
+        FENCED_LEADER_EPOCH (metadata is refreshed) and one not yet told of ours UNKNOWN_LEADER_EPOCH (retried),
+        instead of serving us from a stale leadership. -1 (no check) when the metadata has no epoch."""
+        current_leader = getattr(self.metadata, "current_leader", None)
+        epoch = current_leader(tp)[1] if current_leader is not None else None
+        return -1 if epoch is None else epoch
 
     def clear_buffered_data_for_unassigned_partitions(self, assigned: set[TopicPartition]) -> None:
         with self._lock:

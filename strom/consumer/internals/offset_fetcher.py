@@ -197,11 +197,18 @@ class OffsetFetcher:
             self._send_list_offsets_request(node, node_timestamps).add_listener(on_success, on_failure)
         return out
 
+    def _leader_epoch(self, tp: TopicPartition) -> int:
+        """Our metadata's leader epoch (KIP-320 fencing: a stale leader answers FENCED_LEADER_EPOCH); -1 if none."""
+        current_leader = getattr(self.metadata, "current_leader", None)
+        epoch = current_leader(tp)[1] if current_leader is not None else None
+        return -1 if epoch is None else epoch
+
     def _send_list_offsets_request(self, node: Node, timestamps: Mapping[TopicPartition, int]) -> RequestFuture:
         topics: dict[str, list[Any]] = {}
         for tp, ts in timestamps.items():
             topics.setdefault(tp.topic, []).append(ListOffsetsRequest.ListOffsetsPartition(
-                partition_index=tp.partition, current_leader_epoch=-1, timestamp=ts, max_num_offsets=1))
+                partition_index=tp.partition, current_leader_epoch=self._leader_epoch(tp), timestamp=ts,
+                max_num_offsets=1))
         request = ListOffsetsRequest(
             replica_id=-1, isolation_level=1 if self.read_committed else 0,
             topics=[ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],

@@ -12,7 +12,8 @@ matched against the whole topic name) or a user assignment (``assign``). The ass
 * ``FETCHING`` — a valid position: fetchable unless paused or pending revocation.
 
 Leader-epoch validation (``AWAIT_VALIDATION``, OffsetsForLeaderEpoch) is not implemented: positions are used
-unvalidated (documented gap). Thread-safety: every method takes one re-entrant lock, so the heartbeat thread
+unvalidated, so a truncation on a new leader is not detected (documented gap); fetches are fenced by the
+metadata's leader epoch (see ``Fetcher``). Thread-safety: every method takes one re-entrant lock, so the heartbeat thread
 and the caller may both read it (Kafka's methods are ``synchronized``).
 """
 

@@ -35,7 +35,7 @@ from strom.network.kafka_client import KafkaClient
 from strom.producer.internals.producer_batch import ProducerBatch
 from strom.producer.internals.record_accumulator import RecordAccumulator
 from strom.producer.internals.sender_metrics import SenderMetrics
-from strom.producer.internals.transaction_manager import TransactionManager
+from strom.producer.internals.transaction_manager import TransactionAbortedError, TransactionManager
 from strom.protocol.messages import ProduceRequest, ProduceResponse
 
 __all__ = ["Sender"]
@@ -142,6 +142,10 @@ class Sender:
         if tm.has_in_flight_request():
             client.poll(self.retry_backoff_ms, self.time.milliseconds())
             return True
+        if (tm.has_abortable_error() or tm.is_aborting()) and self.accumulator.has_incomplete():
+            # The transaction will be aborted: what is not sent yet never will be (Kafka's Sender does the same).
+            self.accumulator.abort_undrained_batches(tm.last_error or TransactionAbortedError(
+                "Failing batch since transaction was aborted"))
         handler = tm.next_request(self.accumulator.has_incomplete())
         if handler is None:
             return False
@@ -151,13 +155,21 @@ class Sender:
                 tm.retry(handler)
                 client.poll(handler.retry_after_ms - now, now)
                 return True
-        node = client.least_loaded_node(now)
+        if handler.coordinator_type is not None:
+            node = tm.coordinator(handler.coordinator_type, handler.coordinator_key)
+            if node is None:
+                tm.lookup_coordinator(handler)
+                return True
+        else:
+            node = client.least_loaded_node(now)
         if node is None or not client.ready(node, now):
+            if node is not None and handler.coordinator_type is not None and client.connection_failed(node):
+                tm.forget_coordinator(handler.coordinator_type, handler.coordinator_key)
             tm.retry(handler)
             client.poll(self.retry_backoff_ms, now)
             return True
         request = client.new_client_request(node.node_id, handler.request, now, True, self.request_timeout_ms,
-                                            handler.on_complete)
+                                            handler.on_complete, max_version=handler.max_version)
         log.debug("%sSending transactional request %s to node %s with correlation ID %d", self.log_context,
                   handler.request, node, request.correlation_id)
         client.send(request, now)

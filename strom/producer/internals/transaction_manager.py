@@ -1,7 +1,24 @@
-"""Idempotent-producer state: producer id and epoch, per-partition sequence numbers, in-flight ordering.
+"""Producer id and epoch, per-partition sequence numbers, in-flight ordering, and transactions.
 
-Kafka counterpart: ``org.apache.kafka.clients.producer.internals.TransactionManager`` (3.x), the idempotent
-part (transactions proper are not implemented yet: ``transactional.id`` is rejected by the producer).
+Kafka counterpart: ``org.apache.kafka.clients.producer.internals.TransactionManager`` (3.x).
+
+Transactions (``transactional.id`` set) follow the Java state machine::
+
+    UNINITIALIZED -> INITIALIZING -> READY -> IN_TRANSACTION -> COMMITTING_TRANSACTION -> READY
+                                               |      |-> ABORTING_TRANSACTION -> READY
+                                               '-> ABORTABLE_ERROR -> ABORTING_TRANSACTION
+    any -> FATAL_ERROR
+
+The caller's thread starts an operation (``initialize_transactions``, ``begin_transaction``,
+``begin_commit``, ``begin_abort``, ``send_offsets_to_transaction``) which enqueues requests and returns a
+:class:`TransactionalRequestResult`; the Sender thread sends them (to the transaction coordinator, or the
+group coordinator for TxnOffsetCommit, found with FindCoordinator) and completes the result. Partitions are
+added to the transaction (AddPartitionsToTxn) before their first batch is drained; EndTxn waits until every
+batch of the transaction is acknowledged. Errors are *fatal* (ProducerFencedError, authorization, an
+invalid state: the producer can only be closed) or *abortable* (a failed batch or offset commit: the
+application must call ``abort_transaction()``). A call in the wrong state raises :class:`IllegalStateError`.
+
+Idempotence:
 
 * The Sender asks for a producer id with InitProducerId (no transactional id) before draining anything.
 * Sequences are assigned when a batch is drained (never re-assigned: an earlier attempt may have been
@@ -31,20 +48,29 @@ from typing import Any
 from strom.common.error_codes import (
     ClusterAuthorizationFailedError,
     ErrorCode,
+    InvalidProducerEpochError,
     OutOfOrderSequenceNumberError,
     ProducerFencedError,
     TransactionalIdAuthorizationFailedError,
     UnknownProducerIdError,
     UnsupportedVersionError,
 )
-from strom.common.errors import IllegalStateError, KafkaError, error_class
-from strom.common.structs import TopicPartition
+from strom.common.errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class
+from strom.common.structs import Node, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.producer.internals.producer_batch import NO_SEQUENCE, ProducerBatch
 from strom.producer.internals.producer_id_and_epoch import NONE, ProducerIdAndEpoch
-from strom.protocol.messages import InitProducerIdRequest
+from strom.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    FindCoordinatorRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
 
-__all__ = ["TransactionManager", "State", "TxnRequestHandler", "increment_sequence"]
+__all__ = ["TransactionManager", "State", "TxnRequestHandler", "TransactionalRequestResult",
+           "TransactionAbortedError", "increment_sequence"]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +91,48 @@ class State(enum.Enum):
     UNINITIALIZED = "UNINITIALIZED"
     INITIALIZING = "INITIALIZING"
     READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
+
+
+# Kafka's State.isTransitionValid: the states a state may be entered from.
+_VALID_SOURCES: dict[State, tuple[State, ...]] = {
+    State.UNINITIALIZED: (State.READY, State.ABORTABLE_ERROR),
+    State.INITIALIZING: (State.UNINITIALIZED, State.ABORTABLE_ERROR),
+    State.READY: (State.INITIALIZING, State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION),
+    State.IN_TRANSACTION: (State.READY,),
+    State.COMMITTING_TRANSACTION: (State.IN_TRANSACTION,),
+    State.ABORTING_TRANSACTION: (State.IN_TRANSACTION, State.ABORTABLE_ERROR),
+    State.ABORTABLE_ERROR: (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION, State.ABORTABLE_ERROR,
+                            State.INITIALIZING),
+}
+
+
+class TransactionalRequestResult:
+    """What a transactional call waits on (Kafka's ``TransactionalRequestResult``): completed by the Sender."""
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        self._done = threading.Event()
+        self.error: BaseException | None = None
+
+    def done(self, error: BaseException | None = None) -> None:
+        if not self._done.is_set():
+            self.error = error
+            self._done.set()
+
+    def is_completed(self) -> bool:
+        return self._done.is_set()
+
+    def await_(self, timeout_ms: int | None = None) -> None:
+        """Wait for the outcome; raise its error, or KafkaTimeoutError after ``timeout_ms``."""
+        if not self._done.wait(None if timeout_ms is None else timeout_ms / 1000):
+            raise KafkaTimeoutError(f"Timeout expired after {timeout_ms}ms while awaiting {self.operation}")
+        if self.error is not None:
+            raise self.error
 
 
 class _PartitionEntry:
@@ -112,17 +179,58 @@ class _PartitionEntry:
         self.last_acked_sequence = NO_LAST_ACKED_SEQUENCE_NUMBER
 
 
+class TransactionAbortedError(KafkaError):
+    """A record's batch was failed because its transaction was aborted (Kafka's ``TransactionAbortedException``)."""
+
+
+TRANSACTION = "transaction"
+GROUP = "group"
+
+
 class TxnRequestHandler:
     """A request the TransactionManager wants sent (Kafka's ``TxnRequestHandler``); ``on_complete`` is its
-    ``RequestCompletionHandler``."""
+    ``RequestCompletionHandler``. ``coordinator_type`` None: any broker; else the transaction or group
+    coordinator (``coordinator_key`` names the group)."""
 
     coordinator_type: str | None = None
+    max_version: int | None = None
+    is_end_txn = False
 
-    def __init__(self, manager: TransactionManager, request: Any) -> None:
+    def __init__(self, manager: TransactionManager, request: Any,
+                 result: TransactionalRequestResult | None = None) -> None:
         self.manager = manager
         self.request = request
+        self.result = result
         self.is_retry = False
         self.retry_after_ms = 0
+
+    @property
+    def coordinator_key(self) -> str | None:
+        return self.manager.transactional_id
+
+    def fail(self, error: BaseException) -> None:
+        if self.result is not None:
+            self.result.done(error)
+
+    def fatal(self, error: BaseException) -> None:
+        self.manager.fatal_error(error)
+        self.fail(error)
+
+    def abortable(self, error: BaseException) -> None:
+        self.manager.abortable_error(error)
+        self.fail(error)
+
+    def retriable(self, code: int) -> bool:
+        """Coordinator moved / loading / busy: look it up again when needed, and retry."""
+        if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            self.manager.forget_coordinator(self.coordinator_type, self.coordinator_key)
+            self.manager.reenqueue(self)
+            return True
+        if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS) \
+                or error_class(code).retriable:
+            self.manager.reenqueue(self)
+            return True
+        return False
 
     def on_complete(self, response: Any) -> None:
         manager = self.manager
@@ -132,6 +240,7 @@ class TxnRequestHandler:
         manager.clear_in_flight_correlation_id()
         if response.disconnected:
             log.debug("%sDisconnected from %s. Will retry.", manager.log_context, response.destination)
+            manager.forget_coordinator(self.coordinator_type, self.coordinator_key)
             manager.reenqueue(self)
         elif response.version_mismatch is not None:
             manager.version_unsupported(self, response.version_mismatch)
@@ -145,12 +254,18 @@ class TxnRequestHandler:
 
 
 class InitProducerIdHandler(TxnRequestHandler):
-    """InitProducerId for the idempotent producer (no transactional id)."""
+    """InitProducerId: for the idempotent producer (no transactional id, any broker) or, with a transactional
+    id, to its transaction coordinator (which fences older incarnations)."""
 
-    def __init__(self, manager: TransactionManager, is_epoch_bump: bool = False) -> None:
-        super().__init__(manager, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=INT_MAX,
-                                                        producer_id=-1, producer_epoch=-1))
+    def __init__(self, manager: TransactionManager, is_epoch_bump: bool = False,
+                 result: TransactionalRequestResult | None = None) -> None:
+        tid = manager.transactional_id
+        super().__init__(manager, InitProducerIdRequest(
+            transactional_id=tid, transaction_timeout_ms=manager.transaction_timeout_ms if tid else INT_MAX,
+            producer_id=-1, producer_epoch=-1), result)
         self.is_epoch_bump = is_epoch_bump
+        if tid is not None:
+            self.coordinator_type = TRANSACTION
 
     def handle_response(self, body: Any) -> None:
         manager = self.manager
@@ -161,25 +276,223 @@ class InitProducerIdHandler(TxnRequestHandler):
             manager.last_error = None
             if self.is_epoch_bump:
                 manager.reset_sequence_numbers()
-        elif code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE) or error_class(code).retriable:
-            manager.reenqueue(self)
+            if self.result is not None:
+                self.result.done()
+        elif self.retriable(code):
+            pass
         elif code in (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
-            manager.fatal_error(error_class(code)())
+            self.fatal(error_class(code)())
         elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
-            manager.fatal_error(ProducerFencedError())
+            self.fatal(ProducerFencedError("There is a newer producer with the same transactionalId which fences "
+                                           "the current one."))
         else:
-            manager.fatal_error(KafkaError(f"Unexpected error in InitProducerIdResponse; "
-                                           f"{error_class(code).description}"))
+            self.fatal(error_class(code)(f"Unexpected error in InitProducerIdResponse; "
+                                         f"{error_class(code).description}"))
+
+
+class FindCoordinatorHandler(TxnRequestHandler):
+    """FindCoordinator for the transaction (key type 1) or a group (0); sent to any broker."""
+
+    def __init__(self, manager: TransactionManager, coordinator_type: str, key: str) -> None:
+        super().__init__(manager, FindCoordinatorRequest(key=key, key_type=1 if coordinator_type == TRANSACTION
+                                                         else 0, coordinator_keys=[key]))
+        self.target_type = coordinator_type
+        self.key = key
+
+    def handle_response(self, body: Any) -> None:
+        coordinators = getattr(body, "coordinators", None)
+        if coordinators:
+            c = coordinators[0]
+            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+        else:
+            code, node_id, host, port = body.error_code, body.node_id, body.host, body.port
+        if code == ErrorCode.NONE:
+            self.manager.set_coordinator(self.target_type, self.key, Node(node_id, host, port))
+        elif code in (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,):
+            self.manager.fatal_error(error_class(code)())
+            self.manager.fail_pending(error_class(code)())
+        elif code == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+            self.manager.abortable_error(error_class(code)(f"Not authorized to access group {self.key}"))
+            self.manager.fail_pending(error_class(code)(f"Not authorized to access group {self.key}"))
+        else:
+            self.manager.reenqueue(self)
+
+
+def _check_epoch_errors(handler: TxnRequestHandler, code: int) -> bool:
+    if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+        handler.fatal(ProducerFencedError("There is a newer producer with the same transactionalId which fences "
+                                          "the current one."))
+        return True
+    if code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        handler.fatal(error_class(code)())
+        return True
+    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+        handler.fatal(error_class(code)(error_class(code).description))
+        return True
+    return False
+
+
+class AddPartitionsToTxnHandler(TxnRequestHandler):
+    coordinator_type = TRANSACTION
+    max_version = 3  # v4+ is the brokers' batched form (KIP-890)
+
+    def __init__(self, manager: TransactionManager, partitions: set[TopicPartition]) -> None:
+        topics: dict[str, list[int]] = {}
+        for tp in sorted(partitions):
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        pid = manager.producer_id_and_epoch()
+        super().__init__(manager, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=manager.transactional_id, v3_and_below_producer_id=pid.producer_id,
+            v3_and_below_producer_epoch=pid.epoch,
+            v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                 for t, ps in topics.items()]))
+        self.partitions = set(partitions)
+
+    def handle_response(self, body: Any) -> None:
+        manager = self.manager
+        errors = {TopicPartition(t.name, p.partition_index): p.partition_error_code
+                  for t in body.results_by_topic_v3_and_below for p in t.results_by_partition}
+        bad = {tp: code for tp, code in errors.items() if code != ErrorCode.NONE}
+        if not bad:
+            manager.partitions_added(self.partitions)
+            return
+        codes = set(bad.values())
+        for code in codes:
+            if _check_epoch_errors(self, code):
+                return
+        retry = [c for c in codes if c != ErrorCode.OPERATION_NOT_ATTEMPTED]
+        if retry and all(c in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS)
+                         or error_class(c).retriable for c in retry) \
+                and ErrorCode.UNKNOWN_TOPIC_OR_PARTITION not in codes:
+            self.retriable(retry[0])
+            return
+        failed = {tp for tp, c in bad.items() if c != ErrorCode.OPERATION_NOT_ATTEMPTED}
+        manager.partitions_failed(self.partitions)
+        first = bad[next(iter(sorted(failed or bad)))]
+        self.abortable(error_class(first)(f"Could not add partitions {sorted(failed)} to the transaction: "
+                                          f"{error_class(first).description}"))
+
+
+class AddOffsetsToTxnHandler(TxnRequestHandler):
+    coordinator_type = TRANSACTION
+
+    def __init__(self, manager: TransactionManager, offsets: dict[TopicPartition, Any], group: Any,
+                 result: TransactionalRequestResult) -> None:
+        pid = manager.producer_id_and_epoch()
+        super().__init__(manager, AddOffsetsToTxnRequest(transactional_id=manager.transactional_id,
+                                                         producer_id=pid.producer_id, producer_epoch=pid.epoch,
+                                                         group_id=group.group_id), result)
+        self.offsets = offsets
+        self.group = group
+
+    def handle_response(self, body: Any) -> None:
+        code = body.error_code
+        if code == ErrorCode.NONE:
+            self.manager.transaction_started = True
+            self.manager.enqueue(TxnOffsetCommitHandler(self.manager, self.offsets, self.group, self.result))
+        elif self.retriable(code) or _check_epoch_errors(self, code):
+            pass
+        else:
+            self.abortable(error_class(code)(f"Unexpected error in AddOffsetsToTxnResponse: "
+                                             f"{error_class(code).description}"))
+
+
+class TxnOffsetCommitHandler(TxnRequestHandler):
+    coordinator_type = GROUP
+
+    def __init__(self, manager: TransactionManager, offsets: dict[TopicPartition, Any], group: Any,
+                 result: TransactionalRequestResult | None) -> None:
+        pid = manager.producer_id_and_epoch()
+        topics: dict[str, list[Any]] = {}
+        for tp, om in offsets.items():
+            offset, metadata, epoch = _offset_parts(om)
+            topics.setdefault(tp.topic, []).append(TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=offset, committed_leader_epoch=epoch,
+                committed_metadata=metadata))
+        super().__init__(manager, TxnOffsetCommitRequest(
+            transactional_id=manager.transactional_id, group_id=group.group_id, producer_id=pid.producer_id,
+            producer_epoch=pid.epoch, generation_id=group.generation_id, member_id=group.member_id,
+            group_instance_id=group.group_instance_id,
+            topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                    for t, ps in topics.items()]), result)
+        self.offsets = dict(offsets)
+        self.group = group
+
+    @property
+    def coordinator_key(self) -> str | None:
+        return str(self.group.group_id)
+
+    def handle_response(self, body: Any) -> None:
+        codes = {TopicPartition(t.name, p.partition_index): p.error_code for t in body.topics for p in t.partitions}
+        bad = {tp: c for tp, c in codes.items() if c != ErrorCode.NONE}
+        if not bad:
+            if self.result is not None:
+                self.result.done()
+            return
+        for code in set(bad.values()):
+            if _check_epoch_errors(self, code):
+                return
+            if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+                from strom.consumer.errors import CommitFailedError
+
+                self.abortable(CommitFailedError(
+                    "Transaction offset commit failed because the consumer group metadata is stale (a rebalance "
+                    f"completed and assigned the partitions to another member: {error_class(code).name})"))
+                return
+        first = next(iter(bad.values()))
+        if self.retriable(first):
+            # Only the partitions that failed are committed again.
+            retry = TxnOffsetCommitHandler(self.manager, {tp: self.offsets[tp] for tp in bad}, self.group,
+                                           self.result)
+            self.manager.replace_retry(self, retry)
+            return
+        self.abortable(error_class(first)(f"Unexpected error in TxnOffsetCommitResponse: "
+                                          f"{error_class(first).description}"))
+
+
+class EndTxnHandler(TxnRequestHandler):
+    coordinator_type = TRANSACTION
+    is_end_txn = True
+
+    def __init__(self, manager: TransactionManager, commit: bool, result: TransactionalRequestResult) -> None:
+        pid = manager.producer_id_and_epoch()
+        super().__init__(manager, EndTxnRequest(transactional_id=manager.transactional_id,
+                                                producer_id=pid.producer_id, producer_epoch=pid.epoch,
+                                                committed=commit), result)
+        self.commit = commit
+
+    def handle_response(self, body: Any) -> None:
+        code = body.error_code
+        if code == ErrorCode.NONE:
+            self.manager.complete_transaction()
+            if self.result is not None:
+                self.result.done()
+        elif self.retriable(code) or _check_epoch_errors(self, code):
+            pass
+        else:
+            self.fatal(error_class(code)(f"Unhandled error in EndTxnResponse: {error_class(code).description}"))
+
+
+def _offset_parts(om: Any) -> tuple[int, str, int]:
+    """(offset, metadata, leader epoch) of an ``OffsetAndMetadata``-like value or a bare offset."""
+    if isinstance(om, int):
+        return om, "", -1
+    epoch = getattr(om, "leader_epoch", None)
+    return int(om.offset), getattr(om, "metadata", "") or "", -1 if epoch is None else int(epoch)
+
+
+_PRIORITY = {"FindCoordinatorHandler": 0, "InitProducerIdHandler": 1, "AddPartitionsToTxnHandler": 2,
+             "AddOffsetsToTxnHandler": 2, "TxnOffsetCommitHandler": 2, "EndTxnHandler": 3}
 
 
 class TransactionManager:
-    """Kafka's ``TransactionManager`` for an idempotent (non-transactional) producer. Thread-safe."""
+    """Kafka's ``TransactionManager``: idempotence, and transactions when ``transactional_id`` is set.
+    Thread-safe."""
 
     def __init__(self, log_context: str = "", transactional_id: str | None = None,
                  transaction_timeout_ms: int = 60_000, retry_backoff_ms: int = 100,
                  allow_unsupported_fallback: bool = False, time: Time = SYSTEM_TIME) -> None:
-        if transactional_id is not None:
-            raise KafkaError("Transactions are not supported yet (transactional.id is set)")
         self.log_context = log_context
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
@@ -199,6 +512,15 @@ class TransactionManager:
         self._pending: deque[TxnRequestHandler] = deque()
         self.in_flight_correlation_id = NO_INFLIGHT_REQUEST_CORRELATION_ID
         self.last_error: BaseException | None = None
+        # transactions
+        self._coordinators: dict[tuple[str, str], Node] = {}
+        self.partitions_in_transaction: set[TopicPartition] = set()
+        self._new_partitions: set[TopicPartition] = set()      # sent to, not yet in an AddPartitionsToTxn
+        self._pending_partitions: set[TopicPartition] = set()  # in an AddPartitionsToTxn awaiting its answer
+        self.transaction_started = False  # a partition or offsets were added: EndTxn is needed
+        self._init_result: TransactionalRequestResult | None = None
+        self._completion_result: TransactionalRequestResult | None = None
+        self._seq = 0
 
     # ------------------------------------------------------------------------------------ state
 
@@ -206,10 +528,14 @@ class TransactionManager:
         return self.transactional_id is not None
 
     def is_completing(self) -> bool:
-        return False
+        return self._state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION)
+
+    def is_aborting(self) -> bool:
+        return self._state is State.ABORTING_TRANSACTION
 
     def has_ongoing_transaction(self) -> bool:
-        return False
+        return self._state in (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION,
+                               State.ABORTABLE_ERROR)
 
     @property
     def state(self) -> State:
@@ -219,6 +545,10 @@ class TransactionManager:
         with self._lock:
             if self._state is State.FATAL_ERROR and state is not State.FATAL_ERROR:
                 return
+            if self.is_transactional() and state in _VALID_SOURCES and self._state is not state \
+                    and self._state not in _VALID_SOURCES[state]:
+                raise IllegalStateError(f"{self.log_context}Invalid transition attempted from state "
+                                        f"{self._state.name} to state {state.name}")
             if error is not None:
                 self.last_error = error
             log.debug("%sTransition from state %s to %s", self.log_context, self._state.name, state.name)
@@ -227,13 +557,37 @@ class TransactionManager:
     def fatal_error(self, error: BaseException) -> None:
         log.error("%sTransition to fatal error state: %s", self.log_context, error)
         self.transition_to(State.FATAL_ERROR, error)
-        self._pending.clear()
+        self.fail_pending(error)
+
+    def abortable_error(self, error: BaseException) -> None:
+        """A transaction that can no longer commit: the application must abort it (Kafka's
+        ``transitionToAbortableError``)."""
+        with self._lock:
+            if self._state in (State.FATAL_ERROR, State.ABORTING_TRANSACTION):
+                if self._state is State.ABORTING_TRANSACTION:
+                    self.last_error = error
+                return
+            log.info("%sTransiting to abortable error state due to %s", self.log_context, error)
+            self.transition_to(State.ABORTABLE_ERROR, error)
+
+    def fail_pending(self, error: BaseException) -> None:
+        """Fail every queued request's result (a fatal error, or an authorization failure of a lookup)."""
+        with self._lock:
+            for handler in self._pending:
+                handler.fail(error)
+            self._pending.clear()
+            for r in (self._init_result, self._completion_result):
+                if r is not None and not r.is_completed():
+                    r.done(error)
 
     def has_fatal_error(self) -> bool:
         return self._state is State.FATAL_ERROR
 
     def has_abortable_error(self) -> bool:
-        return False
+        return self._state is State.ABORTABLE_ERROR
+
+    def has_error(self) -> bool:
+        return self._state in (State.FATAL_ERROR, State.ABORTABLE_ERROR)
 
     def authentication_failed(self, error: BaseException) -> None:
         self.fatal_error(error)
@@ -251,7 +605,176 @@ class TransactionManager:
         return self._producer_id_and_epoch.is_valid()
 
     def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
-        return not self.has_fatal_error()
+        if self.has_fatal_error():
+            return False
+        return not self.is_transactional() or tp in self.partitions_in_transaction
+
+    # ------------------------------------------------------------------------------ transactions (caller)
+
+    def _ensure_transactional(self) -> None:
+        if not self.is_transactional():
+            raise IllegalStateError("Transactional method invoked on a non-transactional producer.")
+
+    def _maybe_fail_with_error(self) -> None:
+        if self.has_error():
+            raise KafkaError(f"Cannot execute transactional method because we are in an error state: "
+                             f"{self.last_error!r}") from self.last_error
+
+    def initialize_transactions(self) -> TransactionalRequestResult:
+        """``init_transactions()``: get the producer id and epoch of the transactional id (fencing older
+        producers with the same id, aborting their open transaction)."""
+        with self._lock:
+            self._ensure_transactional()
+            if self._init_result is not None and not self._init_result.is_completed():
+                return self._init_result  # a retry after a timeout waits on the same request
+            if self.has_fatal_error():
+                self._maybe_fail_with_error()
+            if self._state is not State.UNINITIALIZED:
+                raise IllegalStateError(f"Invalid transition attempted from state {self._state.name} to state "
+                                        "INITIALIZING")
+            self.transition_to(State.INITIALIZING)
+            self._producer_id_and_epoch = NONE
+            result = self._init_result = TransactionalRequestResult("InitProducerId")
+            self.enqueue(InitProducerIdHandler(self, result=result))
+            return result
+
+    def begin_transaction(self) -> None:
+        with self._lock:
+            self._ensure_transactional()
+            self._maybe_fail_with_error()
+            if self._state is not State.READY:
+                if self._state in (State.UNINITIALIZED, State.INITIALIZING):
+                    raise IllegalStateError("Cannot begin a transaction before init_transactions() completed.")
+                raise IllegalStateError(f"Cannot begin a transaction in state {self._state.name}: one is already "
+                                        "in progress or completing.")
+            self.transition_to(State.IN_TRANSACTION)
+
+    def fail_if_not_ready_for_send(self) -> None:
+        with self._lock:
+            if self.has_error():
+                raise KafkaError(f"Cannot perform send because at least one previous transactional or idempotent "
+                                 f"request has failed with errors: {self.last_error!r}") from self.last_error
+            if self.is_transactional():
+                if not self.has_producer_id():
+                    raise IllegalStateError("Cannot perform a 'send' before completing a call to "
+                                            "init_transactions() when transactions are enabled.")
+                if self._state is not State.IN_TRANSACTION:
+                    raise IllegalStateError(f"Cannot call send in state {self._state.name}: call "
+                                            "begin_transaction() first.")
+
+    def maybe_add_partition(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self.fail_if_not_ready_for_send()
+            if tp not in self.partitions_in_transaction and tp not in self._pending_partitions:
+                self._new_partitions.add(tp)
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, Any],
+                                    group_metadata: Any) -> TransactionalRequestResult:
+        with self._lock:
+            self._ensure_transactional()
+            self._maybe_fail_with_error()
+            if self._state is not State.IN_TRANSACTION:
+                raise IllegalStateError(f"Cannot send offsets if a transaction is not in progress (currentState= "
+                                        f"{self._state.name})")
+            if group_metadata is None or not getattr(group_metadata, "group_id", None):
+                raise IllegalStateError("send_offsets_to_transaction needs the consumer's group_metadata() (a "
+                                        "consumer with a group.id)")
+            result = TransactionalRequestResult("AddOffsetsToTxn")
+            self.enqueue(AddOffsetsToTxnHandler(self, dict(offsets), group_metadata, result))
+            return result
+
+    def begin_commit(self) -> TransactionalRequestResult:
+        with self._lock:
+            self._ensure_transactional()
+            self._maybe_fail_with_error()
+            if self._state is not State.IN_TRANSACTION:
+                raise IllegalStateError(f"Cannot commit: no transaction in progress (state {self._state.name}); "
+                                        "call begin_transaction() first.")
+            self.transition_to(State.COMMITTING_TRANSACTION)
+            return self._begin_completing(True)
+
+    def begin_abort(self) -> TransactionalRequestResult:
+        with self._lock:
+            self._ensure_transactional()
+            if self.has_fatal_error():
+                self._maybe_fail_with_error()
+            if self._state not in (State.IN_TRANSACTION, State.ABORTABLE_ERROR):
+                raise IllegalStateError(f"Cannot abort: no transaction in progress (state {self._state.name}).")
+            self.transition_to(State.ABORTING_TRANSACTION)
+            self._new_partitions.clear()  # nothing more will be sent in this transaction
+            return self._begin_completing(False)
+
+    def _begin_completing(self, commit: bool) -> TransactionalRequestResult:
+        result = self._completion_result = TransactionalRequestResult("EndTxn(%s)" % ("commit" if commit else
+                                                                                     "abort"))
+        if self.transaction_started or self._new_partitions or self._pending_partitions:
+            self.enqueue(EndTxnHandler(self, commit, result))
+        else:
+            self.complete_transaction()  # nothing reached the coordinator: nothing to end there
+            result.done()
+        return result
+
+    # ------------------------------------------------------------------------------ transactions (sender)
+
+    def partitions_added(self, partitions: set[TopicPartition]) -> None:
+        with self._lock:
+            self._pending_partitions -= partitions
+            self.partitions_in_transaction |= partitions
+            self.transaction_started = True
+
+    def partitions_failed(self, partitions: set[TopicPartition]) -> None:
+        with self._lock:
+            self._pending_partitions -= partitions
+
+    def complete_transaction(self) -> None:
+        with self._lock:
+            self.transition_to(State.READY)
+            self.last_error = None
+            self.partitions_in_transaction.clear()
+            self._new_partitions.clear()
+            self._pending_partitions.clear()
+            self.transaction_started = False
+
+    def coordinator(self, coordinator_type: str, key: str | None) -> Node | None:
+        return self._coordinators.get((coordinator_type, key or ""))
+
+    def set_coordinator(self, coordinator_type: str, key: str, node: Node) -> None:
+        with self._lock:
+            log.info("%sDiscovered %s coordinator %s", self.log_context, coordinator_type, node)
+            self._coordinators[(coordinator_type, key)] = node
+
+    def forget_coordinator(self, coordinator_type: str | None, key: str | None) -> None:
+        if coordinator_type is not None:
+            self._coordinators.pop((coordinator_type, key or ""), None)
+
+    def lookup_coordinator(self, handler: TxnRequestHandler) -> None:
+        """``handler`` needs a coordinator not known yet: FindCoordinator first, then ``handler``."""
+        with self._lock:
+            assert handler.coordinator_type is not None
+            key = handler.coordinator_key or ""
+            if not any(isinstance(h, FindCoordinatorHandler) and h.key == key and h.target_type ==
+                       handler.coordinator_type for h in self._pending):
+                self.enqueue(FindCoordinatorHandler(self, handler.coordinator_type, key))
+            self.enqueue(handler)
+
+    def enqueue(self, handler: TxnRequestHandler) -> None:
+        """Queue by Kafka's priorities (FindCoordinator, InitProducerId, Add*, EndTxn), FIFO within one."""
+        with self._lock:
+            prio = _PRIORITY.get(type(handler).__name__, 2)
+            i = len(self._pending)
+            while i > 0 and _PRIORITY.get(type(self._pending[i - 1]).__name__, 2) > prio:
+                i -= 1
+            self._pending.insert(i, handler)
+
+    def replace_retry(self, old: TxnRequestHandler, new: TxnRequestHandler) -> None:
+        new.is_retry = True
+        new.retry_after_ms = self.time.milliseconds() + self.retry_backoff_ms
+        with self._lock:
+            try:
+                self._pending.remove(old)
+            except ValueError:
+                pass
+            self.enqueue(new)
 
     # ------------------------------------------------------------------------------ requests
 
@@ -264,7 +787,7 @@ class TransactionManager:
                 self._bump_idempotent_producer_epoch()
             if self._state is not State.INITIALIZING and not self.has_producer_id():
                 self.transition_to(State.INITIALIZING)
-                self._pending.append(InitProducerIdHandler(self))
+                self.enqueue(InitProducerIdHandler(self))
 
     def _bump_idempotent_producer_epoch(self) -> None:
         pid = self._producer_id_and_epoch
@@ -292,7 +815,18 @@ class TransactionManager:
 
     def next_request(self, has_incomplete_batches: bool) -> TxnRequestHandler | None:
         with self._lock:
-            return self._pending.popleft() if self._pending else None
+            if self._new_partitions and self.is_transactional() and self._state in (
+                    State.IN_TRANSACTION, State.COMMITTING_TRANSACTION):
+                parts = set(self._new_partitions)
+                self._new_partitions.clear()
+                self._pending_partitions |= parts
+                self.enqueue(AddPartitionsToTxnHandler(self, parts))
+            if not self._pending:
+                return None
+            head = self._pending[0]
+            if head.is_end_txn and has_incomplete_batches:
+                return None  # EndTxn only once every batch of the transaction is acknowledged
+            return self._pending.popleft()
 
     def retry(self, handler: TxnRequestHandler) -> None:
         with self._lock:
@@ -302,7 +836,7 @@ class TransactionManager:
         with self._lock:
             handler.is_retry = True
             handler.retry_after_ms = self.time.milliseconds() + self.retry_backoff_ms
-            self._pending.append(handler)
+            self.enqueue(handler)
 
     def version_unsupported(self, handler: TxnRequestHandler, error: BaseException) -> None:
         if self.allow_unsupported_fallback and isinstance(handler, InitProducerIdHandler):
@@ -326,7 +860,7 @@ class TransactionManager:
 
     def close(self) -> None:
         with self._lock:
-            self._pending.clear()
+            self.fail_pending(KafkaError("The producer was closed before the transactional request completed"))
 
     # ------------------------------------------------------------------------------ sequences
 
@@ -452,6 +986,12 @@ class TransactionManager:
             if isinstance(exception, ClusterAuthorizationFailedError | TransactionalIdAuthorizationFailedError
                           | ProducerFencedError | UnsupportedVersionError):
                 self.fatal_error(exception)
+            elif self.is_transactional() and isinstance(exception, InvalidProducerEpochError):
+                # A newer incarnation (or the coordinator's timeout abort) bumped the epoch: fenced.
+                self.fatal_error(ProducerFencedError(f"Producer epoch is stale ({exception}); a newer producer "
+                                                     "with the same transactionalId fenced this one."))
+            elif self.is_transactional() and not isinstance(exception, TransactionAbortedError):
+                self.abortable_error(exception)
             self.remove_in_flight_batch(batch)
             if self.has_fatal_error():
                 return

@@ -62,6 +62,14 @@ _MODULES = (
     "delete_groups",
     "inter_broker",
     "security_apis",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 )
 
 

@@ -1,12 +1,14 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics and the broker.
 
 Topic overrides live in the topic registry; a change re-applies the topic's ``LogConfig`` to its open logs.
-Broker configs are static (read from server.properties): they can be described but not altered.
+Broker configs are static (read from server.properties): they can be described but not altered. With an
+authorizer, a topic needs DESCRIBE_CONFIGS / ALTER_CONFIGS on it (TOPIC_AUTHORIZATION_FAILED), the broker and its
+loggers the same on the cluster (CLUSTER_AUTHORIZATION_FAILED), checked before anything else about the resource.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
@@ -18,6 +20,7 @@ from strom.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from strom.server.apis import api
+from strom.server.security.request_auth import CLUSTER, Op, Res, allowed
 from strom.storage.log_config import (
     BROKER_SYNONYMS,
     LOG_CONFIG_KEYS,
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from strom.server.request_context import RequestContext
 
 # ConfigResource types and DescribeConfigs enums (Kafka's ConfigResource.Type, ConfigSource, ConfigType).
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_CONFIG = ErrorCode.INVALID_CONFIG
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
@@ -89,15 +92,35 @@ def _topic_synonyms(config: BrokerConfig, name: str, value: str | None, source: 
     return out
 
 
+def _refusal(authorizer: Any, ctx: RequestContext, op: Op, resource_type: int, name: str,
+             ) -> tuple[int, str] | None:
+    """The error for a resource the principal may not ``op`` (None when allowed or not a checked type)."""
+    if authorizer is None:
+        return None
+    if resource_type == TOPIC:
+        if not allowed(authorizer, ctx, op, (Res.TOPIC, name)):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    elif resource_type in (BROKER, BROKER_LOGGER):
+        if not allowed(authorizer, ctx, op, CLUSTER):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    return None
+
+
 @api(ApiKey.DESCRIBE_CONFIGS, 1)
 async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, metadata: MetadataCache,
-                   config: BrokerConfig, node_id: int, default_log_config: LogConfig) -> DescribeConfigsResponse:
+                   config: BrokerConfig, node_id: int, default_log_config: LogConfig,
+                   authorizer: Any) -> DescribeConfigsResponse:
     md = metadata
     R = DescribeConfigsResponse.DescribeConfigsResult
     C = DescribeConfigsResponse.DescribeConfigsResourceResult
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        refusal = _refusal(authorizer, ctx, Op.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if refusal is not None:
+            results.append(R(error_code=refusal[0], error_message=refusal[1], resource_type=res.resource_type,
+                             resource_name=res.resource_name, configs=[]))
+            continue
         if res.resource_type == TOPIC:
             info = md.topic(res.resource_name)
             if info is None:
@@ -126,7 +149,7 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
               documentation=_documentation(n) if request.include_documentation else None)
             for n, v, src in rows if keys is None or n in keys
         ]
-        results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
+        results.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
                          resource_name=res.resource_name, configs=configs))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
@@ -148,17 +171,18 @@ async def _apply(metadata: MetadataCache, admin: AdminManager, resource_type: in
             await admin.set_topic_configs(name, new)
     except BrokerResponseError as e:
         return e.errno, e.message
-    return 0, None
+    return ErrorCode.NONE, None
 
 
 @api(ApiKey.ALTER_CONFIGS, 0)
 async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: MetadataCache,
-                admin: AdminManager) -> AlterConfigsResponse:
+                admin: AdminManager, authorizer: Any) -> AlterConfigsResponse:
     out = []
     for res in request.resources:
         new = {}
-        err: tuple[int, str | None] | None = None
-        for c in res.configs:
+        err: tuple[int, str | None] | None = _refusal(authorizer, ctx, Op.ALTER_CONFIGS, res.resource_type,
+                                                      res.resource_name)
+        for c in res.configs if err is None else ():
             if c.value is None:
                 err = (INVALID_REQUEST, f"Null value not supported for : {c.name}")
                 break
@@ -172,14 +196,15 @@ async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: 
 
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)
 async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfigsRequest, *, metadata: MetadataCache,
-                            admin: AdminManager) -> IncrementalAlterConfigsResponse:
+                            admin: AdminManager, authorizer: Any) -> IncrementalAlterConfigsResponse:
     md = metadata
     out = []
     for res in request.resources:
         info = md.topic(res.resource_name) if res.resource_type == TOPIC else None
         new = dict(info.configs) if info else {}
-        err: tuple[int, str | None] | None = None
-        for c in res.configs:
+        err: tuple[int, str | None] | None = _refusal(authorizer, ctx, Op.ALTER_CONFIGS, res.resource_type,
+                                                      res.resource_name)
+        for c in res.configs if err is None else ():
             if c.config_operation == SET:
                 if c.value is None:
                     err = (INVALID_REQUEST, f"Null value not supported for : {c.name}")

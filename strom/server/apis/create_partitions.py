@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError, for_code
@@ -10,6 +10,7 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.server.admin_manager import MAX_PARTITIONS
 from strom.server.apis import api
+from strom.server.security.request_auth import Op, Res, allowed
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
@@ -45,7 +46,7 @@ def _plan(t: CreatePartitionsRequest.CreatePartitionsTopic, info: TopicInfo | No
 
 @api(ApiKey.CREATE_PARTITIONS, 0)
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest, *, metadata: MetadataCache,
-                 admin: AdminManager) -> CreatePartitionsResponse:
+                 admin: AdminManager, authorizer: Any) -> CreatePartitionsResponse:
     R = CreatePartitionsResponse.CreatePartitionsTopicResult
     results = []
     names = [t.name for t in request.topics]
@@ -53,6 +54,8 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest, *, metad
         try:
             if names.count(t.name) > 1:
                 raise for_code(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if authorizer is not None and not allowed(authorizer, ctx, Op.ALTER, (Res.TOPIC, t.name)):
+                raise for_code(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
             info = metadata.topic(t.name)
             new = _plan(t, info, admin)
             admin.check_capacity(len(new))

@@ -4,7 +4,7 @@ create through the admin manager (Kafka's ``ZkAdminManager.createTopics``)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError, for_code
@@ -13,6 +13,7 @@ from strom.protocol.messages.create_topics import CreateTopicsRequest, CreateTop
 from strom.server.admin_manager import MAX_PARTITIONS
 from strom.server.apis import api
 from strom.server.metadata_cache import validate_topic_name
+from strom.server.security.request_auth import Op, allowed_cluster, allowed_topics
 from strom.storage.log_config import LogConfig
 
 if TYPE_CHECKING:
@@ -61,15 +62,23 @@ def _plan(t: CreateTopicsRequest.CreatableTopic, admin: AdminManager, config: Br
 
 @api(ApiKey.CREATE_TOPICS, 2)
 async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata: MetadataCache,
-                 admin: AdminManager, config: BrokerConfig, default_log_config: LogConfig) -> CreateTopicsResponse:
+                 admin: AdminManager, config: BrokerConfig, default_log_config: LogConfig,
+                 authorizer: Any) -> CreateTopicsResponse:
     names = [t.name for t in request.topics]
     results: list[Result] = []
+    creatable = describable = None  # with an authorizer: CREATE on the cluster or the topic; DESCRIBE_CONFIGS
+    if authorizer is not None:
+        creatable = set(names) if allowed_cluster(authorizer, ctx, Op.CREATE) else \
+            allowed_topics(authorizer, ctx, Op.CREATE, names)
+        describable = allowed_topics(authorizer, ctx, Op.DESCRIBE_CONFIGS, names)
     for t in request.topics:
         name = t.name
         try:
             if names.count(name) > 1:
                 raise for_code(ErrorCode.INVALID_REQUEST, f"Create topics request from client `{ctx.client_id}` "
                                                           f"contains multiple entries for the following topics: {name}")
+            if creatable is not None and name not in creatable:
+                raise for_code(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             err = validate_topic_name(name)
             if err is not None:
                 raise for_code(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
@@ -84,11 +93,14 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata:
                 log.info("created topic %s with %d partition(s), replication factor %d", name, len(assignment),
                          len(assignment[0]))
         except BrokerResponseError as e:
-            results.append(Result(name=name, error_code=e.errno, error_message=e.message, topic_config_error_code=0))
+            results.append(Result(name=name, error_code=e.errno, error_message=e.message, topic_config_error_code=ErrorCode.NONE))
             continue
         cfg = LogConfig.from_props(configs, default_log_config)
-        result = Result(name=name, error_code=0, error_message=None, num_partitions=len(assignment),
+        result = Result(name=name, error_code=ErrorCode.NONE, error_message=None, num_partitions=len(assignment),
                         replication_factor=len(assignment[0]), configs=describe_topic_configs(cfg, configs))
+        if describable is not None and name not in describable:  # created, but its configs stay hidden
+            result.configs = []
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if topic_id is not None:
             result.topic_id = topic_id
         results.append(result)

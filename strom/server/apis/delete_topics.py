@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from strom.server.apis import api
+from strom.server.security.request_auth import Op, Res, allowed
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
@@ -24,7 +25,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @api(ApiKey.DELETE_TOPICS, 1)
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest, *, metadata: MetadataCache,
-                 admin: AdminManager, config: BrokerConfig) -> DeleteTopicsResponse:
+                 admin: AdminManager, config: BrokerConfig, authorizer: Any) -> DeleteTopicsResponse:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -32,6 +33,11 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest, *, metadata:
     results = []
     R = DeleteTopicsResponse.DeletableTopicResult
     for name, topic_id in wanted:
+        if authorizer is not None:
+            refusal = _refusal(authorizer, ctx, name, topic_id, metadata)
+            if refusal is not None:
+                results.append(refusal)
+                continue
         info = metadata.topic(name) if name is not None else metadata.topic_by_id(topic_id)
         if info is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -55,3 +61,21 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest, *, metadata:
         log.info("deleted topic %s", info.name)
         results.append(R(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def _refusal(authorizer: Any, ctx: RequestContext, name: str | None, topic_id: uuid.UUID, metadata: MetadataCache,
+             ) -> DeleteTopicsResponse.DeletableTopicResult | None:
+    """TOPIC_AUTHORIZATION_FAILED without DELETE on the topic (checked before existence, as Kafka does). A topic
+    named by id keeps its name hidden from a principal that may not DESCRIBE it."""
+    R = DeleteTopicsResponse.DeletableTopicResult
+    denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if name is None:
+        info = metadata.topic_by_id(topic_id)
+        if info is None:
+            return None  # UNKNOWN_TOPIC_ID below: ids are not secret
+        if not allowed(authorizer, ctx, Op.DESCRIBE, (Res.TOPIC, info.name)):
+            return R(name=None, topic_id=topic_id, error_code=denied, error_message="Authorization failed.")
+        name = info.name
+    if not allowed(authorizer, ctx, Op.DELETE, (Res.TOPIC, name)):
+        return R(name=name, topic_id=topic_id, error_code=denied, error_message="Authorization failed.")
+    return None

@@ -9,7 +9,7 @@ response carries session id 0, which tells clients to send full fetch requests (
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.structs import TopicPartition
@@ -17,6 +17,7 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.fetch import FetchRequest, FetchResponse
 from strom.server.apis import api
 from strom.server.replica_manager import FetchPartition
+from strom.server.security.request_auth import Op, allowed_cluster, allowed_topics
 
 if TYPE_CHECKING:
     from strom.common.time import Time
@@ -29,7 +30,10 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: MetadataCache,
-              rm: ReplicaManager) -> tuple[list[FetchResponse.FetchableTopicResponse], int, list[TopicPartition], bool]:
+              rm: ReplicaManager, readable: set[str] | None = None,
+              ) -> tuple[list[FetchResponse.FetchableTopicResponse], int, list[TopicPartition], bool]:
+    """``readable``: the topics the principal may read (None: all); the others answer TOPIC_AUTHORIZATION_FAILED
+    without being read or waited on, as Kafka's erroneous partitions."""
     remaining = request.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     watched: list[TopicPartition] = []
@@ -45,6 +49,10 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
         parts: list[FetchResponse.PartitionData] = []
         for fp in ft.partitions:
             pidx = fp.partition
+            if readable is not None and name is not None and name not in readable:  # before existence: no leak
+                parts.append(FetchResponse.PartitionData(partition_index=pidx, high_watermark=-1, records=b"",
+                                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if info is None or not 0 <= pidx < info.num_partitions:
                 err = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and info is None \
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -55,10 +63,12 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
             tp = TopicPartition(info.name, pidx)
             part = FetchPartition(tp, fp.fetch_offset, fp.partition_max_bytes,
                                   fp.current_leader_epoch if version >= 9 else -1)
-            r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0))
+            r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
+                        client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11,
+                        isolation_level=request.isolation_level)
             if r.error_code:
                 had_error = True
-            elif not r.records:
+            elif not r.records and r.preferred_read_replica < 0:
                 watched.append(tp)
             n = len(r.records)
             total += n
@@ -66,7 +76,9 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
             pd = FetchResponse.PartitionData(
                 partition_index=pidx, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-                aborted_transactions=None if version >= 4 else [], preferred_read_replica=-1, records=r.records)
+                aborted_transactions=_aborted(r.aborted_transactions, version),
+                preferred_read_replica=r.preferred_read_replica,
+                records=r.records)
             if r.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and version >= 12:
                 st = metadata.partition_state(tp)
                 if st is not None:
@@ -82,21 +94,39 @@ def _respond(responses: list[FetchResponse.FetchableTopicResponse], replica_id: 
              metrics: BrokerMetrics | None) -> FetchResponse:
     if metrics is not None:  # BrokerTopicMetrics: what is sent, once per request
         metrics.topic_stats.record_fetch(responses, replica_id >= 0)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+
+def _aborted(aborted: list[tuple[int, int]] | None, version: int) -> list[FetchResponse.AbortedTransaction] | None:
+    # Kafka answers null for read_uncommitted (v4+) and the list, maybe empty, for read_committed.
+    if aborted is None:
+        return None if version >= 4 else []
+    return [FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted]
 
 
 @api(ApiKey.FETCH, 4)
 async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: MetadataCache,
-                 replica_manager: ReplicaManager, time: Time, metrics: BrokerMetrics | None) -> FetchResponse:
+                 replica_manager: ReplicaManager, time: Time, authorizer: Any,
+                 metrics: BrokerMetrics | None) -> FetchResponse:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    readable: set[str] | None = None
+    if authorizer is not None:
+        if replica_id >= 0:  # a follower: CLUSTER_ACTION or nothing
+            readable = set() if not allowed_cluster(authorizer, ctx, Op.CLUSTER_ACTION) else None
+        else:
+            names = [(i.name if (i := metadata.topic_by_id(ft.topic_id)) else None) if version >= 13 else ft.topic
+                     for ft in request.topics]
+            readable = allowed_topics(authorizer, ctx, Op.READ, names)
     deadline = time.hi_res_milliseconds() + max(0, request.max_wait_ms)
     while True:
-        responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager)
+        responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable)
         wait_ms = deadline - time.hi_res_milliseconds()
-        if total >= request.min_bytes or had_error or wait_ms <= 0 or not watched or ctx.connection.closed:
+        redirected = any(p.preferred_read_replica >= 0 for t in responses for p in t.partitions)
+        if total >= request.min_bytes or had_error or redirected or wait_ms <= 0 or not watched \
+                or ctx.connection.closed:
             return _respond(responses, replica_id, metrics)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
-            responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager)
+            responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable)
             return _respond(responses, replica_id, metrics)

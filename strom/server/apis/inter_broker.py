@@ -5,12 +5,15 @@ ElectLeaders (43) the controller answers.
 Kafka counterpart: the matching ``KafkaApis.handle*`` methods. Requests from a controller with an older epoch are
 refused with STALE_CONTROLLER_EPOCH; controller APIs sent to a broker that is not the controller get
 NOT_CONTROLLER. A standalone broker has no controller peer: it refuses the controller → broker requests.
+With an authorizer, the cluster's own APIs need CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED),
+OffsetForLeaderEpoch CLUSTER_ACTION or DESCRIBE on each topic (consumers use it too, KIP-320), ElectLeaders
+ALTER on the cluster.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
@@ -36,6 +39,7 @@ from strom.protocol.messages.stop_replica import StopReplicaRequest, StopReplica
 from strom.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from strom.server.apis import api
 from strom.server.partition import LeaderAndIsr
+from strom.server.security.request_auth import Op, allowed_cluster, allowed_topics
 
 if TYPE_CHECKING:
     from strom.server.metadata_cache import MetadataCache
@@ -43,18 +47,25 @@ if TYPE_CHECKING:
     from strom.server.request_context import RequestContext
 
 log = logging.getLogger("strom.server")
+DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def _cluster_action_denied(authorizer: Any, ctx: RequestContext) -> bool:
+    return authorizer is not None and not allowed_cluster(authorizer, ctx, Op.CLUSTER_ACTION)
 
 
 @api(ApiKey.LEADER_AND_ISR, 4, 5)
 async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest, *, metadata: MetadataCache,
-                         replica_manager: ReplicaManager) -> LeaderAndIsrResponse:
+                         replica_manager: ReplicaManager, authorizer: Any) -> LeaderAndIsrResponse:
     states: list[tuple[TopicPartition, LeaderAndIsr]] = []
     for ts in request.topic_states:
         for ps in ts.partition_states:
             states.append((TopicPartition(ts.topic_name, ps.partition_index),
                            LeaderAndIsr(ps.leader, ps.leader_epoch, list(ps.isr), ps.partition_epoch,
                                         list(ps.replicas), ps.controller_epoch)))
-    if not metadata.accepts_controller_requests():
+    if _cluster_action_denied(authorizer, ctx):
+        errors, code = dict.fromkeys((tp for tp, _ in states), DENIED), DENIED
+    elif not metadata.accepts_controller_requests():
         errors = dict.fromkeys((tp for tp, _ in states), ErrorCode.STALE_CONTROLLER_EPOCH)
         code = ErrorCode.STALE_CONTROLLER_EPOCH
     else:
@@ -79,7 +90,9 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest, *, m
 
 @api(ApiKey.UPDATE_METADATA, 6, 7)
 async def update_metadata(ctx: RequestContext, request: UpdateMetadataRequest, *, metadata: MetadataCache,
-                          replica_manager: ReplicaManager) -> UpdateMetadataResponse:
+                          replica_manager: ReplicaManager, authorizer: Any) -> UpdateMetadataResponse:
+    if _cluster_action_denied(authorizer, ctx):
+        return UpdateMetadataResponse(error_code=DENIED)
     if not metadata.accepts_controller_requests():
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
     ok, deleted = metadata.apply_update_metadata(request)
@@ -92,9 +105,13 @@ async def update_metadata(ctx: RequestContext, request: UpdateMetadataRequest, *
 
 @api(ApiKey.STOP_REPLICA, 3)
 async def stop_replica(ctx: RequestContext, request: StopReplicaRequest, *, metadata: MetadataCache,
-                       replica_manager: ReplicaManager) -> StopReplicaResponse:
+                       replica_manager: ReplicaManager, authorizer: Any) -> StopReplicaResponse:
     tps = [(TopicPartition(ts.topic_name, ps.partition_index), ps.delete_partition)
            for ts in request.topic_states for ps in ts.partition_states]
+    if _cluster_action_denied(authorizer, ctx):
+        return StopReplicaResponse(error_code=DENIED, partition_errors=[
+            StopReplicaResponse.StopReplicaPartitionError(topic_name=tp.topic, partition_index=tp.partition,
+                                                          error_code=DENIED) for tp, _ in tps])
     if not metadata.accepts_controller_requests():
         errors = dict.fromkeys((tp for tp, _ in tps), ErrorCode.STALE_CONTROLLER_EPOCH)
     else:
@@ -106,12 +123,19 @@ async def stop_replica(ctx: RequestContext, request: StopReplicaRequest, *, meta
 
 @api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2)
 async def offset_for_leader_epoch(ctx: RequestContext, request: OffsetForLeaderEpochRequest, *,
-                                  replica_manager: ReplicaManager) -> OffsetForLeaderEpochResponse:
+                                  replica_manager: ReplicaManager, authorizer: Any) -> OffsetForLeaderEpochResponse:
     R = OffsetForLeaderEpochResponse
     topics = []
+    described = None
+    if authorizer is not None and not allowed_cluster(authorizer, ctx, Op.CLUSTER_ACTION):
+        described = allowed_topics(authorizer, ctx, Op.DESCRIBE, (t.topic for t in request.topics))
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if described is not None and t.topic not in described:
+                parts.append(R.EpochEndOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition,
+                                              leader_epoch=-1, end_offset=-1))
+                continue
             tp = TopicPartition(t.topic, p.partition)
             try:
                 part = replica_manager.leader_partition(tp)
@@ -134,7 +158,9 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: OffsetForLeaderE
 
 @api(ApiKey.CONTROLLED_SHUTDOWN, 1, 3)
 async def controlled_shutdown(ctx: RequestContext, request: ControlledShutdownRequest, *,
-                              controller: object) -> ControlledShutdownResponse:
+                              controller: object, authorizer: Any) -> ControlledShutdownResponse:
+    if _cluster_action_denied(authorizer, ctx):
+        return ControlledShutdownResponse(error_code=DENIED, remaining_partitions=[])
     if controller is None or not getattr(controller, "active", False):
         return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
     code, remaining = await controller.call("controlled_shutdown", request.broker_id)  # type: ignore[attr-defined]
@@ -145,8 +171,10 @@ async def controlled_shutdown(ctx: RequestContext, request: ControlledShutdownRe
 
 @api(ApiKey.ALTER_PARTITION, 0, 1)
 async def alter_partition(ctx: RequestContext, request: AlterPartitionRequest, *,
-                          controller: object) -> AlterPartitionResponse:
+                          controller: object, authorizer: Any) -> AlterPartitionResponse:
     R = AlterPartitionResponse
+    if _cluster_action_denied(authorizer, ctx):
+        return AlterPartitionResponse(throttle_time_ms=0, error_code=DENIED, topics=[])
     if controller is None or not getattr(controller, "active", False):
         return AlterPartitionResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, topics=[])
     items = [(TopicPartition(t.topic_name, p.partition_index), p.leader_epoch, list(p.new_isr), p.partition_epoch)
@@ -164,12 +192,16 @@ async def alter_partition(ctx: RequestContext, request: AlterPartitionRequest, *
 
 @api(ApiKey.ELECT_LEADERS, 0)
 async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest, *, controller: object,
-                        metadata: MetadataCache) -> ElectLeadersResponse:
+                        metadata: MetadataCache, authorizer: Any) -> ElectLeadersResponse:
     R = ElectLeadersResponse
     wanted = None if request.topic_partitions is None else [
         TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     election_type = request.election_type if ctx.api_version >= 1 else 0
-    if controller is None:
+    top = ErrorCode.NONE
+    if authorizer is not None and not allowed_cluster(authorizer, ctx, Op.ALTER):
+        top = DENIED
+        results: dict[TopicPartition, tuple[int, str | None]] = {tp: (DENIED, None) for tp in wanted or ()}
+    elif controller is None:
         # A standalone broker: each partition's one replica already leads.
         tps = wanted if wanted is not None else [TopicPartition(t.name, p) for t in metadata.topics()
                                                  for p in range(t.num_partitions)]
@@ -186,14 +218,17 @@ async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest, *, co
     for tp, (code, msg) in sorted(results.items()):
         by_topic.setdefault(tp.topic, []).append(R.PartitionResult(partition_id=tp.partition, error_code=code,
                                                                    error_message=msg))
-    return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=top, replica_election_results=[
         R.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 
 
 @api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0)
 async def alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest, *,
-                                        controller: object) -> AlterPartitionReassignmentsResponse:
+                                        controller: object, authorizer: Any) -> AlterPartitionReassignmentsResponse:
     R = AlterPartitionReassignmentsResponse
+    if authorizer is not None and not allowed_cluster(authorizer, ctx, Op.ALTER):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 error_message="Cluster authorization failed.", responses=[])
     if controller is None or not getattr(controller, "active", False):
         message = "This broker is not the controller." if controller is not None else \
             "A standalone broker has one replica per partition: there is nothing to reassign."
@@ -212,8 +247,11 @@ async def alter_partition_reassignments(ctx: RequestContext, request: AlterParti
 
 @api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0)
 async def list_partition_reassignments(ctx: RequestContext, request: ListPartitionReassignmentsRequest, *,
-                                       controller: object) -> ListPartitionReassignmentsResponse:
+                                       controller: object, authorizer: Any) -> ListPartitionReassignmentsResponse:
     R = ListPartitionReassignmentsResponse
+    if authorizer is not None and not allowed_cluster(authorizer, ctx, Op.DESCRIBE):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 error_message="Cluster authorization failed.", topics=[])
     if controller is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[])
     if not getattr(controller, "active", False):

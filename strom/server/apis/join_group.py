@@ -7,7 +7,7 @@ carries ``group.instance.id`` (KIP-345), v7+ may return a null protocol name, v9
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey
@@ -15,6 +15,7 @@ from strom.protocol.messages.join_group import JoinGroupRequest, JoinGroupRespon
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import JoinResult
 from strom.server.coordinator.request_support import active_coordinator
+from strom.server.security.request_auth import Op, Res, allowed
 
 if TYPE_CHECKING:
     from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -23,10 +24,12 @@ if TYPE_CHECKING:
 
 @api(ApiKey.JOIN_GROUP, 0)
 async def handle(ctx: RequestContext, request: JoinGroupRequest, *,
-                 group_coordinator: GroupCoordinator) -> JoinGroupResponse:
+                 group_coordinator: GroupCoordinator, authorizer: Any) -> JoinGroupResponse:
     version = ctx.api_version
     coord = active_coordinator(group_coordinator)
-    if coord is None:
+    if authorizer is not None and not allowed(authorizer, ctx, Op.READ, (Res.GROUP, request.group_id)):
+        result = JoinResult(E.GROUP_AUTHORIZATION_FAILED, "")
+    elif coord is None:
         result = JoinResult(E.COORDINATOR_NOT_AVAILABLE, request.member_id)
     else:
         result = await coord.join_group(

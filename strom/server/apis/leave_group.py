@@ -7,13 +7,14 @@ only member's error becomes the top-level error.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from strom.server.apis import api
 from strom.server.coordinator.request_support import active_coordinator
+from strom.server.security.request_auth import Op, Res, allowed
 
 if TYPE_CHECKING:
     from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -22,14 +23,16 @@ if TYPE_CHECKING:
 
 @api(ApiKey.LEAVE_GROUP, 0)
 async def handle(ctx: RequestContext, request: LeaveGroupRequest, *,
-                 group_coordinator: GroupCoordinator) -> LeaveGroupResponse:
+                 group_coordinator: GroupCoordinator, authorizer: Any) -> LeaveGroupResponse:
     version = ctx.api_version
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
     coord = active_coordinator(group_coordinator)
-    if coord is None:
+    if authorizer is not None and not allowed(authorizer, ctx, Op.READ, (Res.GROUP, request.group_id)):
+        top, errors = E.GROUP_AUTHORIZATION_FAILED, []
+    elif coord is None:
         top, errors = E.COORDINATOR_NOT_AVAILABLE, []
     else:
         top, errors = coord.handle_leave_group(request.group_id, members)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
@@ -10,6 +10,7 @@ from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from strom.server.apis import api
+from strom.server.security.request_auth import Op, allowed_topics
 
 if TYPE_CHECKING:
     from strom.server.replica_manager import ReplicaManager
@@ -22,11 +23,17 @@ PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 @api(ApiKey.LIST_OFFSETS, 1, 8)
 async def handle(ctx: RequestContext, request: ListOffsetsRequest, *,
-                 replica_manager: ReplicaManager) -> ListOffsetsResponse:
+                 replica_manager: ReplicaManager, authorizer: Any) -> ListOffsetsResponse:
     topics = []
+    described = allowed_topics(authorizer, ctx, Op.DESCRIBE, (t.name for t in request.topics)) \
+        if authorizer is not None else None
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if described is not None and t.name not in described:
+                parts.append(PartitionResponse(partition_index=p.partition_index,
+                                               error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 part = replica_manager.leader_partition(TopicPartition(t.name, p.partition_index))
                 epoch = p.current_leader_epoch if ctx.api_version >= 4 else -1
@@ -38,7 +45,9 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest, *,
                 lg = part.log
                 ts = p.timestamp
                 if ts == LATEST:
-                    offset, found_ts = lg.high_watermark, -1
+                    # read_committed clients (isolation level 1, v2+) may not see past the last stable offset
+                    committed = ctx.api_version >= 2 and request.isolation_level == 1
+                    offset, found_ts = (lg.last_stable_offset if committed else lg.high_watermark), -1
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     offset, found_ts = lg.log_start_offset, -1
                 elif ts == MAX_TIMESTAMP or ts >= 0:

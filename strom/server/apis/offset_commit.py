@@ -3,12 +3,13 @@
 Kafka counterpart: ``KafkaApis.handleOffsetCommitRequest`` → ``GroupCoordinator.handleCommitOffsets``.
 v0 has no generation/member (a simple commit, like generation -1); v1 may carry a per-partition commit timestamp;
 v2-v4 a retention time (kept as the offset's expire timestamp); v6+ the leader epoch; v7+ ``group.instance.id``.
-Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and are not stored.
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and are not stored. With an authorizer: READ on the
+group (else GROUP_AUTHORIZATION_FAILED on every partition), then READ on each topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode as E
 from strom.common.structs import TopicPartition
@@ -17,6 +18,7 @@ from strom.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCom
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import CommittedOffset
 from strom.server.coordinator.request_support import active_coordinator
+from strom.server.security.request_auth import Op, Res, allowed, allowed_topics
 
 if TYPE_CHECKING:
     from strom.common.time import Time
@@ -27,17 +29,29 @@ if TYPE_CHECKING:
 
 @api(ApiKey.OFFSET_COMMIT, 0)
 async def handle(ctx: RequestContext, request: OffsetCommitRequest, *,
-                 group_coordinator: GroupCoordinator, metadata: MetadataCache, time: Time) -> OffsetCommitResponse:
+                 group_coordinator: GroupCoordinator, metadata: MetadataCache, time: Time,
+                 authorizer: Any) -> OffsetCommitResponse:
     version = ctx.api_version
     md = metadata
     now = time.milliseconds()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
+    readable = None
+    if authorizer is not None:
+        if not allowed(authorizer, ctx, Op.READ, (Res.GROUP, request.group_id)):
+            readable = set()
+            denied = E.GROUP_AUTHORIZATION_FAILED
+        else:
+            readable = allowed_topics(authorizer, ctx, Op.READ, (t.name for t in request.topics))
+            denied = E.TOPIC_AUTHORIZATION_FAILED
     for t in request.topics:
         info = md.topic(t.name)
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if readable is not None and t.name not in readable:
+                errors[tp] = denied
+                continue
             if info is None or not 0 <= p.partition_index < info.num_partitions:
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue

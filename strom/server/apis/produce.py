@@ -6,7 +6,7 @@ leader has appended; acks=-1 waits (up to the request's timeout) until every in-
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
@@ -15,6 +15,7 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.produce import ProduceRequest, ProduceResponse
 from strom.server.apis import api
 from strom.server.metadata_cache import validate_topic_name
+from strom.server.security.request_auth import Op, Res, allowed, allowed_cluster, allowed_topics
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
@@ -27,16 +28,30 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 @api(ApiKey.PRODUCE, 3)
 async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: MetadataCache,
-                 replica_manager: ReplicaManager, admin: AdminManager) -> ProduceResponse | None:
+                 replica_manager: ReplicaManager, admin: AdminManager, authorizer: Any) -> ProduceResponse | None:
     acks = request.acks
     errors: dict[tuple[str, int], tuple[int, str | None]] = {}
     entries: dict[TopicPartition, memoryview | bytes] = {}
+    denied: set[str] = set()
+    denied_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if authorizer is not None:
+        txn_id = request.transactional_id
+        if txn_id is not None and not allowed(authorizer, ctx, Op.WRITE, (Res.TRANSACTIONAL_ID, txn_id)):
+            denied = {td.name for td in request.topic_data}
+            denied_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            names = [td.name for td in request.topic_data]
+            denied = set(names) - allowed_topics(authorizer, ctx, Op.WRITE, names)
     for td in request.topic_data:
         name = td.name
         info = None
+        if denied and name in denied:
+            for pd in td.partition_data:
+                errors[(name, pd.index)] = (denied_code, None)
+            continue
         if acks in (-1, 0, 1) and validate_topic_name(name) is None:
             info = metadata.topic(name)
-            if info is None:
+            if info is None and _may_create(authorizer, ctx, name):
                 try:
                     info = await admin.auto_create_topic(name)
                 except BrokerResponseError:
@@ -73,3 +88,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                     log_append_time_ms=r.info.log_append_time, log_start_offset=r.info.log_start_offset))
         responses.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
     return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _may_create(authorizer: Any, ctx: RequestContext, name: str) -> bool:
+    """Creating a topic on first use needs CREATE on the cluster or on the topic, as Metadata's auto-create does."""
+    return authorizer is None or allowed_cluster(authorizer, ctx, Op.CREATE) or \
+        allowed(authorizer, ctx, Op.CREATE, (Res.TOPIC, name))

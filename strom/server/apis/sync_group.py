@@ -6,7 +6,7 @@ Kafka counterpart: ``KafkaApis.handleSyncGroupRequest`` → ``GroupCoordinator.h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode as E
 from strom.protocol.api_keys import ApiKey
@@ -14,6 +14,7 @@ from strom.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRespon
 from strom.server.apis import api
 from strom.server.coordinator.group_metadata import SyncResult
 from strom.server.coordinator.request_support import active_coordinator
+from strom.server.security.request_auth import Op, Res, allowed
 
 if TYPE_CHECKING:
     from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -22,10 +23,12 @@ if TYPE_CHECKING:
 
 @api(ApiKey.SYNC_GROUP, 0)
 async def handle(ctx: RequestContext, request: SyncGroupRequest, *,
-                 group_coordinator: GroupCoordinator) -> SyncGroupResponse:
+                 group_coordinator: GroupCoordinator, authorizer: Any) -> SyncGroupResponse:
     version = ctx.api_version
     coord = active_coordinator(group_coordinator)
-    if coord is None:
+    if authorizer is not None and not allowed(authorizer, ctx, Op.READ, (Res.GROUP, request.group_id)):
+        result = SyncResult(E.GROUP_AUTHORIZATION_FAILED)
+    elif coord is None:
         result = SyncResult(E.COORDINATOR_NOT_AVAILABLE)
     else:
         result = await coord.sync_group(

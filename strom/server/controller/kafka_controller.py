@@ -113,6 +113,10 @@ class KafkaController:
         self._watches.append(self.zk.watch_data("/controller", lambda data, version: self._enqueue("controller_change")))
 
     async def shutdown(self) -> None:
+        if self.active:
+            # What this controller decided last (e.g. the leadership moves of a controlled shutdown) must reach
+            # the other brokers before it goes.
+            await asyncio.gather(*(s.flush(5.0) for b, s in self._senders.items() if b != self.broker_id))
         for w in self._watches:
             w.cancel()
         self._watches.clear()
@@ -816,18 +820,28 @@ class _BrokerSender:
         backoff = 0.05
         while True:
             api_key, version, body, fut = await self._queue.get()
-            while True:
-                try:
-                    resp = await self.channel.request(api_key, version, body)
-                    if fut is not None and not fut.done():
-                        fut.set_result(resp)
-                    backoff = 0.05
-                    break
-                except KafkaConnectionError as e:
-                    # The broker may be restarting; its ZooKeeper session ending removes this sender.
-                    log.debug("controller request to broker %d failed (%s); retrying", self.broker_id, e)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 1.0)
+            try:
+                while True:
+                    try:
+                        resp = await self.channel.request(api_key, version, body)
+                        if fut is not None and not fut.done():
+                            fut.set_result(resp)
+                        backoff = 0.05
+                        break
+                    except KafkaConnectionError as e:
+                        # The broker may be restarting; its ZooKeeper session ending removes this sender.
+                        log.debug("controller request to broker %d failed (%s); retrying", self.broker_id, e)
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, 1.0)
+            finally:
+                self._queue.task_done()
+
+    async def flush(self, timeout_s: float) -> None:
+        """Wait (up to ``timeout_s``) until every queued request was delivered."""
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout_s)
+        except TimeoutError:
+            log.info("controller requests to broker %d not delivered within %.1f s", self.broker_id, timeout_s)
 
     def close(self) -> None:
         self._task.cancel()
@@ -836,3 +850,4 @@ class _BrokerSender:
             *_rest, fut = self._queue.get_nowait()
             if fut is not None and not fut.done():
                 fut.set_exception(KafkaConnectionError(f"broker {self.broker_id} is gone"))
+                fut.exception()  # nobody may wait for it: no "exception was never retrieved" at shutdown

@@ -133,13 +133,14 @@ class GroupAdminMixin:
                              require_stable: bool = False) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
         """Committed offsets of ``partitions`` (all when None); None for a partition without one.
 
-        Commits are written before they become visible, so there are never pending ones and ``require_stable``
-        needs no waiting.
+        Plain commits are written before they become visible; offsets of an open transaction (TxnOffsetCommit)
+        are pending, and ``require_stable`` (KIP-447) answers UNSTABLE_OFFSET_COMMIT while there are some.
         """
-        del require_stable
         err = self._validate(group_id, non_empty=False)
         if err is not None:
             return err, {}
+        if require_stable and self.txn_offsets.has_pending(group_id, partitions):  # type: ignore[attr-defined]
+            return E.UNSTABLE_OFFSET_COMMIT, {}
         group = self.manager.get_group(group_id)
         if group is None or group.is_state(S.DEAD):
             return E.NONE, {} if partitions is None else dict.fromkeys(partitions)

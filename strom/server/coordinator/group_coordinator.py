@@ -35,6 +35,7 @@ from strom.server.coordinator.group_metadata import (
     SyncResult,
 )
 from strom.server.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsLog
+from strom.server.coordinator.group_txn_offsets import TxnOffsetStore
 from strom.server.coordinator.offset_config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig, OffsetConfig
 from strom.server.coordinator.timers import CoordinatorTimers
 
@@ -58,6 +59,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         self._task: asyncio.Task[None] | None = None
         # __consumer_offsets partitions this broker leads; None = all of them (a standalone broker).
         self.owned_partitions: set[int] | None = None
+        self.txn_offsets = TxnOffsetStore(self)  # TxnOffsetCommit offsets waiting for their transaction's marker
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def startup(self, load: bool = True) -> None:

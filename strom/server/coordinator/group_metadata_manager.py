@@ -19,12 +19,12 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
+import strom.server.coordinator.records as rec
 from strom.common.error_codes import ErrorCode
 from strom.common.errors import ProtocolError
 from strom.common.structs import TopicPartition
 from strom.common.time import Time
 from strom.protocol.messages.group_coordinator_records import GroupMetadataValue
-from strom.server.coordinator import records as rec
 from strom.server.coordinator.group_metadata import (
     CommittedOffset,
     GroupMetadata,

@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from strom.common.error_codes import ErrorCode
+from strom.common.errors import KafkaError
 from strom.common.structs import TopicPartition
+from strom.record.batch import ControlRecordType
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.records import MemoryRecords
 from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -52,6 +54,9 @@ class ReplicaOffsetsLog:
         self.config = config
         self.topic = topic
         self._appended: dict[int, int] = {}  # partition -> the end offset of this coordinator's last append
+        # partition -> producer id -> records of a transaction still open at the end of the last read (its marker
+        # comes later: TxnOffsetCommit records whose commit or abort is decided after a reload).
+        self.open_txn_records: dict[int, dict[int, list[tuple[bytes | None, bytes | None]]]] = {}
 
     def exists(self) -> bool:
         return self.topic in self.metadata
@@ -59,15 +64,19 @@ class ReplicaOffsetsLog:
     def _log(self, partition: int) -> Log | None:
         return self.replica_manager.get_log(TopicPartition(self.topic, partition)) if self.exists() else None
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
+               producer_epoch: int = -1) -> int:
+        """Append ``records`` as one batch; with a producer id, as part of that producer's transaction
+        (TxnOffsetCommit: the records count once the transaction's COMMIT marker follows them)."""
         if not self.exists():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        builder = MemoryRecordsBuilder()
+        builder = MemoryRecordsBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                                       is_transactional=producer_id >= 0)
         now = self.time.milliseconds()
         for key, value in records:
             builder.append(now, key, value)
         r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build())
-        if r.error_code == 0 and r.info is not None:
+        if r.error_code == ErrorCode.NONE and r.info is not None:
             self._appended[partition] = r.info.last_offset + 1
         if r.error_code:
             log.warning("append to %s-%d failed with error %d: %s", self.topic, partition, r.error_code,
@@ -95,11 +104,17 @@ class ReplicaOffsetsLog:
     def delete_before(self, partition: int, offset: int) -> None:
         lg = self._log(partition)
         if lg is not None:
-            lg.delete_records_before(offset)
+            # Never past an open transaction's first record (TxnOffsetCommit): its offsets apply at its marker.
+            unstable = lg.first_unstable_offset
+            lg.delete_records_before(offset if unstable is None else min(offset, unstable))
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        """Every data record of the partition, oldest first; control batches are skipped."""
+        """Every data record of the partition in the order it took effect; control batches are skipped and
+        transactional records are held back until their producer's marker: yielded at a COMMIT, dropped at an
+        ABORT, left in ``open_txn_records`` when no marker follows yet."""
         lg = self._log(partition)
+        open_txns: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+        self.open_txn_records[partition] = open_txns
         if lg is None:
             return
         offset, end = lg.log_start_offset, lg.log_end_offset
@@ -109,7 +124,19 @@ class ReplicaOffsetsLog:
                 break
             progressed = offset
             for batch in MemoryRecords(data.records).batches():
-                if not batch.is_control:
+                if batch.is_control:
+                    if batch.is_transactional and batch.producer_id in open_txns:
+                        held = open_txns.pop(batch.producer_id)
+                        try:
+                            committed = batch.control_record_type() == ControlRecordType.COMMIT
+                        except KafkaError:
+                            committed = False
+                        if committed:
+                            yield from held
+                elif batch.is_transactional:
+                    open_txns.setdefault(batch.producer_id, []).extend(
+                        (r.key, r.value) for r in batch.records() if r.offset >= offset)
+                else:
                     for record in batch.records():
                         if record.offset >= offset:
                             yield record.key, record.value

@@ -148,25 +148,37 @@ class StandardAuthorizer:
         self.super_users = _parse_super_users(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._lock = threading.Lock()
-        self._index: dict[ResourceType, list[AclBinding]] = {}
+        self._index: tuple[dict[ResourceType, list[AclBinding]], dict[tuple[ResourceType, str], list[AclBinding]],
+                           dict[ResourceType, list[AclBinding]]] = ({}, {}, {})
         self._reindex()
 
     def _reindex(self) -> None:
         index: dict[ResourceType, list[AclBinding]] = {}
+        literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        prefixed: dict[ResourceType, list[AclBinding]] = {}
         for b in self.store.bindings():
-            index.setdefault(b.pattern.resource_type, []).append(b)
-        self._index = index  # swapped whole: readers see the old or the new index, never a mix
+            rt = b.pattern.resource_type
+            index.setdefault(rt, []).append(b)
+            if b.pattern.pattern_type is PatternType.LITERAL:
+                literal.setdefault((rt, b.pattern.name), []).append(b)
+            else:
+                prefixed.setdefault(rt, []).append(b)
+        # Swapped whole (one attribute): readers see the old or the new index, never a mix. Literal ACLs are
+        # looked up by name (a request checks one resource among many ACLs); only prefixed ones are scanned.
+        self._index = (index, literal, prefixed)
+
+    def reload(self) -> None:
+        """Re-read the store (it changed behind this authorizer's back: another broker's CreateAcls)."""
+        with self._lock:
+            self._reindex()
 
     # -- decisions ------------------------------------------------------------------------------------------
     def _applicable(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
-        out = []
-        for b in self._index.get(resource_type, ()):
-            p = b.pattern
-            if p.pattern_type is PatternType.LITERAL:
-                if p.name == name or p.name == WILDCARD_RESOURCE:
-                    out.append(b)
-            elif name.startswith(p.name):
-                out.append(b)
+        _, literal, prefixed = self._index
+        out = list(literal.get((resource_type, name), ()))
+        if name != WILDCARD_RESOURCE:
+            out += literal.get((resource_type, WILDCARD_RESOURCE), ())
+        out += [b for b in prefixed.get(resource_type, ()) if name.startswith(b.pattern.name)]
         return out
 
     def authorize(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
@@ -195,7 +207,8 @@ class StandardAuthorizer:
             return True
         who = (str(principal), WILDCARD_PRINCIPAL)
         where = (host, WILDCARD_HOST)
-        acls = [b for b in self._index.get(resource_type, ())
+        by_type = self._index[0].get(resource_type, ())
+        acls = [b for b in by_type
                 if b.entry.principal in who and b.entry.host in where]
         denies = [b.pattern for b in acls if b.entry.permission_type is AclPermissionType.DENY
                   and b.entry.operation in (operation, AclOperation.ALL)]
@@ -210,7 +223,7 @@ class StandardAuthorizer:
                           or (d.pattern_type is PatternType.LITERAL and d == p) for d in denies)
             if not covered:
                 return True
-        if not self._index.get(resource_type):
+        if not by_type:
             return self.allow_everyone_if_no_acl_found
         return False
 

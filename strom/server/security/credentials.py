@@ -85,23 +85,61 @@ class MemoryCredentialStore:
 
 
 class FileCredentialStore(MemoryCredentialStore):
-    """Credentials persisted in ``<data dir>/scram-credentials.json`` (mode 0600), replaced atomically."""
+    """Credentials persisted in ``<data dir>/scram-credentials.json`` (mode 0600), replaced atomically.
+
+    Reads notice a newer file (another store object on the same path wrote it), so every listener and the
+    AlterUserScramCredentials handler agree even when each built its own store."""
 
     def __init__(self, path: str | Path) -> None:
         super().__init__()
         self.path = Path(path)
-        if self.path.exists():
-            try:
-                raw = json.loads(self.path.read_text())
-                self._users = {u: {m: credential_from_string(s) for m, s in ms.items()} for u, ms in raw.items()}
-            except (OSError, ValueError) as e:
-                raise ConfigError(f"Cannot read the SCRAM credentials in {self.path}: {e}") from None
+        self._stamp: tuple[int, int] | None = None
+        self._load()
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    def _load(self) -> None:
+        stamp = self._file_stamp()
+        if stamp is None or stamp == self._stamp:
+            return
+        try:
+            raw = json.loads(self.path.read_text())
+            self._users = {u: {m: credential_from_string(s) for m, s in ms.items()} for u, ms in raw.items()}
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"Cannot read the SCRAM credentials in {self.path}: {e}") from None
+        self._stamp = stamp
+
+    def credential(self, username: str, mechanism: str) -> ScramCredential | None:
+        with self._lock:
+            self._load()
+        return super().credential(username, mechanism)
+
+    def describe(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            self._load()
+        return super().describe()
+
+    def upsert(self, username: str, mechanism: str, credential: ScramCredential) -> None:
+        with self._lock:
+            self._load()
+        super().upsert(username, mechanism, credential)
+
+    def delete(self, username: str, mechanism: str) -> bool:
+        with self._lock:
+            self._load()
+        return super().delete(username, mechanism)
 
     def _persist(self) -> None:
         data = {u: {m: credential_to_string(c) for m, c in ms.items()} for u, ms in self._users.items()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(str(self.path), json.dumps(data, indent=1, sort_keys=True).encode())
         os.chmod(self.path, 0o600)
+        self._stamp = self._file_stamp()
 
 
 def default_credential_store(config: object, data_dir: str | Path | None = None) -> FileCredentialStore:

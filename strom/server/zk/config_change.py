@@ -26,10 +26,12 @@ PREFIX = "config_change_"
 
 class ConfigChangeWatcher:
     def __init__(self, zk: KafkaZkClient, loop: asyncio.AbstractEventLoop,
-                 apply: Callable[[str, dict[str, str]], None]) -> None:
+                 apply: Callable[[str, dict[str, str]], None],
+                 on_user_change: Callable[[str], None] | None = None) -> None:
         self.zk = zk
         self.loop = loop
         self.apply = apply
+        self.on_user_change = on_user_change  # SCRAM credentials (runs on kazoo's thread; must be quick)
         self._last_seen: str | None = None
         self._handle = None
 
@@ -49,6 +51,9 @@ class ConfigChangeWatcher:
                 log.warning("unreadable config change notification %s", name)
                 continue
             kind, _, entity_name = entity.partition("/")
+            if kind == "users" and entity_name and self.on_user_change is not None:
+                self.on_user_change(entity_name)
+                continue
             if kind != "topics" or not entity_name:
                 continue
             configs = self.zk.get_topic_config(entity_name)

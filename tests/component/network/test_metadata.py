@@ -12,7 +12,7 @@ import pytest
 from strom.common.error_codes import InvalidTopicExceptionError, TopicAuthorizationFailedError
 from strom.common.errors import KafkaError, KafkaTimeoutError
 from strom.common.structs import TopicPartition
-from strom.common.time import SYSTEM_TIME
+from strom.common.time import SYSTEM_TIME, SystemTime
 from strom.network.metadata import Metadata
 from strom.network.metadata_updater import DefaultMetadataUpdater
 from strom.producer.internals.producer_metadata import ProducerMetadata
@@ -31,10 +31,22 @@ def _update(md: Metadata, clock: MockTime, response: object, partial: bool = Fal
     md.update(md.request_version, response, partial, clock.milliseconds())
 
 
+class _CountingWaits(SystemTime):
+    """The system clock, counting condition waits (entered with the condition's lock held)."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    def wait_on(self, cond: threading.Condition, timeout_ms: int) -> None:
+        self.waits += 1
+        super().wait_on(cond, timeout_ms)
+
+
 def test_update_increments_version_by_one_and_wakes_waiters() -> None:
     """§18 items 23, 24: each successful update increments updateVersion by exactly 1 and wakes every thread
     blocked in await_update(v)."""
-    md = ProducerMetadata(100, 60_000, 300_000, SYSTEM_TIME)
+    clock = _CountingWaits()
+    md = ProducerMetadata(100, 60_000, 300_000, clock)
     version = md.update_version
     woke: list[int] = []
 
@@ -45,7 +57,10 @@ def test_update_increments_version_by_one_and_wakes_waiters() -> None:
     threads = [threading.Thread(target=waiter) for _ in range(3)]
     for t in threads:
         t.start()
-    _time.sleep(0.05)
+    deadline = _time.monotonic() + 10
+    while clock.waits < 3:  # every waiter is blocked on the metadata condition (update takes its lock)
+        assert _time.monotonic() < deadline, "the waiters never blocked"
+        _time.sleep(0.001)
     assert not woke
     md.update(md.request_version, metadata_update_with(1, {"t": 1}), False, SYSTEM_TIME.milliseconds())
     for t in threads:

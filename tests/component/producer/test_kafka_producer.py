@@ -12,7 +12,7 @@ from strom.common.error_codes import InvalidTopicExceptionError, MessageTooLarge
 from strom.common.errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError
 from strom.common.serialization import SerializationError
 from strom.common.structs import TopicPartition
-from strom.common.time import SYSTEM_TIME
+from strom.common.time import SystemTime
 from strom.metrics import metric_values
 from strom.producer import KafkaProducer, ProducerRecord, RecordTooLargeError
 from strom.producer.internals.producer_metadata import ProducerMetadata
@@ -269,19 +269,32 @@ def test_invalid_topic_fails(setup: Setup) -> None:
         setup.producer.send(ProducerRecord("bad topic", b"v")).get(10)
 
 
+class _WaitRecordingTime(SystemTime):
+    """The system clock, recording which threads waited on a condition through it."""
+
+    def __init__(self) -> None:
+        self.waiting_threads: set[str] = set()
+
+    def wait_on(self, cond: threading.Condition, timeout_ms: int) -> None:
+        self.waiting_threads.add(threading.current_thread().name)
+        super().wait_on(cond, timeout_ms)
+
+
 def test_first_send_blocks_until_metadata_arrives() -> None:
     """§18 item 18: the first send to an unknown topic blocks the caller until the Sender has fetched the
     topic's metadata, then returns."""
-    metadata = ProducerMetadata(100, 300_000, 300_000, SYSTEM_TIME)
-    client = MockClient(SYSTEM_TIME, metadata, max_real_poll_ms=5)
-    producer = KafkaProducer({**BASE, "enable.idempotence": False}, time=SYSTEM_TIME, client=client,
+    clock = _WaitRecordingTime()
+    metadata = ProducerMetadata(100, 300_000, 300_000, clock)
+    client = MockClient(clock, metadata, max_real_poll_ms=5)
+    producer = KafkaProducer({**BASE, "enable.idempotence": False}, time=clock, client=client,
                              metadata=metadata)
     try:
         result: list[Any] = []
-        thread = threading.Thread(target=lambda: result.append(producer.send(ProducerRecord("late", b"v"))))
+        thread = threading.Thread(target=lambda: result.append(producer.send(ProducerRecord("late", b"v"))),
+                                  name="caller")
         thread.start()
-        thread.join(0.3)
-        assert thread.is_alive() and not result  # blocked in the metadata wait
+        eventually(lambda: "caller" in clock.waiting_threads)  # the caller blocks on the metadata condition
+        assert thread.is_alive() and not result
         client.default_metadata_response = metadata_update_with(1, {"late": 1})
         metadata.request_update()
         client.wakeup()

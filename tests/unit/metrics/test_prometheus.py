@@ -91,3 +91,52 @@ def test_listener_syntax(listener: str, expected: tuple[str, int] | None) -> Non
 def test_bad_listeners_are_rejected_with_the_key_named(listener: str) -> None:
     with pytest.raises(ValueError, match="metrics.prometheus.listener"):
         parse_listener(listener)
+
+
+def test_a_group_may_carry_its_own_domain() -> None:
+    """Broker-style names from one registry: kafka_network_requestmetrics_requests_total{request="Produce"},
+    kafka_server_replicamanager_underreplicatedpartitions, percentiles as a quantile label."""
+    time = MockTime()
+    metrics = Metrics(MetricConfig(), time=time)
+    requests = metrics.sensor("requests.Produce")
+    requests.add(metrics.metric_name("requests-total", "kafka.network:RequestMetrics", tags={"request": "Produce"}),
+                 CumulativeSum())
+    metrics.add_metric(metrics.metric_name("UnderReplicatedPartitions", "ReplicaManager"), Gauge(lambda: 2))
+    requests.record(3)
+    got = {(f.name, tuple(sorted(s.labels.items())), s.value)
+           for f in KafkaMetricsCollector(metrics, "kafka.server").collect() for s in f.samples}
+    assert ("kafka_network_requestmetrics_requests_total", (("request", "Produce"),), 3.0) in got
+    assert ("kafka_server_replicamanager_underreplicatedpartitions", (), 2.0) in got
+
+
+def test_fifty_concurrent_scrapes_while_sensors_record() -> None:
+    """Scrapes run on the server's threads and read through the sensors' locks: 50 at once all parse, and the
+    recording thread is never stopped by them."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    metrics, _ = producer_like_registry()
+    sensor = metrics.sensor("topic.orders.records-per-batch")
+    stop = threading.Event()
+    recorded = [0]
+
+    def record() -> None:
+        while not stop.wait(0.001):
+            sensor.record(1)
+            recorded[0] += 1
+
+    writer = threading.Thread(target=record)
+    with MetricsHttpServer(metrics, "127.0.0.1", 0, domain="kafka.producer") as server:
+        writer.start()
+        try:
+            before = recorded[0]
+            with ThreadPoolExecutor(50) as pool:
+                results = list(pool.map(lambda _: samples(urllib.request.urlopen(server.url, timeout=30).read()
+                                                          .decode()), range(50)))
+            assert recorded[0] > before
+        finally:
+            stop.set()
+            writer.join()
+    key = ("kafka_producer_producer_topic_metrics_record_send_total", (("client_id", "p-1"), ("topic", "orders")))
+    totals = [r[key] for r in results]
+    assert len(totals) == 50 and all(t >= 250 for t in totals)

@@ -107,3 +107,19 @@ def test_jaas_parsing() -> None:
         with pytest.raises(ConfigError, match="sasl.jaas.config") as e:
             parse_jaas_config(bad)
         assert '"x"' not in str(e.value)
+
+
+def test_file_credential_stores_on_one_path_agree(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from strom.server.security.credentials import FileCredentialStore
+
+    path = Path(str(tmp_path)) / "scram-credentials.json"
+    listener_a, handler = FileCredentialStore(path), FileCredentialStore(path)
+    assert listener_a.credential("bob", "SCRAM-SHA-256") is None
+    cred = ScramCredential.generate(SHA256, "pw")
+    handler.upsert("bob", "SCRAM-SHA-256", cred)
+    assert listener_a.credential("bob", "SCRAM-SHA-256") == cred  # sees the other store's write
+    listener_a.delete("bob", "SCRAM-SHA-256")
+    assert handler.describe() == {}
+    assert oct(path.stat().st_mode & 0o777) == "0o600"

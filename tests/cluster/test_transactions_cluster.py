@@ -1,0 +1,153 @@
+"""Transactions on a real cluster (ZooKeeper + 3 strom brokers): markers written to partition leaders on other
+brokers (WriteTxnMarkers), and kill -9 of the transaction coordinator inside an open transaction: the new leader
+of the ``__transaction_state`` partition loads the state, aborts the transaction once it outlives its timeout,
+and read_committed readers see every committed record once and nothing of the aborted one."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.find_coordinator import FindCoordinatorRequest
+from strom.testing.cluster import LocalCluster, wait_until
+from strom.testing.raw_client import RawClient
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int, expect: int, timeout_s: float = 60) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4()}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.assign([CTP(topic, p, 0) for p in range(partitions)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < expect and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+        end = time.monotonic() + 2  # and nothing more
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def lso(bootstrap: str, topic: str, partition: int) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{uuid.uuid4()}", "isolation.level": "read_committed"})
+    try:
+        return c.get_watermark_offsets(CTP(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def hw(bootstrap: str, topic: str, partition: int) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{uuid.uuid4()}"})
+    try:
+        return c.get_watermark_offsets(CTP(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def test_markers_across_brokers_and_coordinator_kill(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    overrides = {"min.insync.replicas": "2", "transaction.state.log.num.partitions": "3",
+                 "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+    with LocalCluster(3, overrides=overrides) as cluster:
+        try:
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            for f in admin.create_topics([NewTopic("txc", 3, 3)], operation_timeout=30).values():
+                f.result(60)
+            leaders = {p.id: p.leader for p in admin.list_topics("txc", timeout=10).topics["txc"].partitions.values()}
+            assert len(set(leaders.values())) > 1  # the markers must reach more than one broker
+            p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "cluster-tx",
+                          "transaction.timeout.ms": 6000, "linger.ms": 5})
+            p.init_transactions(60)
+            p.begin_transaction()
+            for i in range(30):
+                p.produce("txc", value=b"c-%02d" % i, partition=i % 3)
+            p.commit_transaction(60)
+            assert sorted(read_committed(cluster.bootstrap, "txc", 3, 30)) == sorted(b"c-%02d" % i for i in range(30))
+
+            p.begin_transaction()
+            for i in range(30):
+                p.produce("txc", value=b"open-%02d" % i, partition=i % 3)
+            p.flush(60)
+            host, port = cluster.bootstrap.split(",")[0].split(":")
+            with RawClient(f"{host}:{port}") as rc:
+                fc = rc.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="cluster-tx", key_type=1))
+            assert fc.error_code == 0
+            coordinator = fc.node_id
+            cluster.brokers[coordinator].kill()
+            survivors = [n for n in (1, 2, 3) if n != coordinator]
+            boot = cluster.bootstrap_of(*survivors)
+            # The new coordinator aborts the transaction after its timeout: the LSO of every partition reaches
+            # its log end (no reader stays stuck behind the hanging transaction).
+            wait_until(lambda: all(lso(boot, "txc", part) == hw(boot, "txc", part) for part in range(3)),
+                       timeout_s=120, what="the open transaction to be aborted")
+            assert sorted(read_committed(boot, "txc", 3, 30)) == sorted(b"c-%02d" % i for i in range(30))
+            # A new incarnation works against the new coordinator.
+            q = Producer({"bootstrap.servers": boot, "transactional.id": "cluster-tx", "linger.ms": 5})
+            q.init_transactions(60)
+            q.begin_transaction()
+            for i in range(3):
+                q.produce("txc", value=b"n-%d" % i, partition=i)
+            q.commit_transaction(60)
+            got = read_committed(boot, "txc", 3, 33)
+            assert sorted(got) == sorted([b"c-%02d" % i for i in range(30)] + [b"n-%d" % i for i in range(3)])
+        finally:
+            for n, b in cluster.brokers.items():  # shown by pytest when the test failed
+                print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))
+
+
+def test_coordinator_killed_between_commit_decision_and_markers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """EndTxn's decision (PrepareCommit) is written but the marker cannot reach the partition's leader (stopped
+    with SIGSTOP); then the coordinator is killed with SIGKILL. Its successor loads PrepareCommit and writes the
+    marker once the leader is back: the transaction becomes visible, entirely."""
+    import os
+    import signal
+
+    overrides = {"transaction.state.log.num.partitions": "3", "min.insync.replicas": "1"}
+    with LocalCluster(3, overrides=overrides) as cluster:
+        try:
+            p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "prep-tx", "linger.ms": 5,
+                          "transaction.timeout.ms": 120000})
+            p.init_transactions(60)
+            first = cluster.bootstrap.split(",")[0]
+            with RawClient(first) as rc:
+                fc = rc.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="prep-tx", key_type=1))
+            assert fc.error_code == 0
+            coordinator = fc.node_id
+            data_leader = next(n for n in (1, 2, 3) if n != coordinator)
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            for f in admin.create_topics([NewTopic("prep", num_partitions=1, replica_assignment=[[data_leader]])],
+                                         operation_timeout=30).values():
+                f.result(60)
+            p.begin_transaction()
+            for i in range(10):
+                p.produce("prep", value=b"v-%d" % i, partition=0)
+            p.flush(60)
+            stopped = cluster.brokers[data_leader].proc
+            assert stopped is not None
+            os.kill(stopped.pid, signal.SIGSTOP)
+            try:
+                p.commit_transaction(90)  # the decision is durable; the marker is still pending
+                assert "prep-tx: markers still being written" in cluster.brokers[coordinator].read_log()
+                cluster.brokers[coordinator].kill()
+            finally:
+                os.kill(stopped.pid, signal.SIGCONT)
+            survivors = [n for n in (1, 2, 3) if n != coordinator]
+            boot = cluster.bootstrap_of(*survivors)
+            got = read_committed(boot, "prep", 1, 10, timeout_s=120)
+            assert got == [b"v-%d" % i for i in range(10)]
+        finally:
+            for n, b in cluster.brokers.items():  # shown by pytest when the test failed
+                print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))

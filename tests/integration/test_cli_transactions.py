@@ -1,0 +1,86 @@
+"""`strom transactions` (kafka-transactions.sh) against a broker subprocess: list, describe, describe-producers,
+and find-hanging + abort of a transaction its coordinator never heard of."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from strom.broker_process import BrokerProcess
+from strom.producer import KafkaProducer
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.init_producer_id import InitProducerIdRequest
+from strom.protocol.messages.produce import ProduceRequest
+from strom.record.builder import MemoryRecordsBuilder
+from strom.testing.raw_client import RawClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+CLI = [sys.executable, "-m", "strom.cli.main", "transactions"]
+
+
+def txns(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, "--bootstrap-server", broker.bootstrap, *args], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+def lso(bootstrap: str, topic: str) -> int:
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "lso",
+                                  "isolation.level": "read_committed"})
+    try:
+        return c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def test_list_describe_find_hanging_abort(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("cli-tx", 1, 1)]).values():
+        f.result(30)
+    with KafkaProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cli-tx-id",
+                        "key.serializer": "bytes", "value.serializer": "bytes"}) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("cli-tx", value=b"open", partition=0).get(10)
+        listed = txns(broker, "list")
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert lines[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+        assert any(line.split()[0] == "cli-tx-id" and line.split()[3] == "Ongoing" for line in lines[1:])
+        described = txns(broker, "--describe", "--transactional-id", "cli-tx-id")
+        assert described.returncode == 0, described.stderr
+        assert "Ongoing" in described.stdout and "cli-tx-0" in described.stdout
+        p.commit_transaction()
+
+    # A transactional batch whose producer no coordinator knows: it hangs, holding back the LSO.
+    with RawClient(broker.bootstrap) as c:
+        init = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None,
+                                                                           transaction_timeout_ms=60000))
+        b = MemoryRecordsBuilder(producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0,
+                                 is_transactional=True)
+        b.append(int(time.time() * 1000), None, b"hanging")
+        resp = c.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name="cli-tx", partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=b.build())])]))
+        start = resp.responses[0].partition_responses[0].base_offset
+    assert lso(broker.bootstrap, "cli-tx") == start
+    producers = txns(broker, "describe-producers", "--topic", "cli-tx", "--partition", "0")
+    assert producers.returncode == 0, producers.stderr
+    assert any(line.split()[0] == str(init.producer_id) and line.split()[-1] == str(start)
+               for line in producers.stdout.splitlines()[1:])
+    hanging = txns(broker, "find-hanging", "--topic", "cli-tx")
+    assert hanging.returncode == 0, hanging.stderr
+    rows = [line.split() for line in hanging.stdout.splitlines()[1:]]
+    assert [(r[2], r[5]) for r in rows] == [(str(init.producer_id), str(start))]
+    aborted = txns(broker, "abort", "--topic", "cli-tx", "--partition", "0", "--start-offset", str(start))
+    assert aborted.returncode == 0, aborted.stderr
+    assert lso(broker.bootstrap, "cli-tx") == start + 2  # the record and the ABORT marker
+    assert txns(broker, "find-hanging", "--topic", "cli-tx").stdout.splitlines()[1:] == []
+    bad = txns(broker, "describe")
+    assert bad.returncode != 0 and "--transactional-id" in bad.stderr

@@ -1,0 +1,276 @@
+"""strom's transactional producer and read_committed consumer against a strom broker; the transaction APIs'
+answers to bad input on the wire."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from strom.broker_process import BrokerProcess
+from strom.common.error_codes import ErrorCode, InvalidProducerEpochError, ProducerFencedError
+from strom.common.errors import IllegalStateError, KafkaError
+from strom.common.structs import OffsetAndMetadata, TopicPartition
+from strom.consumer import KafkaConsumer
+from strom.producer import KafkaProducer
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from strom.protocol.messages.end_txn import EndTxnRequest
+from strom.protocol.messages.find_coordinator import FindCoordinatorRequest
+from strom.protocol.messages.init_producer_id import InitProducerIdRequest
+from strom.testing.raw_client import RawClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(data_dir=tmp_path_factory.mktemp("txn") / "data",
+                      overrides={"group.initial.rebalance.delay.ms": "0", "transaction.max.timeout.ms": "120000"})
+    b.start()
+    yield b
+    b.stop()
+    b.cleanup()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(30)
+
+
+def producer(bootstrap: str, tid: str, **configs: object) -> KafkaProducer:
+    return KafkaProducer({"bootstrap.servers": bootstrap, "transactional.id": tid, "key.serializer": "bytes",
+                          "value.serializer": "bytes", "linger.ms": 5, **configs})
+
+
+def read(bootstrap: str, topic: str, isolation: str, n: int, timeout: float = 20.0) -> list[bytes]:
+    with KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": isolation,
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False, "group.id": None,
+                        "key.deserializer": "bytes", "value.deserializer": "bytes"}) as c:
+        tps = [tp for tp in (TopicPartition(topic, p) for p in range(len(c.partitions_for(topic))))]
+        c.assign(tps)
+        c.seek_to_beginning(tps)
+        out: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < n and time.monotonic() < deadline:
+            out.extend(r.value for r in c.poll(0.2))
+        # Nothing more arrives afterwards (what was hidden stays hidden).
+        out.extend(r.value for r in c.poll(0.5))
+        return out
+
+
+def test_strom_producer_commit_abort_and_read_committed(txn_broker: BrokerProcess) -> None:
+    b = txn_broker.bootstrap
+    create_topic(b, "st-txn", 2)
+    with producer(b, "st-1") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(20):
+            p.send("st-txn", value=b"c-%02d" % i, partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        futures = [p.send("st-txn", value=b"a-%02d" % i, partition=i % 2) for i in range(20)]
+        p.flush()
+        assert all(f.get(10).offset >= 0 for f in futures)  # written, then aborted
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("st-txn", value=b"last", partition=0)
+        p.commit_transaction()
+    committed = read(b, "st-txn", "read_committed", 21)
+    assert sorted(committed) == sorted([b"c-%02d" % i for i in range(20)] + [b"last"])
+    assert len(read(b, "st-txn", "read_uncommitted", 41)) == 41
+    with KafkaConsumer({"bootstrap.servers": b, "isolation.level": "read_committed", "group.id": None,
+                        "key.deserializer": "bytes", "value.deserializer": "bytes"}) as c:
+        ends = c.end_offsets([TopicPartition("st-txn", 0), TopicPartition("st-txn", 1)])
+        # each: 10 committed + marker + 10 aborted + marker; partition 0 also the last record and its marker
+        assert ends == {TopicPartition("st-txn", 0): 24, TopicPartition("st-txn", 1): 22}
+
+
+def test_wrong_state_calls_raise_illegal_state(txn_broker: BrokerProcess) -> None:
+    b = txn_broker.bootstrap
+    create_topic(b, "st-state", 1)
+    with producer(b, "st-state") as p:
+        with pytest.raises(IllegalStateError, match="init_transactions"):
+            p.begin_transaction()
+        with pytest.raises(IllegalStateError):
+            p.send("st-state", value=b"x")
+        p.init_transactions()
+        with pytest.raises(IllegalStateError, match="begin_transaction"):
+            p.send("st-state", value=b"x")
+        with pytest.raises(IllegalStateError, match="no transaction in progress"):
+            p.commit_transaction()
+        p.begin_transaction()
+        with pytest.raises(IllegalStateError, match="already"):
+            p.begin_transaction()
+        p.abort_transaction()  # nothing was sent: completes locally
+    with KafkaProducer({"bootstrap.servers": b, "key.serializer": "bytes", "value.serializer": "bytes"}) as plain:
+        with pytest.raises(IllegalStateError, match="non-transactional"):
+            plain.init_transactions()
+
+
+def test_fenced_zombie(txn_broker: BrokerProcess) -> None:
+    b = txn_broker.bootstrap
+    create_topic(b, "st-fence", 1)
+    with producer(b, "st-fence") as zombie, producer(b, "st-fence") as successor:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send("st-fence", value=b"zombie").get(10)
+        successor.init_transactions()
+        successor.begin_transaction()
+        successor.send("st-fence", value=b"successor")
+        successor.commit_transaction()
+        # The zombie's next batch carries the old epoch: the partition refuses it, and the producer is fenced.
+        with pytest.raises((InvalidProducerEpochError, ProducerFencedError)):
+            zombie.send("st-fence", value=b"zombie-2").get(10)
+        with pytest.raises(KafkaError) as ei:
+            zombie.commit_transaction()
+        assert isinstance(ei.value.__cause__, ProducerFencedError)
+        with pytest.raises(KafkaError):
+            zombie.begin_transaction()  # fatal: only close() is left
+    assert read(b, "st-fence", "read_committed", 1) == [b"successor"]
+
+
+def test_consume_transform_produce_with_strom_clients(txn_broker: BrokerProcess) -> None:
+    b = txn_broker.bootstrap
+    create_topic(b, "st-in", 2)
+    create_topic(b, "st-out", 2)
+    with KafkaProducer({"bootstrap.servers": b, "key.serializer": "bytes", "value.serializer": "bytes"}) as src:
+        for i in range(100):
+            src.send("st-in", value=b"%d" % i, partition=i % 2)
+        src.flush()
+    seen = 0
+    with KafkaConsumer({"bootstrap.servers": b, "group.id": "st-eos", "isolation.level": "read_committed",
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                        "key.deserializer": "bytes", "value.deserializer": "bytes"}) as c, producer(b, "st-eos") as p:
+        c.subscribe(["st-in"])
+        p.init_transactions()
+        batch_no = 0
+        deadline = time.monotonic() + 60
+        while seen < 100 and time.monotonic() < deadline:
+            records = list(c.poll(0.5))
+            if not records:
+                continue
+            p.begin_transaction()
+            for r in records:
+                p.send("st-out", value=b"y" + r.value, partition=r.partition)
+            offsets = {tp: OffsetAndMetadata(c.position(tp)) for tp in c.assignment()}
+            p.send_offsets_to_transaction(offsets, c.group_metadata())
+            if batch_no == 0:
+                p.abort_transaction()  # processed again from the committed offsets
+                for tp in c.assignment():
+                    committed = c.committed({tp}).get(tp)
+                    if committed is None:
+                        c.seek_to_beginning([tp])
+                    else:
+                        c.seek(tp, committed.offset)
+            else:
+                p.commit_transaction()
+                seen += len(records)
+            batch_no += 1
+        assert seen == 100
+        committed = c.committed({TopicPartition("st-in", 0), TopicPartition("st-in", 1)})
+        assert {tp: om.offset for tp, om in committed.items()} == {TopicPartition("st-in", 0): 50,
+                                                                    TopicPartition("st-in", 1): 50}
+    out = read(b, "st-out", "read_committed", 100)
+    assert sorted(out) == sorted(b"y%d" % i for i in range(100))
+
+
+def test_bad_input_gets_kafka_error_codes(txn_broker: BrokerProcess) -> None:
+    b = txn_broker.bootstrap
+    with RawClient(b) as c:
+        fc = c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="raw-tid", key_type=1))
+        assert fc.error_code in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        deadline = time.monotonic() + 20
+        while fc.error_code and time.monotonic() < deadline:
+            time.sleep(0.1)
+            fc = c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="raw-tid", key_type=1))
+        assert fc.error_code == 0
+        too_long = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+            transactional_id="raw-tid", transaction_timeout_ms=120001))
+        assert too_long.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        unknown = c.request(ApiKey.END_TXN, 3, EndTxnRequest(transactional_id="never-seen", producer_id=1,
+                                                             producer_epoch=0, committed=True))
+        assert unknown.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        init = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id="raw-tid",
+                                                                           transaction_timeout_ms=60000))
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        again = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id="raw-tid",
+                                                                            transaction_timeout_ms=60000))
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (0, pid, epoch + 1)
+        stale = c.request(ApiKey.END_TXN, 3, EndTxnRequest(transactional_id="raw-tid", producer_id=pid,
+                                                           producer_epoch=epoch, committed=True))
+        assert stale.error_code == ErrorCode.PRODUCER_FENCED
+        nothing_open = c.request(ApiKey.END_TXN, 3, EndTxnRequest(transactional_id="raw-tid", producer_id=pid,
+                                                                  producer_epoch=epoch + 1, committed=True))
+        assert nothing_open.error_code == ErrorCode.INVALID_TXN_STATE
+        missing = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="raw-tid", v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch + 1, v3_and_below_topics=[
+                AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="no-such-topic", partitions=[0])]))
+        codes = [p.partition_error_code for t in missing.results_by_topic_v3_and_below
+                 for p in t.results_by_partition]
+        assert codes == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_idle_transactional_id_expires(tmp_path) -> None:
+    """``transactional.id.expiration.ms``: an id idle that long is forgotten (tombstoned), also across a restart."""
+    overrides = {"transactional.id.expiration.ms": "1000",
+                 "transaction.remove.expired.transaction.cleanup.interval.ms": "100"}
+    with BrokerProcess(data_dir=tmp_path / "data", overrides=overrides) as b, RawClient(b.bootstrap) as c:
+        deadline = time.monotonic() + 20
+        while c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="idle", key_type=1)).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        init = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id="idle",
+                                                                           transaction_timeout_ms=60000))
+        assert init.error_code == 0
+        end = EndTxnRequest(transactional_id="idle", producer_id=init.producer_id,
+                            producer_epoch=init.producer_epoch, committed=False)
+        assert c.request(ApiKey.END_TXN, 3, end).error_code == ErrorCode.INVALID_TXN_STATE  # known, nothing open
+        deadline = time.monotonic() + 20
+        while c.request(ApiKey.END_TXN, 3, end).error_code != ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+            assert time.monotonic() < deadline, "the idle transactional id was never expired"
+            time.sleep(0.1)
+    with BrokerProcess(data_dir=tmp_path / "data", overrides=overrides) as b, RawClient(b.bootstrap) as c:
+        deadline = time.monotonic() + 20
+        while c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="idle", key_type=1)).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert c.request(ApiKey.END_TXN, 3, end).error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_describe_list_transactions_and_producers(txn_broker: BrokerProcess) -> None:
+    from strom.protocol.messages.describe_producers import DescribeProducersRequest
+    from strom.protocol.messages.describe_transactions import DescribeTransactionsRequest
+    from strom.protocol.messages.list_transactions import ListTransactionsRequest
+
+    b = txn_broker.bootstrap
+    create_topic(b, "st-desc", 2)
+    with producer(b, "st-desc-tx") as p, RawClient(b) as c:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("st-desc", value=b"x", partition=1).get(10)
+        d = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+            transactional_ids=["st-desc-tx", "nobody"])).transaction_states
+        assert (d[0].error_code, d[0].transaction_state, [(t.topic, t.partitions) for t in d[0].topics]) == \
+            (0, "Ongoing", [("st-desc", [1])])
+        assert d[1].error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        ongoing = c.request(ApiKey.LIST_TRANSACTIONS, 1, ListTransactionsRequest(
+            state_filters=["Ongoing", "Bogus"], producer_id_filters=[], duration_filter=-1))
+        assert ongoing.unknown_state_filters == ["Bogus"]
+        assert [s.transactional_id for s in ongoing.transaction_states] == ["st-desc-tx"]
+        producers = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(topics=[
+            DescribeProducersRequest.TopicRequest(name="st-desc", partition_indexes=[1])])).topics[0].partitions[0]
+        assert [(s.producer_id, s.current_txn_start_offset) for s in producers.active_producers] == \
+            [(d[0].producer_id, 0)]
+        p.commit_transaction()
+        after = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+            transactional_ids=["st-desc-tx"])).transaction_states[0]
+        assert after.transaction_state == "CompleteCommit" and after.topics == []

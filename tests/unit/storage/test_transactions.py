@@ -1,0 +1,97 @@
+"""Open transactions in producer state, the last stable offset and the aborted-transaction index."""
+
+from __future__ import annotations
+
+import pytest
+
+from strom.record.builder import MemoryRecordsBuilder
+from strom.record.control import ControlRecordType, build_control_batch
+from strom.storage.log_validator import AppendOrigin
+from strom.storage.transaction_index import TXN_INDEX_FILE
+
+T0 = 1_700_000_000_000
+
+
+def txn_batch(pid: int, seq: int, n: int, epoch: int = 0) -> bytes:
+    b = MemoryRecordsBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    for i in range(n):
+        b.append(T0, None, f"{pid}-{seq + i}".encode())
+    return b.build()
+
+
+def plain_batch(n: int) -> bytes:
+    b = MemoryRecordsBuilder()
+    for i in range(n):
+        b.append(T0, None, f"plain-{i}".encode())
+    return b.build()
+
+
+def marker(pid: int, kind: ControlRecordType, epoch: int = 0) -> bytes:
+    return build_control_batch(kind, 0, pid, epoch, T0)
+
+
+def test_lso_stops_at_first_open_transaction_and_moves_on_markers(make_log):
+    lg = make_log()
+    lg.append_as_leader(plain_batch(2))                       # 0-1
+    lg.append_as_leader(txn_batch(7, 0, 3))                   # 2-4 pid 7
+    lg.append_as_leader(txn_batch(8, 0, 2))                   # 5-6 pid 8
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 2
+    lg.append_as_leader(marker(7, ControlRecordType.ABORT), origin=AppendOrigin.COORDINATOR)  # 7
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 5  # pid 8 still open
+    lg.append_as_leader(marker(8, ControlRecordType.COMMIT), origin=AppendOrigin.COORDINATOR)  # 8
+    assert lg.last_stable_offset == 8  # the HW bounds it
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 9
+    aborted = lg.collect_aborted_transactions(0, 9)
+    assert [(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset) for a in aborted] == [(7, 2, 7, 5)]
+    assert lg.collect_aborted_transactions(8, 9) == []  # ended before the range
+    assert lg.collect_aborted_transactions(0, 2) == []  # began after it
+
+
+def test_open_transactions_and_aborted_index_survive_reopen_and_crash(make_log, tmp_path):
+    lg = make_log()
+    lg.append_as_leader(txn_batch(7, 0, 3))                   # 0-2
+    lg.append_as_leader(marker(7, ControlRecordType.ABORT), origin=AppendOrigin.COORDINATOR)  # 3
+    lg.append_as_leader(txn_batch(9, 0, 2))                   # 4-5 open
+    lg.close()
+    again = make_log()  # clean: snapshot at the end
+    again.update_high_watermark(again.log_end_offset)
+    assert again.last_stable_offset == 4
+    assert [a.producer_id for a in again.collect_aborted_transactions(0, 6)] == [7]
+    again.close()
+    # A crash that lost the snapshots and the index: both are rebuilt by replaying the log.
+    for f in (tmp_path / "topic-0").iterdir():
+        if f.name.endswith(".snapshot") or f.name == TXN_INDEX_FILE:
+            f.unlink()
+    third = make_log()
+    third.update_high_watermark(third.log_end_offset)
+    assert third.last_stable_offset == 4
+    assert [(a.first_offset, a.last_offset) for a in third.collect_aborted_transactions(0, 6)] == [(0, 3)]
+
+
+def test_truncation_reopens_a_transaction_whose_marker_went(make_log):
+    lg = make_log()
+    lg.append_as_leader(txn_batch(7, 0, 2))                   # 0-1
+    lg.append_as_leader(marker(7, ControlRecordType.ABORT), origin=AppendOrigin.COORDINATOR)  # 2
+    lg.update_high_watermark(3)
+    assert lg.last_stable_offset == 3
+    lg.truncate_to(2)
+    lg.update_high_watermark(2)
+    assert lg.last_stable_offset == 0
+    assert lg.collect_aborted_transactions(0, 2) == []
+
+
+def test_stale_marker_is_refused(make_log):
+    from strom.common.error_codes import InvalidProducerEpochError
+
+    lg = make_log()
+    lg.append_as_leader(txn_batch(7, 0, 2, epoch=3))
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_as_leader(marker(7, ControlRecordType.COMMIT, epoch=2), origin=AppendOrigin.COORDINATOR)
+    assert lg.log_end_offset == 2
+    # A coordinator that fenced the producer writes its ABORT with a newer epoch: accepted.
+    lg.append_as_leader(marker(7, ControlRecordType.ABORT, epoch=4), origin=AppendOrigin.COORDINATOR)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 3
