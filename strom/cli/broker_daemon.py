@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from strom.cli.errors import CliError
+from strom.cli.processes import alive, cmdline, terminate_and_wait
 
 __all__ = ["PID_FILE_NAME", "OUT_FILE_NAME", "DAEMON_MARKER", "start_daemon", "find_broker_pids", "pid_file_for",
            "stop_brokers"]
@@ -54,29 +55,9 @@ def _child_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-    except OSError:
-        return []
-
-
 def _is_daemon_broker(pid: int) -> bool:
-    args = _cmdline(pid)
-    return "strom.cli.main" in args and "broker" in args and DAEMON_MARKER in args and _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # an exited child not yet reaped is a zombie: gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    args = cmdline(pid)
+    return "strom.cli.main" in args and "broker" in args and DAEMON_MARKER in args and alive(pid)
 
 
 def _read_pid(pid_file: Path) -> int | None:
@@ -153,17 +134,4 @@ def find_broker_pids(pid_file: Path | None) -> list[int]:
 
 def stop_brokers(pids: list[int], timeout_s: float) -> list[int]:
     """SIGTERM each broker and wait for it to exit; the pids still alive at the deadline."""
-    import signal
-
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout_s
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _alive(p)]
-        if alive:
-            time.sleep(0.05)
-    return alive
+    return terminate_and_wait(pids, timeout_s)

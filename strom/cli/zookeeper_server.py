@@ -29,7 +29,6 @@ import difflib
 import errno
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import time
@@ -37,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.cli.processes import cmdline, terminate_and_wait
 from strom.common.errors import ConfigError
 from strom.config.properties import load_properties_file
 
@@ -300,16 +300,8 @@ def _answers_srvr(host: str, port: int, require_serving: bool = True) -> bool:
     return reply.startswith(b"Zookeeper version") or b"whitelist" in reply
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
 def _is_strom_zookeeper(pid: int, config_path: Path | None = None) -> bool:
-    args = _cmdline(pid)
+    args = cmdline(pid)
     if MAIN_CLASS not in args or STROM_MARKER not in args:
         return False
     return config_path is None or str(config_path.resolve()) in args
@@ -339,30 +331,4 @@ def find_server_pids(config: ZooKeeperConfig | None = None) -> list[int]:
 
 def stop_servers(pids: list[int], timeout_s: float = 30.0) -> list[int]:
     """SIGTERM each pid and wait for it to exit; returns the pids still alive at the deadline."""
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout_s
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _alive(p)]
-        if alive:
-            time.sleep(0.05)
-    return alive
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (our own unreaped child) has exited already.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return terminate_and_wait(pids, timeout_s)
