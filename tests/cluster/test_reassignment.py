@@ -65,7 +65,10 @@ def test_reassign_partitions_tool(tmp_path: Path) -> None:
         wait_until(verified, 120, "--verify to report both moves complete")
         lst = strom_cli("reassign-partitions", "--bootstrap-server", cluster.bootstrap, "--list")
         assert lst.returncode == 0 and "No partition reassignments found." in lst.stdout
-        assert [list(partition_meta(cluster, "tool", p).replicas) for p in (0, 1)] == [[3, 2], [3, 2]]
+        # Every broker learns the new replica lists (UpdateMetadata reaches them one after another).
+        for n in (1, 2, 3):
+            wait_until(lambda n=n: [list(partition_meta(cluster, "tool", p, nodes=(n,)).replicas) for p in (0, 1)]
+                       == [[3, 2], [3, 2]], 30, f"broker {n} to show the new replicas")
         assert [v for _, v in read_all(cluster.bootstrap, "tool", partitions=2)[0]] == \
             [v for _, _, v in sorted(a for a in acked if a[0] == 0)]
         bad = strom_cli("reassign-partitions", "--bootstrap-server", cluster.bootstrap, "--execute")
