@@ -109,6 +109,16 @@ def test_move_a_partition_to_other_brokers() -> None:
             assert [p.error_code for t in no_more.responses for p in t.partitions] == \
                 [ErrorCode.NO_REASSIGNMENT_IN_PROGRESS]
         assert [v for _, v in read_all(cluster.bootstrap, "moving")[0]] == list(range(300))
+        # Reordering the same replicas moves no data but changes the preferred leader on every broker.
+        reordered = list(reversed(target))
+        with controller_client(cluster) as c:
+            r = c.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, Alter(timeout_ms=30000, topics=[
+                Alter.ReassignableTopic(name="moving", partitions=[
+                    Alter.ReassignablePartition(partition_index=0, replicas=reordered)])]))
+            assert [p.error_code for t in r.responses for p in t.partitions] == [ErrorCode.NONE]
+        for n in (1, 2, 3):
+            wait_until(lambda n=n: list(partition_meta(cluster, "moving", nodes=(n,)).replicas) == reordered, 30,
+                       f"broker {n} to show the reordered replicas")
         # The old replica deleted its copy.
         old_dir = Path(cluster.brokers[old[0]].data_dir) / "moving-0"
         wait_until(lambda: not old_dir.exists(), 60, "the removed replica's log to be deleted")

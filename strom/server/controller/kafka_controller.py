@@ -538,7 +538,9 @@ class KafkaController:
             original = current[1] if current is not None else list(self.ctx.assignments[tp])
             if sorted(target) == sorted(self.ctx.assignments[tp]) and current is None:
                 if target != self.ctx.assignments[tp]:
-                    await self._set_assignment(tp, list(target), [], [])  # a reorder: no data moves
+                    # A reorder: no data moves, but the preferred leader and every broker's metadata change.
+                    await self._set_assignment(tp, list(target), [], [])
+                    self._send_update_metadata(list(self.ctx.live_brokers), [tp])
                 out[tp] = (ErrorCode.NONE, None)
                 continue
             full = list(target) + [r for r in original if r not in target]
