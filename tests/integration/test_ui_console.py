@@ -268,8 +268,14 @@ def test_strom_ui_command_serves_and_stops_on_sigterm(cluster: str) -> None:
         line = proc.stdout.readline()
         assert line.startswith("strom console on http://127.0.0.1:") and "(read-only)" in line, line
         url = line.split()[3]
-        with urllib.request.urlopen(url + "groups/g-lag", timeout=30) as resp:
-            assert resp.status == 200 and 'id="total-lag">300<' in resp.read().decode()
+        def lag_shown() -> bool:  # pages serve the sampler's snapshot: the lag appears within a sample or two
+            with urllib.request.urlopen(url + "groups/g-lag", timeout=30) as resp:
+                return resp.status == 200 and 'id="total-lag">300<' in resp.read().decode()
+
+        deadline = time.monotonic() + 30
+        while not lag_shown():
+            assert time.monotonic() < deadline, "the console never showed the group's lag of 300"
+            time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:
