@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from werkzeug.serving import make_server
@@ -124,9 +125,14 @@ def cells(driver: webdriver.Chrome, table_id: str) -> list[list[str]]:
 
 
 def wait_until(condition: Any, timeout: float = 30.0) -> Any:
+    """Poll ``condition``; an element read while the page is being replaced (a form post navigating) counts as
+    "not yet" rather than an error."""
     deadline = time.monotonic() + timeout
     while True:
-        value = condition()
+        try:
+            value = condition()
+        except (StaleElementReferenceException, NoSuchElementException):
+            value = None
         if value:
             return value
         assert time.monotonic() < deadline, "condition not met in time"
