@@ -20,6 +20,7 @@ from strom.broker_process import BrokerProcess
 MUST_NOT_SKIP = ("spark", "interop", "cluster", "integration")
 _TESTS = Path(__file__).parent
 _skips: list[tuple[str, str]] = []  # (node id, reason)
+_WORKER_SKIPS = "strom_collect_skips"  # key of xdist's workeroutput: collection-time skips seen by a worker
 
 
 def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
@@ -28,9 +29,13 @@ def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
     return reason.removeprefix("Skipped: ")
 
 
+_collect_skips: list[tuple[str, str]] = []  # the part of _skips found while collecting
+
+
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.skipped:
         _skips.append((report.nodeid, _skip_reason(report)))
+        _collect_skips.append(_skips[-1])
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -64,7 +69,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
             write(f"  {nodeid}", red=True)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """pytest-xdist: a worker's collection-time skips (a module skipped at import) are reported in the worker
+    only; the worker hands them over in its ``workeroutput`` (every worker collects every module: deduplicated)."""
+    seen = set(_skips)
+    for nodeid, reason in getattr(node, "workeroutput", {}).get(_WORKER_SKIPS, []):
+        if (nodeid, reason) not in seen:
+            seen.add((nodeid, reason))
+            _skips.append((nodeid, reason))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reports (test-level skips reach it directly)
+        workeroutput[_WORKER_SKIPS] = _collect_skips
+        return
     if any(_must_not_skip(nodeid, session.config.rootpath) for nodeid, _ in _skips) \
             and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

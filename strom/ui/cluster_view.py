@@ -172,6 +172,7 @@ class ClusterView:
         self._cache_ttl_s = cache_ttl_s
         self._cache: dict[str, tuple[float, Any]] = {}
         self._cache_lock = threading.Lock()
+        self._generation = 0  # bumped by invalidate(): a load that began before a write must not be cached
         self.metrics = Metrics(MetricConfig(samples=2, time_window_ms=max(1000, int(sample_interval_s * 3000))))
         self._sensors: dict[str, Sensor] = {}
         self._history: dict[str, _Series] = {}
@@ -215,16 +216,21 @@ class ClusterView:
             hit = self._cache.get(key)
             if hit is not None and now - hit[0] < ttl:
                 return hit[1]
-        return self._store(key, load(), now)
+            generation = self._generation
+        return self._store(key, load(), generation, now)
 
-    def _store(self, key: str, value: Any, now: float | None = None) -> Any:
+    def _store(self, key: str, value: Any, generation: int, now: float | None = None) -> Any:
+        """Cache ``value`` unless the cache was invalidated since its load began (``generation``): a sampler
+        round that listed topics before a deletion would otherwise show the deleted topic again."""
         with self._cache_lock:
-            self._cache[key] = (self._clock() if now is None else now, value)
+            if generation == self._generation:
+                self._cache[key] = (self._clock() if now is None else now, value)
         return value
 
     def invalidate(self) -> None:
         with self._cache_lock:
             self._cache.clear()
+            self._generation += 1
 
     # -------------------------------------------------------------------------------------- cluster
 
@@ -441,9 +447,11 @@ class ClusterView:
     def sample_once(self) -> None:
         """Read offsets once and record the increments (the sampler thread calls this)."""
         now_ms = self.metrics.time.milliseconds()
+        with self._cache_lock:
+            generation = self._generation
         names = self._store("topic-names", sorted(self.admin.list_topics(list_internal=True).names()
-                                                  .result(_TIMEOUT_S)))
-        topics = self._store("topics", self._load_topics(names))
+                                                  .result(_TIMEOUT_S)), generation)
+        topics = self._store("topics", self._load_topics(names), generation)
         total = 0.0
         for row in topics:
             end = sum(p.end_offset for p in row.partitions if p.end_offset >= 0)
@@ -458,8 +466,8 @@ class ClusterView:
         self._remember("cluster", total, now_ms)
         lag: dict[tuple[str, str, int], int] = {}
         group_ids = self._store("group-ids", sorted(
-            g.group_id for g in self.admin.list_consumer_groups().all().result(_TIMEOUT_S)))
-        for group in self._store("groups", self._load_groups(group_ids)):
+            g.group_id for g in self.admin.list_consumer_groups().all().result(_TIMEOUT_S)), generation)
+        for group in self._store("groups", self._load_groups(group_ids), generation):
             committed = sum(p.committed for p in group.partitions if p.committed is not None)
             last = self._last_group_offsets.get(group.group_id)
             self._last_group_offsets[group.group_id] = committed

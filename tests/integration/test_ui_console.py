@@ -288,3 +288,26 @@ def test_strom_ui_command_serves_and_stops_on_sigterm(cluster: str) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_sample_that_began_before_a_deletion_does_not_bring_the_topic_back(cluster: str) -> None:
+    """The sampler lists topics, a user deletes one, the sampler stores its (now stale) list: the deleted topic
+    must not reappear on the next page load (seen in a run: the topics page showed a topic just deleted)."""
+    view = ClusterView(cluster, sample_interval_s=0, cache_ttl_s=600)
+    try:
+        view.create_topic("short-lived", 1, 1)
+        load = view._load_topics
+
+        def load_then_a_user_deletes(names: Any) -> Any:
+            rows = load(names)
+            if "short-lived" in [r.name for r in rows]:
+                view.delete_topic("short-lived")  # lands after the sample read the cluster, before it stored
+            return rows
+
+        view._load_topics = load_then_a_user_deletes  # type: ignore[method-assign]
+        view.sample_once()
+        view._load_topics = load  # type: ignore[method-assign]
+        assert "short-lived" not in [t.name for t in view.topics()]
+        assert "short-lived" not in view.topic_names()
+    finally:
+        view.close()
