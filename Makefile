@@ -43,8 +43,12 @@ system-deps:
 kcat java zookeeper chromium: system-deps
 
 
+# Two pytest-xdist workers, one test file at a time each (module fixtures stay in one process): most tests wait
+# on brokers, ZooKeeper and JVMs rather than compute, so two run in about two thirds of the time on 2 cores.
+# PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP_TEST) system-deps
-	$(VPY) -m pytest -q --ignore=tests/cluster_stress $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/cluster_stress $(PYTEST_ARGS)
 
 # Failover under load on a real ZooKeeper + 3-broker cluster (kill -9 rounds, a ZooKeeper restart); CI runs it
 # after `make test`. STROM_JEPSEN_ROUNDS (default 10) and STROM_JEPSEN_SEED vary it.
