@@ -26,13 +26,16 @@ venv: $(STAMP_TEST)
 # Debian packages the tests use, installed with apt-get when missing (apt-get update first, once): kcat (interop
 # tests), Chromium + ChromeDriver (the web console's browser tests), a Java runtime and ZooKeeper 3.8 (cluster mode: its jars land in /usr/share/java, where
 # `strom zookeeper-server-start` finds them).
+SYSTEM_DEPS ?= kcat java zookeeper chromium
 system-deps:
 	@missing=""; \
-	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
-	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
-	test -f /usr/share/java/zookeeper.jar || missing="$$missing zookeeper"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	for want in $(SYSTEM_DEPS); do case $$want in \
+	  kcat) command -v kcat >/dev/null 2>&1 || missing="$$missing kcat";; \
+	  java) command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless";; \
+	  zookeeper) test -f /usr/share/java/zookeeper.jar || missing="$$missing zookeeper";; \
+	  chromium) command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	            command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver";; \
+	esac; done; \
 	if [ -n "$$missing" ]; then \
 	  command -v apt-get >/dev/null 2>&1 || { echo "error: missing Debian packages:$$missing (apt-get not available)"; exit 1; }; \
 	  echo "installing Debian packages:$$missing"; \
@@ -65,6 +68,7 @@ codegen-check: $(STAMP_TEST)
 	$(VPY) -m tools.codegen --check
 
 demo: $(STAMP_DEMO)
+	@$(MAKE) --no-print-directory system-deps SYSTEM_DEPS=java
 	$(VPY) -m strom.demo
 
 bench: $(STAMP_TEST)
