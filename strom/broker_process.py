@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -16,8 +17,29 @@ from pathlib import Path
 __all__ = ["BrokerProcess", "free_port"]
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port free now, for a server started a moment later. Picked below the kernel's ephemeral range:
+    a port from that range (what binding port 0 gives) can meanwhile become the local end of some outgoing
+    connection, and the server's bind then fails with EADDRINUSE (seen on a busy machine)."""
+    low, _high = _ephemeral_range()
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(10_000, low) if low > 11_000 else rng.randrange(low, 65_536)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # crowded: let the kernel choose
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 

@@ -40,6 +40,10 @@ ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "clients", "users", "ips"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_options(p)
+    p.add_argument("--zookeeper", metavar="<String: urls>",
+                   help="host:port[/chroot] of the cluster's ZooKeeper, for SCRAM credentials of users only "
+                        "(as in Kafka 3.x): the brokers' own inter-broker SCRAM user is created this way before "
+                        "the brokers start")
     p.add_argument("--describe", action="store_true", help="list configs for the given entity")
     p.add_argument("--alter", action="store_true", help="alter the configuration of the entity")
     p.add_argument("--entity-type", metavar="<String>", action="append", dest="entity_types",
@@ -164,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     quota_changes = scram = None
     if entity_type in ("users", "clients", "users+clients") and action == "alter":
         quota_changes, scram = _parse_user_client_alterations(args, entities)
+    if args.zookeeper:
+        return _run_on_zookeeper(args, action, entity_type, name, quota_changes, scram)
     admin = new_admin(args)
     try:
         if entity_type in ("users", "clients", "users+clients"):
@@ -344,6 +350,53 @@ def _parse_scram_alterations(to_add: dict[str, str], to_delete: list[str], user:
         out.append(UserScramCredentialUpsertion(user, key.upper(), iterations, fields["password"]))
     out += [UserScramCredentialDeletion(user, key.upper()) for key in to_delete]
     return out
+
+
+def _run_on_zookeeper(args: argparse.Namespace, action: str, entity_type: str, name: str | None,
+                      quota_changes: Any, scram: list[Any] | None) -> int:
+    """``--zookeeper``: SCRAM credentials written to (or described from) ZooKeeper directly, Kafka 3.x's one
+    remaining ZooKeeper use of kafka-configs.sh (brokers that authenticate to each other with SCRAM need their
+    user before any broker runs); the brokers pick changes up through the config change notifications."""
+    from strom.admin.scram import UserScramCredentialDeletion
+    from strom.security.scram import SCRAM_MECHANISMS, ScramCredential
+    from strom.server.security.zk_credentials import ZkCredentialStore
+    from strom.server.zk.kafka_zk_client import KafkaZkClient
+
+    if args.bootstrap_server:
+        raise CliError("Only one of --bootstrap-server or --zookeeper must be specified", 2)
+    if entity_type != "users" or (action == "alter" and not scram) or \
+            (action == "alter" and quota_changes is not None and any(quota_changes)):
+        raise CliError("--zookeeper only alters or describes SCRAM credentials of users (--entity-type users "
+                       "--add-config 'SCRAM-SHA-256=[password=...]'); use --bootstrap-server for everything else",
+                       2)
+    try:
+        zk = KafkaZkClient.connect(args.zookeeper, connection_timeout_ms=15_000)
+    except Exception as e:
+        raise CliError(f"Cannot connect to ZooKeeper at {args.zookeeper}: {error_message(e)}", 1,
+                       plain=True) from None
+    try:
+        store = ZkCredentialStore(zk)
+        if action == "describe":
+            for user, mechanisms in sorted(store.describe().items()):
+                if name is None or user == name:
+                    creds = ",".join(f"{m}=iterations={i}" for m, i in sorted(mechanisms.items()))
+                    print(f"SCRAM credential configs for user-principal '{user}' are {creds}")
+            return 0
+        assert scram is not None and name is not None
+        for change in scram:
+            if isinstance(change, UserScramCredentialDeletion):
+                store.delete(name, change.mechanism)
+                continue
+            try:
+                cred = ScramCredential.generate(SCRAM_MECHANISMS[change.mechanism], change.password,
+                                                change.iterations)
+            except ValueError as e:
+                raise CliError(f"Error while executing config command: {e}", 1, plain=True) from None
+            store.upsert(name, change.mechanism, cred)
+        print(f"Completed updating config for user {name}.")
+        return 0
+    finally:
+        zk.close()
 
 
 def _describe_users(admin: Any, name: str | None) -> int:

@@ -40,6 +40,7 @@ from strom.server.security.authorizer import create_authorizer
 from strom.server.security.channel_builders import build_socket_servers
 from strom.server.security.client_quotas import ClientQuotaManagers
 from strom.server.security.credentials import default_credential_store
+from strom.server.security.inter_broker import InterBrokerSecurity
 from strom.server.security.quota_store import FileQuotaStore, ZkQuotaStore
 from strom.server.security.zk_acl_store import ZkAclStore
 from strom.server.security.zk_credentials import ZkCredentialStore
@@ -101,6 +102,7 @@ class BrokerServer:
     async def start(self) -> None:
         c = self.config
         loop = asyncio.get_running_loop()
+        inter_broker = InterBrokerSecurity.from_config(c)  # a bad inter-broker setting stops the start here
         raise_open_file_limit()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -140,21 +142,23 @@ class BrokerServer:
             rm = self._replica_manager(metadata)
             listener = self.inter_broker_listener
             self.controller = KafkaController(
-                self.node_id, zk, self.time, inter_broker_listener=listener,
+                self.node_id, zk, self.time, inter_broker_listener=listener, security=inter_broker,
                 unclean_leader_election=bool(c["unclean.leader.election.enable"]),
                 auto_leader_rebalance=bool(c["auto.leader.rebalance.enable"]),
                 imbalance_check_interval_s=int(c["leader.imbalance.check.interval.seconds"]),
                 imbalance_percentage=int(c["leader.imbalance.per.broker.percentage"]),
                 socket_timeout_ms=int(c["controller.socket.timeout.ms"]))
             self.controller_channel = ControllerChannel(self.node_id, metadata, listener, self.controller,
-                                                        timeout_s=int(c["replica.socket.timeout.ms"]) / 1000)
+                                                        timeout_s=int(c["replica.socket.timeout.ms"]) / 1000,
+                                                        security=inter_broker)
             rm.set_alter_partition(self.controller_channel.alter_partition)
             rm.fetcher_manager = ReplicaFetcherManager(
                 self.node_id, rm, metadata, self.time, listener=listener,
                 wait_max_ms=int(c["replica.fetch.wait.max.ms"]), min_bytes=int(c["replica.fetch.min.bytes"]),
                 max_bytes=int(c["replica.fetch.max.bytes"]),
                 response_max_bytes=int(c["replica.fetch.response.max.bytes"]),
-                backoff_ms=int(c["replica.fetch.backoff.ms"]), socket_timeout_ms=int(c["replica.socket.timeout.ms"]))
+                backoff_ms=int(c["replica.fetch.backoff.ms"]), socket_timeout_ms=int(c["replica.socket.timeout.ms"]),
+                security=inter_broker)
             self.admin = ZkAdminManager(metadata, zk, self.default_log_config, self._apply_topic_config, **admin_kw)
             producer_ids = ProducerIdManager(
                 lambda size: zk.allocate_producer_id_block(self.node_id, size).first_producer_id, blocking=True)
@@ -162,7 +166,7 @@ class BrokerServer:
         self.group_coordinator = create_group_coordinator(c, self.time, metadata, rm)
         await self.group_coordinator.start(load_all=self.zk is None)
         self.txn_coordinator = create_transaction_coordinator(c, self.time, metadata, rm, self.group_coordinator,
-                                                              producer_ids, self.inter_broker_listener)
+                                                              producer_ids, self.inter_broker_listener, inter_broker)
         await self.txn_coordinator.start(load_all=self.zk is None)
         rm.on_leadership_change = self._on_leadership_change
         self.apis = KafkaApis(ApiCollaborators(

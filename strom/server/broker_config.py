@@ -113,6 +113,7 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "quota.window.num": (_int(1), 11),
     "quota.window.size.seconds": (_int(1), 1),
     "sasl.enabled.mechanisms": (_str, "GSSAPI"),
+    "sasl.mechanism.inter.broker.protocol": (_str, "GSSAPI"),
     "ssl.client.auth": (_choice("none", "requested", "required"), "none"),
     "ssl.keystore.type": (_choice("PEM"), "PEM"),
     "ssl.truststore.type": (_choice("PEM"), "PEM"),

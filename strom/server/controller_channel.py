@@ -20,6 +20,7 @@ from strom.protocol.messages.controlled_shutdown import ControlledShutdownReques
 from strom.server.broker_channel import BrokerChannel
 from strom.server.metadata_cache import MetadataCache
 from strom.server.partition import LeaderAndIsr
+from strom.server.security.inter_broker import InterBrokerSecurity
 
 __all__ = ["ControllerChannel"]
 
@@ -28,8 +29,9 @@ log = logging.getLogger("strom.server")
 
 class ControllerChannel:
     def __init__(self, node_id: int, metadata: MetadataCache, listener: str, controller: Any,
-                 *, timeout_s: float = 30.0) -> None:
+                 *, timeout_s: float = 30.0, security: InterBrokerSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
         self.metadata = metadata
         self.listener = listener
         self.controller = controller  # this broker's KafkaController (used directly when it is active)
@@ -46,7 +48,8 @@ class ControllerChannel:
             ep = (b.endpoint(self.listener) or b.endpoint()) if b is not None else None
             if ep is not None:
                 if self._channel is None:
-                    self._channel = BrokerChannel(ep[0], ep[1], f"strom-broker-{self.node_id}-to-controller")
+                    self._channel = BrokerChannel(ep[0], ep[1], f"strom-broker-{self.node_id}-to-controller",
+                                                  security=self.security)
                 else:
                     self._channel.retarget(ep[0], ep[1])
                 try:

@@ -24,6 +24,7 @@ from strom.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpoch
 from strom.server.broker_channel import BrokerChannel
 from strom.server.metadata_cache import MetadataCache
 from strom.server.replica_manager import ReplicaManager
+from strom.server.security.inter_broker import InterBrokerSecurity
 
 __all__ = ["ReplicaFetcherManager"]
 
@@ -43,8 +44,10 @@ class _PartitionFetchState:
 class ReplicaFetcherManager:
     def __init__(self, node_id: int, replica_manager: ReplicaManager, metadata: MetadataCache, time: Time, *,
                  listener: str, wait_max_ms: int = 500, min_bytes: int = 1, max_bytes: int = 1 << 20,
-                 response_max_bytes: int = 10 << 20, backoff_ms: int = 1000, socket_timeout_ms: int = 30_000) -> None:
+                 response_max_bytes: int = 10 << 20, backoff_ms: int = 1000, socket_timeout_ms: int = 30_000,
+                 security: InterBrokerSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.time = time
@@ -112,7 +115,8 @@ class _ReplicaFetcher:
             return None
         if self.channel is None:
             self.channel = BrokerChannel(ep[0], ep[1], f"strom-replica-fetcher-{self.m.node_id}",
-                                         timeout_s=self.m.socket_timeout_s + self.m.wait_max_ms / 1000)
+                                         timeout_s=self.m.socket_timeout_s + self.m.wait_max_ms / 1000,
+                                         security=self.m.security)
         else:
             self.channel.retarget(ep[0], ep[1])
         return self.channel

@@ -74,7 +74,9 @@ class LocalCluster:
         return ",".join(self.brokers[n].bootstrap for n in nodes)
 
     def start(self) -> LocalCluster:
-        self.zookeeper.start()
+        """ZooKeeper (unless already started: a test may prepare it first, e.g. SCRAM users) then the brokers."""
+        if not self.zookeeper.running:
+            self.zookeeper.start()
         for b in self.brokers.values():
             b.overrides["zookeeper.connect"] = self.zk_connect
             b.start(timeout=60)

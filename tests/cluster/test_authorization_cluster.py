@@ -1,7 +1,7 @@
 """Replication with the authorizer on (ZooKeeper + 3 strom brokers): clients use a SASL_PLAINTEXT listener and get
-only what their ACLs allow; the brokers talk to each other on the PLAINTEXT inter-broker listener, whose principal
-(User:ANONYMOUS: strom's inter-broker connections do not authenticate yet) is a super user, as Kafka's docs have
-the brokers' own principal in ``super.users``. The followers' Fetch and OffsetForLeaderEpoch, the controller's
+only what their ACLs allow; the brokers talk to each other on a PLAINTEXT inter-broker listener, whose principal
+(User:ANONYMOUS) is a super user — the private-interface set-up; brokers authenticating to each other over SASL_SSL
+or mTLS are tested in test_inter_broker_security.py. The followers' Fetch and OffsetForLeaderEpoch, the controller's
 LeaderAndIsr / UpdateMetadata and the leaders' AlterPartition all pass the CLUSTER_ACTION check there."""
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from strom.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from strom.protocol.messages.stop_replica import StopReplicaRequest
 from strom.protocol.messages.update_metadata import UpdateMetadataRequest
 from strom.server.broker_channel import BrokerChannel
+from strom.server.security.inter_broker import InterBrokerSecurity
 from strom.server.zk.kafka_zk_client import KafkaZkClient
 from strom.server.zk.znodes import BrokerRegistration, ConfigEntityZNode, ConfigType, LeaderAndIsr
 
@@ -83,8 +84,9 @@ class KafkaController:
     def __init__(self, broker_id: int, zk: KafkaZkClient, time: Time, *, inter_broker_listener: str,
                  unclean_leader_election: bool = False, auto_leader_rebalance: bool = True,
                  imbalance_check_interval_s: int = 300, imbalance_percentage: int = 10,
-                 socket_timeout_ms: int = 30_000) -> None:
+                 socket_timeout_ms: int = 30_000, security: InterBrokerSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.zk = zk
         self.time = time
         self.listener = inter_broker_listener
@@ -714,7 +716,7 @@ class KafkaController:
         if s is None:
             assert ep is not None, f"broker {b.broker_id} has no endpoint"
             s = _BrokerSender(b.broker_id, ep.host, ep.port, f"strom-controller-{self.broker_id}",
-                              self.socket_timeout_s)
+                              self.socket_timeout_s, self.security)
             self._senders[b.broker_id] = s
         return s
 
@@ -792,9 +794,10 @@ class KafkaController:
 class _BrokerSender:
     """One in-order queue of controller requests to one broker (Kafka's RequestSendThread)."""
 
-    def __init__(self, broker_id: int, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(self, broker_id: int, host: str, port: int, client_id: str, timeout_s: float,
+                 security: InterBrokerSecurity | None) -> None:
         self.broker_id = broker_id
-        self.channel = BrokerChannel(host, port, client_id, timeout_s=timeout_s)
+        self.channel = BrokerChannel(host, port, client_id, timeout_s=timeout_s, security=security)
         self._queue: asyncio.Queue[tuple[int, int, Any, asyncio.Future[Any] | None]] = asyncio.Queue()
         self._task = asyncio.get_running_loop().create_task(self._run())
 

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from strom.server.metadata_cache import MetadataCache
     from strom.server.producer_id_manager import ProducerIdManager
     from strom.server.replica_manager import ReplicaManager
+    from strom.server.security.inter_broker import InterBrokerSecurity
 
 __all__ = ["TransactionCoordinator", "InitPidResult", "create_transaction_coordinator"]
 
@@ -421,7 +422,8 @@ class TransactionCoordinator:
 
 def create_transaction_coordinator(config: object, time: Time, metadata: MetadataCache,
                                    replica_manager: ReplicaManager, group_coordinator: GroupCoordinator,
-                                   producer_ids: ProducerIdManager, listener: str | None) -> TransactionCoordinator:
+                                   producer_ids: ProducerIdManager, listener: str | None,
+                                   security: InterBrokerSecurity | None = None) -> TransactionCoordinator:
     """The broker's transaction coordinator, configured from its ``transaction.*`` keys, over
     ``__transaction_state`` (whose existing partition count wins over the configured one, as in Kafka)."""
     import dataclasses
@@ -437,7 +439,8 @@ def create_transaction_coordinator(config: object, time: Time, metadata: Metadat
         cfg = dataclasses.replace(cfg, num_partitions=existing.num_partitions)
     txn_log = ReplicaOffsetsLog(replica_manager, metadata, time, group_coordinator.offset_config,
                                 topic=TRANSACTION_STATE_TOPIC_NAME)
-    markers = TxnMarkerWriter(replica_manager.node_id, metadata, replica_manager, group_coordinator, time, listener)
+    markers = TxnMarkerWriter(replica_manager.node_id, metadata, replica_manager, group_coordinator, time, listener,
+                              security=security)
 
     def coordinator_epoch(partition: int) -> int:
         p = replica_manager.get_partition(TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition))

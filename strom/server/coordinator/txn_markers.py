@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from strom.server.coordinator.group_coordinator import GroupCoordinator
     from strom.server.metadata_cache import MetadataCache
     from strom.server.replica_manager import ReplicaManager
+    from strom.server.security.inter_broker import InterBrokerSecurity
 
 __all__ = ["TxnMarkerWriter", "write_markers_locally"]
 
@@ -64,8 +65,9 @@ class TxnMarkerWriter:
 
     def __init__(self, node_id: int, metadata: MetadataCache, replica_manager: ReplicaManager,
                  group_coordinator: GroupCoordinator | None, time: Time, listener: str | None,
-                 timeout_ms: int = 30_000) -> None:
+                 timeout_ms: int = 30_000, security: InterBrokerSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
         self.metadata = metadata
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
@@ -114,7 +116,7 @@ class TxnMarkerWriter:
         ch = self._channels.get(leader)
         if ch is None:
             ch = self._channels[leader] = BrokerChannel(ep[0], ep[1], f"txn-markers-{self.node_id}",
-                                                        timeout_s=self.timeout_ms / 1000)
+                                                        timeout_s=self.timeout_ms / 1000, security=self.security)
         else:
             ch.retarget(ep[0], ep[1])
         topics: dict[str, list[int]] = {}
