@@ -30,6 +30,7 @@ from strom.storage.log_validator import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.server.broker_metrics import BrokerMetrics
+    from strom.storage.file_records import FileRegion
 
 __all__ = ["ReplicaManager", "AppendResult", "FetchPartition", "FetchResult"]
 
@@ -57,7 +58,7 @@ class FetchResult:
     error_code: int
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes | memoryview = b""
+    records: bytes | memoryview | FileRegion = b""  # a FileRegion for zero-copy reads: the caller releases it
     last_stable_offset: int = -1
     preferred_read_replica: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset), read_committed only
@@ -355,13 +356,17 @@ class ReplicaManager:
 
     # -- fetch ------------------------------------------------------------------------------------------------
     def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool, *,
-             client_rack: str | None = None, follower_reads: bool = False, isolation_level: int = 0) -> FetchResult:
+             client_rack: str | None = None, follower_reads: bool = False, isolation_level: int = 0,
+             zero_copy: bool = False) -> FetchResult:
         """One partition's read for Fetch: consumers up to the HW (read_committed: up to the last stable offset,
         with the aborted transactions the records overlap), followers up to the LEO.
 
         KIP-392: a consumer that sends its rack (Fetch v11+, ``follower_reads``) may read from a follower, up to
         the follower's high watermark; with ``replica.selector.class`` set to the rack-aware selector, the leader
-        answers such a consumer with the in-sync replica of its rack as ``preferred_read_replica``."""
+        answers such a consumer with the in-sync replica of its rack as ``preferred_read_replica``.
+
+        ``zero_copy``: records come back as a :class:`FileRegion` (sent with ``sendfile`` on plaintext
+        connections) instead of bytes; the caller must ``release()`` it."""
         p = self.partitions.get(part.tp)
         if p is None:
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
@@ -385,11 +390,12 @@ class ReplicaManager:
         lso = lg.last_stable_offset
         read_committed = isolation_level == 1 and not is_follower
         max_offset = lg.log_end_offset if is_follower else lso if read_committed else hw
-        records: bytes | memoryview = b""
+        records: bytes | memoryview | FileRegion = b""
         code = ErrorCode.NONE
         if part.fetch_offset != max_offset or part.fetch_offset > lg.log_end_offset:
             try:
-                data = lg.read(part.fetch_offset, max(max_bytes, 0), max_offset=max_offset, min_one_message=min_one)
+                data = lg.read(part.fetch_offset, max(max_bytes, 0), max_offset=max_offset, min_one_message=min_one,
+                               zero_copy=zero_copy)
                 records = data.records or b""
             except BrokerResponseError as e:
                 code = e.errno

@@ -197,6 +197,12 @@ class OffsetIndex(_IndexFile):
             return self.base_offset, 0
         return self.base_offset + self._offsets[n], self._positions[n]
 
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 when none): a place to start walking batch
+        headers towards ``position`` without reading everything before it."""
+        n = bisect.bisect_right(self._positions, position) - 1
+        return self._positions[n] if n >= 0 else 0
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset``."""
         n = bisect.bisect_left(self._offsets, offset - self.base_offset)

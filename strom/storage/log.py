@@ -477,12 +477,15 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        zero_copy: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, from a single segment, bytes as on disk.
 
         At most ``max_bytes`` (but the first batch whole when ``min_one_message``); only batches below
         ``max_offset`` (pass the high watermark for consumers). Raises OffsetOutOfRangeError outside
         ``[log_start_offset, log_end_offset]``; ``start_offset == log_end_offset`` gives empty records.
+        ``zero_copy``: the records are a :class:`~strom.storage.file_records.FileRegion` (the caller releases
+        it) rather than bytes; see :meth:`LogSegment.read`.
         """
         with self._lock:
             self._check_open()
@@ -497,7 +500,7 @@ class Log:
                 segment = self._segments[idx]
                 max_position = None if max_offset is None else self._position_limit(segment, max_offset)
                 try:
-                    data = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                    data = segment.read(start_offset, max_bytes, max_position, min_one_message, zero_copy)
                 except OSError as e:
                     raise KafkaStorageError(f"read from {segment.log.path} failed: {e}") from e
                 if data is not None:
