@@ -291,8 +291,14 @@ class ReplicaManager:
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
                              timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
                              ) -> dict[TopicPartition, AppendResult]:
-        """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce)."""
+        """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce).
+
+        An append that reached ``flush.messages`` is answered once the log flusher has fsynced it (Kafka flushes
+        inside the append, before the response): the event loop goes on serving others meanwhile."""
         results = {tp: self.append_local(tp, recs, required_acks, origin) for tp, recs in entries.items()}
+        for tp, r in results.items():
+            if r.info is not None and r.info.flushed is not None:
+                results[tp] = await self._await_flush(tp, r)
         if required_acks != -1:
             return results
         waits: dict[TopicPartition, asyncio.Future[int]] = {}
@@ -315,6 +321,18 @@ class ReplicaManager:
                 if code:
                     results[tp] = AppendResult(code, results[tp].info, None)
         return results
+
+    async def _await_flush(self, tp: TopicPartition, r: AppendResult) -> AppendResult:
+        assert r.info is not None and r.info.flushed is not None
+        parked_ns = self.time.nanoseconds()
+        try:
+            await asyncio.wrap_future(r.info.flushed)
+        except (KafkaError, OSError) as e:
+            log.error("produce to %s: the flush failed: %s", tp, e)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, r.info, f"I/O error: {e}")
+        finally:
+            add_remote_time(self.time.nanoseconds() - parked_ns)
+        return r
 
     def wait_replicated(self, tp: TopicPartition, required_offset: int) -> asyncio.Future[int] | None:
         """None when the ISR already has everything below ``required_offset``, else a future of the error code."""
