@@ -5,7 +5,7 @@
 The base revision's ``strom`` package is exported with ``git archive`` and run with ``PYTHONPATH`` pointing at
 it; the clients are this tree's. Per round and per broker (order swapped every round):
 
-(f) large-batch Fetch: ``--fetch-mb`` MB written as 1 MiB batches into 4 partitions, then read back twice by one
+(f) large-batch Fetch: ``--fetch-mb`` batches of ~1 MB written into 4 partitions, then read back ``--passes`` times by one
     connection with Fetch v11 (``partition_max_bytes`` 4 MiB, ``max_bytes`` 16 MiB); the client receives each
     frame into one buffer with ``recv_into`` and decodes it without copying the records. MB/s and broker CPU.
 (l) loop lag under fsync-per-message load: a broker with ``log.flush.interval.messages=1``; 4 producer
@@ -83,10 +83,11 @@ def produce_request(topic: str, partition: int, batch: bytes, acks: int = 1) -> 
 
 
 def fill(bootstrap: str, topic: str, mb: int) -> int:
-    """``mb`` one-MiB batches (64 records of 16 KiB), round-robin over the partitions; returns bytes written."""
+    """``mb`` batches of ~1 MB (60 records of 16 KiB: under max.message.bytes), round-robin over the partitions;
+    returns bytes written."""
     b = MemoryRecordsBuilder()
     value = os.urandom(16 << 10)
-    for i in range(64):
+    for i in range(60):
         b.append(1_700_000_000_000 + i, None, value)
     batch = b.build()
     with RawClient(bootstrap, timeout=60) as c:
@@ -194,6 +195,14 @@ def loop_lag(bootstrap: str, topic: str, seconds: float) -> tuple[list[float], i
 
 def run_once(pythonpath: str, args: argparse.Namespace) -> dict[str, float]:
     out: dict[str, float] = {}
+    if args.only != "lag":
+        run_fetch(pythonpath, args, out)
+    if args.only != "fetch":
+        run_lag(pythonpath, args, out)
+    return out
+
+
+def run_fetch(pythonpath: str, args: argparse.Namespace, out: dict[str, float]) -> None:
     b = start_broker(pythonpath)
     try:
         proc = psutil.Process(b.proc.pid)  # type: ignore[union-attr]
@@ -201,12 +210,15 @@ def run_once(pythonpath: str, args: argparse.Namespace) -> dict[str, float]:
         fill(b.bootstrap, "big", args.fetch_mb)
         fetch_all(b.bootstrap, "big", 1)  # warm the page cache and the code paths
         c0 = sum(proc.cpu_times()[:2])
-        dt, nbytes = fetch_all(b.bootstrap, "big", 2)
+        dt, nbytes = fetch_all(b.bootstrap, "big", args.passes)
         out["fetch MB/s"] = nbytes / dt / 1e6
         out["fetch broker CPU s/GB"] = (sum(proc.cpu_times()[:2]) - c0) / (nbytes / 1e9)
     finally:
         b.stop()
         b.cleanup()
+
+
+def run_lag(pythonpath: str, args: argparse.Namespace, out: dict[str, float]) -> None:
     b = start_broker(pythonpath, {"log.flush.interval.messages": "1"})
     try:
         create_topic(b.bootstrap, "lag")
@@ -219,7 +231,6 @@ def run_once(pythonpath: str, args: argparse.Namespace) -> dict[str, float]:
     finally:
         b.stop()
         b.cleanup()
-    return out
 
 
 # -- loopback limits ---------------------------------------------------------------------------------------------
@@ -273,7 +284,9 @@ def main() -> None:
     ap.add_argument("--base-ref", default="82162b9", help="the revision before zero-copy Fetch and the log flusher")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fetch-mb", type=int, default=256)
+    ap.add_argument("--passes", type=int, default=4, help="times the fetch client reads the whole topic")
     ap.add_argument("--lag-seconds", type=float, default=8.0)
+    ap.add_argument("--only", choices=("fetch", "lag"), default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="strom-base-") as base:
         export(args.base_ref, base)
@@ -290,6 +303,8 @@ def main() -> None:
                     results[name].append(run_once(variants[name], args))
                     print(f"round {r + 1} {name}: " + ", ".join(f"{k} {v:,.2f}" for k, v in results[name][-1].items()),
                           flush=True)
+                if args.only == "lag":
+                    continue
                 lo_plain.append(loopback(2 << 30, None))
                 lo_sendfile.append(loopback(2 << 30, f.name))
                 print(f"round {r + 1} loopback: send {lo_plain[-1]:,.0f} MB/s, sendfile {lo_sendfile[-1]:,.0f} MB/s",
@@ -300,10 +315,12 @@ def main() -> None:
         rb = statistics.median(x[key] for x in results["before"])
         ra = statistics.median(x[key] for x in results["after"])
         print(f"  {key:<30} {rb:>10,.2f} {ra:>10,.2f}")
+    if args.only == "lag":
+        return
     plain, sf = statistics.median(lo_plain), statistics.median(lo_sendfile)
     print(f"  {'loopback send MB/s':<30} {plain:>10,.0f}")
     print(f"  {'loopback sendfile MB/s':<30} {sf:>10,.0f}")
-    for name in variants:
+    for name in variants if args.only != "lag" else ():
         fetch = statistics.median(x["fetch MB/s"] for x in results[name])
         print(f"  fetch / loopback sendfile, {name}: {fetch / sf:.2f}x   (/ loopback send: {fetch / plain:.2f}x)")
 
