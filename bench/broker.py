@@ -5,7 +5,8 @@
 (a) confluent-kafka Producer -> strom broker (subprocess), 1 KiB and 100-byte records, acks=1;
 (b) the same producer -> librdkafka's in-memory mock cluster (a C broker);
 (c) confluent-kafka Consumer reading the 1 KiB topic back from strom;
-(d) raw loopback TCP between two processes (the physical limit).
+(d) raw loopback TCP between two processes (the physical limit): ``send`` of a memory buffer, and (d2)
+    ``os.sendfile`` of a page-cached file (what a zero-copy Fetch does).
 Prints records/s, MB/s and strom's ratios against (b) and (d).
 """
 
@@ -16,6 +17,7 @@ import multiprocessing as mp
 import os
 import socket
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -116,7 +118,8 @@ def _sink(port_q: mp.Queue, total: int) -> None:  # type: ignore[type-arg]
     conn.close()
 
 
-def loopback(total: int = 2 << 30) -> float:
+def loopback(total: int = 2 << 30, path: str | None = None) -> float:
+    """MB/s to a sink process: ``sendall`` of a 1 MiB buffer, or ``os.sendfile`` of the file ``path``."""
     q: mp.Queue = mp.Queue()  # type: ignore[type-arg]
     proc = mp.Process(target=_sink, args=(q, total))
     proc.start()
@@ -124,6 +127,12 @@ def loopback(total: int = 2 << 30) -> float:
     chunk = b"\0" * (1 << 20)
     t0 = time.perf_counter()
     sent = 0
+    if path is not None:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            while sent < total:
+                offset = sent % size
+                sent += os.sendfile(s.fileno(), f.fileno(), offset, min(size - offset, total - sent))
     while sent < total:
         s.sendall(chunk)
         sent += len(chunk)
@@ -183,12 +192,18 @@ def main() -> None:
         del holder
     lb = loopback()
     print(f"  {'(d) raw loopback TCP':<44} {'':>12}       {lb:>9.1f} MB/s")
+    with tempfile.NamedTemporaryFile(prefix="strom-sendfile-") as f:
+        f.write(os.urandom(1 << 20) * 256)
+        f.flush()
+        lbs = loopback(path=f.name)
+    print(f"  {'(d2) loopback sendfile of a cached file':<44} {'':>12}       {lbs:>9.1f} MB/s")
     print("ratios")
     for size in (1024, 100):
         r = results[f"strom-produce-{size}"][0] / results[f"mock-produce-{size}"][0]
         print(f"  produce {size:>4} B: strom / mock cluster = {r:.2f}x")
     print(f"  fetch 1 KiB: strom / loopback = {results['strom-fetch-1024'][1] / lb:.2f}x (confluent-kafka consumer), "
-          f"{results['strom-lean-fetch'][1] / lb:.2f}x (lean fetch client)")
+          f"{results['strom-lean-fetch'][1] / lb:.2f}x (lean fetch client); "
+          f"lean / loopback sendfile = {results['strom-lean-fetch'][1] / lbs:.2f}x")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import uuid
 from typing import Any
 
 from strom.common.errors import ProtocolError
+from strom.protocol.send import SendBuilder, TransferableRecords
 
 __all__ = [
     "Reader",
@@ -459,6 +460,9 @@ def _nbytes(b: Any) -> int:
 def write_records(out: bytearray, b: Any) -> None:
     if b is None:
         out += b"\xff\xff\xff\xff"
+    elif isinstance(b, TransferableRecords):
+        out += _I32.pack(b.size)
+        _add_transferable(out, b)
     else:
         out += _I32.pack(_nbytes(b))
         out += b
@@ -467,9 +471,19 @@ def write_records(out: bytearray, b: Any) -> None:
 def write_compact_records(out: bytearray, b: Any) -> None:
     if b is None:
         out.append(0)
+    elif isinstance(b, TransferableRecords):
+        write_uvarint(out, b.size + 1)
+        _add_transferable(out, b)
     else:
         write_uvarint(out, _nbytes(b) + 1)
         out += b
+
+
+def _add_transferable(out: bytearray, b: TransferableRecords) -> None:
+    """A records field held as a file region: only a :class:`SendBuilder` knows how to place it."""
+    if not isinstance(out, SendBuilder):
+        raise ProtocolError("records held outside memory (a file region) can only be encoded into a SendBuilder")
+    out.add_transferable(b)
 
 
 # ---------------------------------------------------------------------------------------------- arrays

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from strom.storage.log_manager import LogManager
 __all__ = ["BrokerServer", "pid_file_path"]
 
 log = logging.getLogger("strom.server")
+_SWITCH_INTERVAL_S = 0.0005
 
 
 class BrokerServer:
@@ -104,6 +106,10 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         inter_broker = InterBrokerSecurity.from_config(c)  # a bad inter-broker setting stops the start here
         raise_open_file_limit()
+        # Disk work runs in threads (the log flusher, the cleaner, executor jobs) that need the GIL back for a
+        # moment after each fsync while the event loop thread is busy: with CPython's default 5 ms switch interval
+        # every such handoff can wait 5 ms, which would hold every flush.messages ack that long.
+        sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL_S))
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.metrics.start_http()  # first: a taken metrics.prometheus.listener port stops the start here

@@ -19,6 +19,7 @@ from strom.common.errors import ProtocolError
 from strom.common.time import Time
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.headers import decode_request_header, response_header_version
+from strom.protocol.send import MultiSend, SendBuilder
 from strom.server.apis import ApiSpec, BoundHandler, load_all
 from strom.server.request_context import RequestContext
 from strom.server.socket_server import ConnectionClosed, ConnectionContext
@@ -83,7 +84,7 @@ class KafkaApis:
         return self._handlers[api_key]
 
     async def handle(self, conn: ConnectionContext, frame: memoryview, listener_name: str | None = None,
-                     ) -> bytes | bytearray | None:
+                     ) -> bytes | bytearray | MultiSend | None:
         try:
             header, body_offset = decode_request_header(frame)
         except ProtocolError as e:
@@ -114,13 +115,14 @@ class KafkaApis:
         return self.frame(header.correlation_id, response_header_version(key, version), response, version)
 
     @staticmethod
-    def frame(correlation_id: int, header_version: int, response: object, version: int) -> bytearray:
-        # One buffer for size + header + body: Fetch bodies carry megabytes of records, copy them once only.
+    def frame(correlation_id: int, header_version: int, response: object, version: int) -> bytearray | MultiSend:
+        """Size + header + body in one buffer (Fetch bodies carry megabytes of records: copy them once only), or a
+        :class:`MultiSend` when records are file regions (zero-copy Fetch): the encoded bytes around them."""
         head = 8 if header_version == 0 else 9
-        out = bytearray(head)
+        out = SendBuilder(head)
         response.encode_into(out, version)  # type: ignore[attr-defined]
-        _RESP_V0.pack_into(out, 0, len(out) - 4, correlation_id)
-        return out
+        _RESP_V0.pack_into(out, 0, out.total_size - 4, correlation_id)
+        return out.build()
 
 
 def _api_name(key: int) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from strom.common.error_codes import ErrorCode
@@ -214,6 +215,7 @@ class _ReplicaFetcher:
                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
                            forgotten_topics_data=[], rack_id="")
         resp = await channel.request(ApiKey.FETCH, FETCH_VERSION, req)
+        flushes: list[tuple[TopicPartition, Future[None]]] = []
         for t in resp.responses:
             for pd in t.partitions:
                 tp = TopicPartition(t.topic, pd.partition_index)
@@ -223,7 +225,9 @@ class _ReplicaFetcher:
                     continue
                 if pd.error_code == ErrorCode.NONE:
                     try:
-                        p.append_records_to_follower(pd.records or b"", pd.high_watermark)
+                        info = p.append_records_to_follower(pd.records or b"", pd.high_watermark)
+                        if info is not None and info.flushed is not None:
+                            flushes.append((tp, info.flushed))
                     except (BrokerResponseError, KafkaError, OSError) as e:
                         log.error("%s: follower append failed: %s", tp, e)
                         st.delayed_until_ms = now + self.m.backoff_ms
@@ -237,3 +241,11 @@ class _ReplicaFetcher:
                         st.truncating = True
                 else:
                     st.delayed_until_ms = now + self.m.backoff_ms
+        # flush.messages reached on this follower: the next fetch (which tells the leader how far this replica
+        # is, and so moves the HW that acks=all waits for) goes out once the flusher has made the records durable,
+        # as Kafka's follower flushes inside its append.
+        for tp, fut in flushes:
+            try:
+                await asyncio.wrap_future(fut)
+            except (KafkaError, OSError) as e:
+                log.error("%s: follower flush failed: %s", tp, e)

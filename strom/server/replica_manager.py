@@ -30,6 +30,7 @@ from strom.storage.log_validator import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.server.broker_metrics import BrokerMetrics
+    from strom.storage.file_records import FileRegion
 
 __all__ = ["ReplicaManager", "AppendResult", "FetchPartition", "FetchResult"]
 
@@ -57,7 +58,7 @@ class FetchResult:
     error_code: int
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes | memoryview = b""
+    records: bytes | memoryview | FileRegion = b""  # a FileRegion for zero-copy reads: the caller releases it
     last_stable_offset: int = -1
     preferred_read_replica: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset), read_committed only
@@ -290,8 +291,14 @@ class ReplicaManager:
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
                              timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
                              ) -> dict[TopicPartition, AppendResult]:
-        """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce)."""
+        """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce).
+
+        An append that reached ``flush.messages`` is answered once the log flusher has fsynced it (Kafka flushes
+        inside the append, before the response): the event loop goes on serving others meanwhile."""
         results = {tp: self.append_local(tp, recs, required_acks, origin) for tp, recs in entries.items()}
+        for tp, r in results.items():
+            if r.info is not None and r.info.flushed is not None:
+                results[tp] = await self._await_flush(tp, r)
         if required_acks != -1:
             return results
         waits: dict[TopicPartition, asyncio.Future[int]] = {}
@@ -314,6 +321,18 @@ class ReplicaManager:
                 if code:
                     results[tp] = AppendResult(code, results[tp].info, None)
         return results
+
+    async def _await_flush(self, tp: TopicPartition, r: AppendResult) -> AppendResult:
+        assert r.info is not None and r.info.flushed is not None
+        parked_ns = self.time.nanoseconds()
+        try:
+            await asyncio.wrap_future(r.info.flushed)
+        except (KafkaError, OSError) as e:
+            log.error("produce to %s: the flush failed: %s", tp, e)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, r.info, f"I/O error: {e}")
+        finally:
+            add_remote_time(self.time.nanoseconds() - parked_ns)
+        return r
 
     def wait_replicated(self, tp: TopicPartition, required_offset: int) -> asyncio.Future[int] | None:
         """None when the ISR already has everything below ``required_offset``, else a future of the error code."""
@@ -355,13 +374,17 @@ class ReplicaManager:
 
     # -- fetch ------------------------------------------------------------------------------------------------
     def read(self, replica_id: int, part: FetchPartition, max_bytes: int, min_one: bool, *,
-             client_rack: str | None = None, follower_reads: bool = False, isolation_level: int = 0) -> FetchResult:
+             client_rack: str | None = None, follower_reads: bool = False, isolation_level: int = 0,
+             zero_copy: bool = False) -> FetchResult:
         """One partition's read for Fetch: consumers up to the HW (read_committed: up to the last stable offset,
         with the aborted transactions the records overlap), followers up to the LEO.
 
         KIP-392: a consumer that sends its rack (Fetch v11+, ``follower_reads``) may read from a follower, up to
         the follower's high watermark; with ``replica.selector.class`` set to the rack-aware selector, the leader
-        answers such a consumer with the in-sync replica of its rack as ``preferred_read_replica``."""
+        answers such a consumer with the in-sync replica of its rack as ``preferred_read_replica``.
+
+        ``zero_copy``: records come back as a :class:`FileRegion` (sent with ``sendfile`` on plaintext
+        connections) instead of bytes; the caller must ``release()`` it."""
         p = self.partitions.get(part.tp)
         if p is None:
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
@@ -385,11 +408,12 @@ class ReplicaManager:
         lso = lg.last_stable_offset
         read_committed = isolation_level == 1 and not is_follower
         max_offset = lg.log_end_offset if is_follower else lso if read_committed else hw
-        records: bytes | memoryview = b""
+        records: bytes | memoryview | FileRegion = b""
         code = ErrorCode.NONE
         if part.fetch_offset != max_offset or part.fetch_offset > lg.log_end_offset:
             try:
-                data = lg.read(part.fetch_offset, max(max_bytes, 0), max_offset=max_offset, min_one_message=min_one)
+                data = lg.read(part.fetch_offset, max(max_bytes, 0), max_offset=max_offset, min_one_message=min_one,
+                               zero_copy=zero_copy)
                 records = data.records or b""
             except BrokerResponseError as e:
                 code = e.errno

@@ -11,6 +11,12 @@ authenticator that sees every frame until the session is authenticated (SASL), t
 handles requests strictly in order — Kafka mutes a channel while a request is in flight, which gives clients
 in-order responses; we keep a bounded queue instead and pause reading when it is full. Runs on the broker's
 event loop only.
+
+Zero-copy Fetch (Kafka's ``FileRecords.writeTo`` / ``transferTo``): a response whose records are file regions
+arrives as a :class:`~strom.protocol.send.MultiSend`. On a plaintext connection (PLAINTEXT, SASL_PLAINTEXT) the
+:class:`SocketWriter` writes it straight to the socket: the encoded bytes with ``send`` and each region with
+``os.sendfile`` from the segment file, waiting for writability on the loop between partial writes. Over TLS the
+regions are read into memory and the frame goes through the transport like any other response.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import socket
 import ssl
 from collections import deque
@@ -27,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from strom.common.errors import ConfigError, ProtocolError
 from strom.common.time import SYSTEM_TIME, Time
 from strom.protocol.connection import FrameDecoder
+from strom.protocol.send import MultiSend, TransferableRecords
 from strom.server.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -62,7 +70,7 @@ class ConnectionContext:
     """
 
     __slots__ = ("peer", "connection_id", "closed", "listener_name", "security_protocol", "principal",
-                 "client_host", "sasl_mechanism", "received_ns", "throttle_ms")
+                 "client_host", "sasl_mechanism", "received_ns", "throttle_ms", "zero_copy")
 
     def __init__(self, peer: str, connection_id: int, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -78,14 +86,114 @@ class ConnectionContext:
         # Set by a handler whose request broke a client quota: after the response is written the connection is not
         # read for this long (KIP-219: the client is told throttle_time_ms and the broker mutes the channel).
         self.throttle_ms = 0
+        # Responses may carry records as file regions written with sendfile (a plaintext socket); False: handlers
+        # must put record bytes in memory.
+        self.zero_copy = False
 
 
-# A dispatcher takes (context, frame bytes) and returns the framed response bytes, or None for no response.
-Dispatcher = Callable[[ConnectionContext, memoryview], Awaitable[bytes | bytearray | None]]
+# A dispatcher takes (context, frame bytes) and returns the framed response (bytes, or a MultiSend of bytes and
+# file regions), or None for no response.
+Dispatcher = Callable[[ConnectionContext, memoryview], Awaitable[bytes | bytearray | MultiSend | None]]
 
 
 class ConnectionClosed(Exception):
     """Raised by a dispatcher to make the server close the connection (protocol violation)."""
+
+
+_MSG_MORE = getattr(socket, "MSG_MORE", 0)
+
+
+class RegionTruncatedError(OSError):
+    """A file region's file was cut shorter between the read and the send: the frame cannot be completed."""
+
+
+class SocketWriter:
+    """Writes :class:`MultiSend` frames straight to a connection's socket: bytes with ``send``, file regions with
+    ``os.sendfile`` (no copy through Python). Event loop only; one frame at a time.
+
+    It works on a duplicate of the transport's descriptor: the transport keeps owning the connection, and the
+    event loop lets this writer wait for writability on its own descriptor (a loop refuses ``add_writer`` on a
+    descriptor a transport uses, and uvloop has no ``loop.sendfile``). The caller makes sure the transport has
+    nothing buffered before a frame is written here, so bytes never overtake each other. :meth:`close` must run
+    when the connection is lost (the duplicate would otherwise keep the TCP connection open).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self._loop = loop
+        self._sock = socket.socket(fileno=os.dup(fd))
+        self._sock.setblocking(False)
+        self._waiter: asyncio.Future[None] | None = None
+        self.closed = False
+        self.sendfile_bytes = 0  # bytes sent from files (for tests and metrics)
+
+    async def write(self, send: MultiSend) -> None:
+        """Write every part; raises OSError (RegionTruncatedError, a reset connection) when the frame could not be
+        written whole: the connection must then be closed, part of a frame may be out."""
+        last = len(send.parts) - 1
+        for i, part in enumerate(send.parts):
+            if isinstance(part, TransferableRecords):
+                await self._sendfile(part)
+            else:
+                await self._send(part, _MSG_MORE if i < last else 0)
+
+    async def _send(self, data: bytes | bytearray | memoryview, flags: int) -> None:
+        view = memoryview(data)
+        while view:
+            if self.closed:
+                raise ConnectionResetError("connection closed")
+            try:
+                n = self._sock.send(view, flags)
+            except (BlockingIOError, InterruptedError):
+                await self._writable()
+                continue
+            view = view[n:]
+
+    async def _sendfile(self, region: TransferableRecords) -> None:
+        in_fd = region.fileno()
+        offset = region.position
+        left = region.size
+        while left > 0:
+            if self.closed:
+                raise ConnectionResetError("connection closed")
+            try:
+                n = os.sendfile(self._sock.fileno(), in_fd, offset, left)
+            except (BlockingIOError, InterruptedError):
+                await self._writable()
+                continue
+            if n == 0:
+                raise RegionTruncatedError(errno.EIO, f"{region!r} was truncated under the fetch: {left} bytes "
+                                                      "missing")
+            offset += n
+            left -= n
+            self.sendfile_bytes += n
+
+    async def _writable(self) -> None:
+        fut: asyncio.Future[None] = self._loop.create_future()
+        fd = self._sock.fileno()
+        self._loop.add_writer(fd, _wake, fut)
+        self._waiter = fut
+        try:
+            await fut
+        finally:
+            self._waiter = None
+            if not self.closed:
+                self._loop.remove_writer(fd)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        waiter = self._waiter
+        if waiter is not None:
+            self._loop.remove_writer(self._sock.fileno())
+            if not waiter.done():
+                waiter.set_exception(ConnectionResetError("connection closed"))
+        self._sock.close()
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class ServerAuthenticator(Protocol):
@@ -105,8 +213,12 @@ class KafkaServerProtocol(asyncio.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_request_size: int,
                  on_close: Callable[[KafkaServerProtocol], None], *, listener: Listener | None = None,
                  authenticator: ServerAuthenticator | None = None, time: Time = SYSTEM_TIME,
-                 principal_from_cert: Callable[[dict[str, Any]], KafkaPrincipal] | None = None) -> None:
+                 principal_from_cert: Callable[[dict[str, Any]], KafkaPrincipal] | None = None,
+                 zero_copy: bool = False) -> None:
+        """``zero_copy``: the transport is a plain socket, so Fetch records may be sent with ``sendfile``."""
         self._dispatch = dispatcher
+        self._zero_copy = zero_copy
+        self._writer: SocketWriter | None = None
         self._max = max_request_size
         self._on_close = on_close
         self._frames = FrameDecoder(max_request_size)
@@ -140,6 +252,12 @@ class KafkaServerProtocol(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            if self._zero_copy:
+                try:
+                    self._writer = SocketWriter(asyncio.get_running_loop(), sock.fileno())
+                    self.ctx.zero_copy = True
+                except OSError as e:  # out of descriptors: this connection copies records instead
+                    log.debug("no zero-copy writes for %s: %s", self.ctx.peer, e)
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.ctx.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
@@ -167,6 +285,8 @@ class KafkaServerProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ctx.closed = True
+        if self._writer is not None:
+            self._writer.close()
         self._wakeup.set()
         self._write_ready.set()
         if self._worker is not None and not self.busy:
@@ -191,7 +311,7 @@ class KafkaServerProtocol(asyncio.Protocol):
                 if self._paused and len(self._queue) < MAX_QUEUED_PER_CONNECTION // 2 and self._transport:
                     self._paused = False
                     self._transport.resume_reading()
-                response: bytes | bytearray | None = None
+                response: bytes | bytearray | MultiSend | None = None
                 close_after = False
                 dispatch = True
                 if self._authenticator is not None:
@@ -206,7 +326,11 @@ class KafkaServerProtocol(asyncio.Protocol):
                         return
                     finally:
                         self.busy = False
-                if response is not None and not self.ctx.closed and self._transport is not None:
+                if isinstance(response, MultiSend):
+                    if not await self._write_multi(response):
+                        self._abort()
+                        return
+                elif response is not None and not self.ctx.closed and self._transport is not None:
                     self._transport.write(response)
                     self.last_active_ns = self._time.nanoseconds()
                     if not self._write_ready.is_set():
@@ -221,6 +345,53 @@ class KafkaServerProtocol(asyncio.Protocol):
         except Exception:  # a bug in a handler must not take the broker down
             log.exception("closing connection %s after an internal error", self.ctx.peer)
             self._abort()
+
+    async def _write_multi(self, send: MultiSend) -> bool:
+        """Write a frame holding file regions: sendfile on a plain socket, else read into memory. False when the
+        frame could not be written whole (the connection must close: a partial frame may be out)."""
+        try:
+            if self.ctx.closed or self._transport is None:
+                return True
+            if self._writer is not None and await self._drain_transport():
+                try:
+                    await self._writer.write(send)
+                except OSError as e:
+                    if not self.ctx.closed:
+                        log.warning("closing connection %s: a response could not be written whole (%s)",
+                                    self.ctx.peer, e)
+                    return False
+            else:
+                try:
+                    data = send.to_bytes()
+                except (OSError, ValueError) as e:
+                    log.warning("closing connection %s: %s", self.ctx.peer, e)
+                    return False
+                self._transport.write(data)
+                if not self._write_ready.is_set():
+                    await self._write_ready.wait()
+            self.last_active_ns = self._time.nanoseconds()
+            return True
+        finally:
+            send.release()
+
+    async def _drain_transport(self) -> bool:
+        """Wait until the transport has written everything it buffered (the socket writer must not overtake it):
+        with a high-water mark of 0 the transport pauses this protocol until its buffer is empty. False when that
+        cannot be waited for (the caller then writes through the transport)."""
+        t = self._transport
+        if t is None or t.get_write_buffer_size() == 0:
+            return t is not None
+        low, high = t.get_write_buffer_limits()
+        t.set_write_buffer_limits(high=0, low=0)
+        try:
+            while t.get_write_buffer_size() and not self.ctx.closed:
+                if self._write_ready.is_set():  # the transport did not pause us: do not spin
+                    return False
+                await self._write_ready.wait()
+        finally:
+            if not self.ctx.closed:
+                t.set_write_buffer_limits(high=high, low=low)
+        return not self.ctx.closed
 
     async def _mute(self, throttle_ms: int) -> None:
         """Kafka's throttled channel: read nothing from this client (queued requests wait too) until the throttle
@@ -511,7 +682,8 @@ class SocketServer:
         proto = KafkaServerProtocol(self._dispatch, self._max_request_size, self._connection_closed,
                                     listener=self.listener,
                                     authenticator=self._authenticator_factory() if self._authenticator_factory else None,
-                                    time=self._time, principal_from_cert=self._principal_from_cert)
+                                    time=self._time, principal_from_cert=self._principal_from_cert,
+                                    zero_copy=self._ssl is None)
         proto.ctx.client_host = ip
         self.connections.add(proto)
         if self.on_connection_created is not None:

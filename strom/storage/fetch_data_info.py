@@ -6,6 +6,10 @@ Kafka counterparts: ``FetchDataInfo`` and ``LogOffsetMetadata``. Immutable value
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strom.storage.file_records import FileRegion
 
 __all__ = ["LogOffsetMetadata", "FetchDataInfo", "FetchData"]
 
@@ -26,11 +30,12 @@ class FetchDataInfo:
     ``records`` starts with the batch that contains ``fetch_offset`` (which may begin before it; clients skip
     records below their fetch offset) and holds only whole batches. It is empty when nothing is readable at
     ``fetch_offset`` (at the log end, at/after ``max_offset``, or when ``min_one_message`` was false and the first
-    batch alone exceeds ``max_bytes``).
+    batch alone exceeds ``max_bytes``). A zero-copy read gives a :class:`FileRegion` of the segment file instead
+    of bytes (same range, same rules).
     """
 
     fetch_offset: int
-    records: bytes
+    records: bytes | FileRegion
     segment_base_offset: int = -1
     first_offset_position: int = -1
     first_batch_base_offset: int = -1

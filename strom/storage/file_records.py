@@ -14,12 +14,14 @@ Not thread-safe on its own: the owning segment serialises writes; ``os.pread`` r
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
 from strom.common.error_codes import CorruptMessageError
+from strom.protocol.send import TransferableRecords
 from strom.record.header import (
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -29,7 +31,7 @@ from strom.record.header import (
 )
 from strom.storage.fs import PooledFile
 
-__all__ = ["FileRecords", "BatchPosition", "CorruptRecordError", "record_timestamps"]
+__all__ = ["FileRecords", "FileRegion", "BatchPosition", "CorruptRecordError", "record_timestamps"]
 
 log = logging.getLogger("strom.storage.log")
 
@@ -60,6 +62,66 @@ class BatchPosition(NamedTuple):
     @property
     def last_offset(self) -> int:
         return self.header.base_offset + self.header.last_offset_delta
+
+
+class FileRegion(TransferableRecords):
+    """``size`` bytes of a segment file from ``position``, for a Fetch response sent with ``sendfile`` (Kafka's
+    ``FileRecords.slice``).
+
+    The region owns a duplicate of the file's descriptor, taken when the read was made under the log's lock, so
+    the bytes stay reachable whatever happens to the segment before the response is written: retention,
+    compaction's swap and follower truncation rename, close or unlink the file (an unlinked file lives while a
+    descriptor is open). Only cutting the file itself (``ftruncate`` of the active segment: a follower truncating
+    its log, an append undone) can take bytes away; then :meth:`read_bytes` raises and a ``sendfile`` comes up
+    short, and the socket layer closes the connection rather than send a frame whose length is wrong (Kafka
+    closes the connection too). :meth:`release` closes the descriptor; call it once the response is written or
+    dropped (a forgotten region is closed when garbage-collected). Not thread-safe.
+    """
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, fd: int, position: int, size: int, path: str) -> None:
+        super().__init__(size, position)
+        self._fd: int | None = fd
+        self.path = path
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise OSError(errno.EBADF, f"region of {self.path} was released")
+        return self._fd
+
+    def read_bytes(self) -> bytes:
+        """The region's bytes; raises OSError when the file no longer holds all of them."""
+        fd = self.fileno()
+        data = os.pread(fd, self.size, self.position)
+        while len(data) < self.size:
+            more = os.pread(fd, self.size - len(data), self.position + len(data))
+            if not more:
+                raise OSError(errno.EIO, f"{self.path} was truncated under a fetch: {len(data)} of {self.size} "
+                                         f"bytes left at position {self.position}")
+            data += more
+        return data
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            self._fd = None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"FileRegion({self.path!r}, position={self.position}, size={self.size})"
 
 
 class FileRecords:
@@ -153,6 +215,35 @@ class FileRecords:
         finally:
             self._file.release()
         return data
+
+    def slice(self, position: int, size: int) -> FileRegion | bytes:
+        """``size`` bytes from ``position`` as a :class:`FileRegion` holding its own descriptor (zero-copy reads);
+        the bytes themselves when no descriptor can be spared (EMFILE / ENFILE)."""
+        size = max(0, min(size, self.size - position))
+        if size == 0:
+            return b""
+        fd = self._file.acquire()
+        try:
+            try:
+                dup = os.dup(fd)
+            except OSError as e:
+                if e.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                dup = -1
+        finally:
+            self._file.release()
+        if dup < 0:
+            return self.read(position, size)
+        return FileRegion(dup, position, size, self.path)
+
+    def whole_batches_end(self, start: int, end: int, scan_from: int | None = None) -> int:
+        """The end of the last whole batch in ``[start, end)`` (``start`` when none fits), reading only batch
+        headers: from ``scan_from`` (a batch start at or after ``start``, e.g. from the offset index) when given.
+        A torn or implausible header ends the walk there (the next read reports it)."""
+        pos = start if scan_from is None or scan_from < start else scan_from
+        for batch in self.batches(pos, end):
+            pos = batch.position + batch.size
+        return pos
 
     def _pread(self, size: int, position: int) -> bytes:
         fd = self._file.acquire()

@@ -15,6 +15,7 @@ from collections import OrderedDict
 
 __all__ = [
     "fsync_dir",
+    "fsync_file",
     "atomic_write",
     "raise_open_file_limit",
     "open_file_limit",
@@ -29,6 +30,18 @@ __all__ = [
 def fsync_dir(path: str) -> None:
     """fsync a directory so that creates, renames and unlinks in it are durable."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: str) -> None:
+    """fsync a file by name (gone already: nothing to do)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
     try:
         os.fsync(fd)
     finally:

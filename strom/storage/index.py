@@ -58,6 +58,9 @@ class _IndexFile:
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._file = PooledFile(path)  # descriptor from the shared cache: opened when used, closed when idle
         self._closed = False
+        # Written since the last fsync (True at open: what a previous run wrote may not be synced). A flush with
+        # nothing new skips the fsync: a log flush would otherwise pay three fsyncs for one file that changed.
+        self._dirty = True
 
     @property
     def path(self) -> str:
@@ -87,6 +90,7 @@ class _IndexFile:
 
     def _write_entry(self, data: bytes, n: int) -> None:
         fd = self._file.acquire()
+        self._dirty = True
         try:
             written = os.pwrite(fd, data, n * self.entry_size)
             if written != len(data):  # a short write (full disk): drop the partial entry, report the failure
@@ -97,16 +101,21 @@ class _IndexFile:
 
     def _truncate_file(self, n: int) -> None:
         fd = self._file.acquire()
+        self._dirty = True
         try:
             os.ftruncate(fd, n * self.entry_size)
         finally:
             self._file.release()
 
     def flush(self) -> None:
-        if not self._closed:
+        if not self._closed and self._dirty:
+            self._dirty = False  # before the fsync: a write racing with it marks the file dirty again
             fd = self._file.acquire()
             try:
                 os.fsync(fd)
+            except OSError:
+                self._dirty = True
+                raise
             finally:
                 self._file.release()
 
@@ -196,6 +205,12 @@ class OffsetIndex(_IndexFile):
         if n < 0:
             return self.base_offset, 0
         return self.base_offset + self._offsets[n], self._positions[n]
+
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 when none): a place to start walking batch
+        headers towards ``position`` without reading everything before it."""
+        n = bisect.bisect_right(self._positions, position) - 1
+        return self._positions[n] if n >= 0 else 0
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset``."""

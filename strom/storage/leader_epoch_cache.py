@@ -57,6 +57,7 @@ class LeaderEpochFileCache:
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         self.file_existed = os.path.exists(self.path)
+        self.unsynced = False  # written without fsync since the last synced write (see assign)
         if self.file_existed:
             for epoch, offset in self._read():
                 self._epochs.append(epoch)
@@ -117,8 +118,13 @@ class LeaderEpochFileCache:
 
     # --- writes ------------------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, sync: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed.
+
+        ``sync=False`` (an append on the event loop, with a background flusher) writes the file without fsync and
+        sets :attr:`unsynced`: the log's next flush syncs it, before the recovery point passes ``start_offset``
+        (Kafka 3.7, KAFKA-15046: no fsync of this checkpoint on the append path). A crash before that flush
+        recovers the segments from the recovery point, which rebuilds the entry from the batch headers.
 
         As Kafka: a no-op when ``epoch`` is already the latest with a start offset <= ``start_offset``; otherwise
         every entry with an epoch >= ``epoch`` or a start offset >= ``start_offset`` is dropped first (they can
@@ -139,7 +145,7 @@ class LeaderEpochFileCache:
                 )
             self._epochs.append(epoch)
             self._offsets.append(start_offset)
-            self._flush()
+            self._flush(sync)
             return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -182,11 +188,12 @@ class LeaderEpochFileCache:
         with self._lock:
             self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, sync: bool = True) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(self._epochs))]
         lines += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
         try:
-            atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+            atomic_write(self.path, ("\n".join(lines) + "\n").encode(), sync=sync)
+            self.unsynced = not sync  # a synced write makes the whole file durable
         except OSError as e:
             # The records this entry describes are written; a stale file would be trusted at the next load, so
             # remove it (that works on a full disk): the next load rebuilds the cache from the batch headers.

@@ -15,8 +15,11 @@ truncated partial batch, strom stops at the last whole batch that fits in ``max_
 
 Threading: thread-safe. One re-entrant lock per ``Log`` serialises appends, reads, rolls, retention and
 truncation. :meth:`flush` takes the lock only to pick segments and to advance the recovery point; the fsyncs
-run outside it, so a flush in a worker thread does not block appends on the event loop. Segment files are
-removed ``file.delete.delay.ms`` after retention unlinks them from the log (renamed ``.deleted`` first).
+run outside it, so a flush in a worker thread does not block appends on the event loop. With a
+:attr:`Log.flusher` (the broker's), an append that reaches ``flush.messages`` and a roll do not fsync on the
+caller's thread: the flusher does, and the append's ``LogAppendInfo.flushed`` future says when its records are
+durable. Segment files are removed ``file.delete.delay.ms`` after retention unlinks them from the log (renamed
+``.deleted`` first).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from strom.common.error_codes import KafkaStorageError, OffsetOutOfRangeError
 from strom.common.errors import KafkaError
@@ -36,10 +40,11 @@ from strom.record.header import HEADER_SIZE, BatchHeader, parse_header
 from strom.record.records import MemoryRecords
 from strom.storage.checkpoint import CorruptCheckpointError
 from strom.storage.fetch_data_info import FetchDataInfo
-from strom.storage.fs import fsync_dir
+from strom.storage.fs import fsync_dir, fsync_file
 from strom.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
+from strom.storage.log_flusher import LogFlusher
 from strom.storage.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, delete_segment_files, load_log
 from strom.storage.log_segment import DELETED_SUFFIX, LogSegment
 from strom.storage.log_validator import (
@@ -137,6 +142,8 @@ class Log:
         self._segments_version = 0  # bumped when segments are truncated or replaced (the cleaner checks it)
         self._dir_dirty = False
         self._closed = False
+        # Set by the LogManager: flush.messages and roll flushes go to its thread instead of blocking the caller.
+        self.flusher: LogFlusher | None = None
         self.producer_state = ProducerStateManager(dir)
         self.txn_index = TransactionIndex(dir)
         self._rebuild_producer_state()
@@ -288,7 +295,7 @@ class Log:
             self._update_producer_state(headers, result.records)
             latest = self.leader_epoch_cache.latest_epoch
             if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-                self.leader_epoch_cache.assign(leader_epoch, result.first_offset)
+                self._assign_epoch(leader_epoch, result.first_offset)
             info = LogAppendInfo(
                 first_offset=result.first_offset,
                 last_offset=result.last_offset,
@@ -299,9 +306,8 @@ class Log:
                 num_records=result.num_records,
                 valid_bytes=len(result.records),
                 num_batches=result.num_batches,
+                flushed=self._flush_if_due(),
             )
-            if self.unflushed_messages >= self.config.flush_messages:
-                self.flush()
             return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -331,7 +337,7 @@ class Log:
             self._update_producer_state(headers, result.records)
             for h in headers:
                 if h.partition_leader_epoch >= 0:
-                    self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                    self._assign_epoch(h.partition_leader_epoch, h.base_offset)
             info = LogAppendInfo(
                 first_offset=result.first_offset,
                 last_offset=result.last_offset,
@@ -342,10 +348,23 @@ class Log:
                 num_records=result.num_records,
                 valid_bytes=len(result.records),
                 num_batches=result.num_batches,
+                flushed=self._flush_if_due(),
             )
-            if self.unflushed_messages >= self.config.flush_messages:
-                self.flush()
             return info
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Appends record new leader epochs; with a flusher the checkpoint's fsync waits for the next flush."""
+        if self.leader_epoch_cache.assign(epoch, start_offset, sync=self.flusher is None) and self.flusher:
+            self._dir_dirty = True  # the checkpoint's rename becomes durable with the directory's fsync
+
+    def _flush_if_due(self) -> Future[None] | None:
+        """``flush.messages`` reached: fsync now, or with a :attr:`flusher` hand it over and return its future."""
+        if self.unflushed_messages < self.config.flush_messages:
+            return None
+        if self.flusher is None:
+            self.flush()
+            return None
+        return self.flusher.request(self, self._next_offset)
 
     def _write(self, result: ValidationResult, now: int, roll_base: int | None = None) -> None:
         """Write validated batches to the (maybe rolled) active segment; on failure leave it as it was."""
@@ -408,10 +427,12 @@ class Log:
         active.on_become_inactive()
         delete_segment_files(self.dir, base)  # stale files at this offset cannot hold live data
         segment = LogSegment(self.dir, base, self.config, self._time)
-        self.producer_state.take_snapshot(base)
+        self.producer_state.take_snapshot(base, sync=self.flusher is None)
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_dirty = True
+        if self.flusher is not None:  # Kafka's roll: flush the finished segment (and the snapshot) off-thread
+            self.flusher.request(self, base)
         log.debug("rolled %s at offset %d", self.dir, base)
         return segment
 
@@ -477,12 +498,15 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        zero_copy: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, from a single segment, bytes as on disk.
 
         At most ``max_bytes`` (but the first batch whole when ``min_one_message``); only batches below
         ``max_offset`` (pass the high watermark for consumers). Raises OffsetOutOfRangeError outside
         ``[log_start_offset, log_end_offset]``; ``start_offset == log_end_offset`` gives empty records.
+        ``zero_copy``: the records are a :class:`~strom.storage.file_records.FileRegion` (the caller releases
+        it) rather than bytes; see :meth:`LogSegment.read`.
         """
         with self._lock:
             self._check_open()
@@ -497,7 +521,7 @@ class Log:
                 segment = self._segments[idx]
                 max_position = None if max_offset is None else self._position_limit(segment, max_offset)
                 try:
-                    data = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                    data = segment.read(start_offset, max_bytes, max_position, min_one_message, zero_copy)
                 except OSError as e:
                     raise KafkaStorageError(f"read from {segment.log.path} failed: {e}") from e
                 if data is not None:
@@ -572,15 +596,25 @@ class Log:
                 if s.base_offset < target and self._upper_bound(i) > self._recovery_point
             ]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            unsynced_files = self.producer_state.unsynced_snapshots
+            self.producer_state.unsynced_snapshots = set()
+            if self.leader_epoch_cache.unsynced:
+                self.leader_epoch_cache.unsynced = False
+                unsynced_files.add(self.leader_epoch_cache.path)
         try:
             for segment in segments:
                 segment.flush()
             self.txn_index.flush()
+            for path in unsynced_files:  # roll snapshots, the epoch checkpoint
+                fsync_file(path)
             if dir_dirty:
                 fsync_dir(self.dir)
         except OSError as e:
             with self._lock:
                 self._dir_dirty = self._dir_dirty or dir_dirty
+                self.producer_state.unsynced_snapshots |= unsynced_files - {self.leader_epoch_cache.path}
+                if self.leader_epoch_cache.path in unsynced_files:
+                    self.leader_epoch_cache.unsynced = True
             raise KafkaStorageError(f"flush of {self.dir} failed: {e}") from e
         with self._lock:
             if target > self._recovery_point:

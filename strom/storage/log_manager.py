@@ -57,6 +57,7 @@ from strom.storage.fs import (
 from strom.storage.log import Log, parse_topic_partition
 from strom.storage.log_cleaner import CleanerConfig, LogCleaner
 from strom.storage.log_config import LogConfig
+from strom.storage.log_flusher import LogFlusher
 
 __all__ = [
     "LogManager",
@@ -131,10 +132,17 @@ class LogManager:
             os.makedirs(d, exist_ok=True)
             self._lock_fds.append(self._lock_dir(d))
         self.cleaner = LogCleaner(cleaner_config or CleanerConfig(), self.log_dirs, self.all_logs, time)
+        self.flusher: LogFlusher | None = None  # started by startup()
 
     def startup(self) -> None:
-        """Start background work owned by storage: the log cleaner threads (after :meth:`load_logs`)."""
+        """Start background work owned by storage (after :meth:`load_logs`): the log cleaner threads and the
+        :class:`LogFlusher` that takes ``flush.messages`` and roll fsyncs off the appending thread."""
         self._check_running()
+        with self._lock:
+            if self.flusher is None:
+                self.flusher = LogFlusher()
+                for lg in self._logs.values():
+                    lg.flusher = self.flusher
         self.cleaner.startup()
 
     @staticmethod
@@ -202,6 +210,7 @@ class LogManager:
                 had_clean_shutdown=clean,
                 high_watermark=high_watermarks.get(tp, 0),
             )
+            self._logs[tp].flusher = self.flusher
             self._dir_counts[d] += 1
             count += 1
         if os.path.exists(marker):
@@ -257,6 +266,7 @@ class LogManager:
                     path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
                     fresh = not os.path.exists(path)
                     new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
+                    new_log.flusher = self.flusher
                     parents.add(parent)
                     self._logs[tp] = new_log
                     self._dir_counts[parent] += 1
@@ -434,8 +444,11 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write both checkpoints, then the clean-shutdown marker per dir."""
-        # The cleaner threads take this manager's lock to list logs: stop them before taking it.
+        # The cleaner threads take this manager's lock to list logs: stop them before taking it. The flusher
+        # finishes what is queued first (appends waiting on it learn the outcome), then logs flush inline.
         self.cleaner.shutdown()
+        if self.flusher is not None:
+            self.flusher.shutdown()
         with self._lock:
             if self._shut_down:
                 return

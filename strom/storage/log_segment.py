@@ -278,9 +278,13 @@ class LogSegment:
         max_size: int,
         max_position: int | None = None,
         min_one_message: bool = True,
+        zero_copy: bool = False,
     ) -> FetchData | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes (but the first batch
         whole when ``min_one_message``), never at or past ``max_position``. None when the offset is past the end.
+
+        ``zero_copy``: the records are a :class:`FileRegion` of the file (nothing read but batch headers near
+        the end of the range, found through the offset index) instead of bytes.
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size}")
@@ -295,6 +299,14 @@ class LogSegment:
         if first_size > max_size and not min_one_message:
             return FetchDataInfo(start_offset, b"", self.base_offset, position, found.header.base_offset)
         fetch_size = min(max(max_size, first_size), limit - position)
+        if zero_copy:
+            if first_size > fetch_size:
+                return FetchDataInfo(start_offset, b"", self.base_offset, position, found.header.base_offset)
+            end = position + fetch_size
+            scan_from = max(position + first_size, self.offset_index.floor_position(end))
+            size = self.log.whole_batches_end(position + first_size, end, scan_from) - position
+            return FetchDataInfo(start_offset, self.log.slice(position, size), self.base_offset, position,
+                                 found.header.base_offset)
         data = self.log.read(position, fetch_size)
         end = _whole_batches_end(data, first_size)
         if end != len(data):

@@ -95,6 +95,8 @@ class ProducerStateManager:
         # ended (or the state was reloaded or truncated).
         self._unstable_cache: int | None = None
         self._unstable_dirty = True
+        # Snapshots written without fsync (at a roll, with a background flusher): the next log flush syncs them.
+        self.unsynced_snapshots: set[str] = set()
 
     # -- append path --------------------------------------------------------------------------------------
     def check(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
@@ -238,9 +240,13 @@ class ProducerStateManager:
     def _path(self, offset: int) -> str:
         return os.path.join(self.log_dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def take_snapshot(self, end_offset: int) -> bool:
+    def take_snapshot(self, end_offset: int, sync: bool = True) -> bool:
         """Write the state as of ``end_offset`` and remove older snapshots. A failure (full disk) is logged, not
-        raised: snapshots only shorten loading, and an older one plus replay gives the same state."""
+        raised: snapshots only shorten loading, and an older one plus replay gives the same state.
+
+        ``sync=False`` (a roll on the event loop) skips the fsyncs; the file is listed in
+        :attr:`unsynced_snapshots` for the log's next flush (Kafka 3.5+ flushes roll snapshots asynchronously
+        too). Should a crash leave it unreadable, loading falls back to replaying the log."""
         existing = self._snapshot_offsets()
         if end_offset in existing or (end_offset == 0 and not self.producers):
             return True  # nothing changed since that snapshot / nothing to replay without one
@@ -250,7 +256,9 @@ class ProducerStateManager:
             for e in self.producers.values()
         ]}
         try:
-            atomic_write(self._path(end_offset), json.dumps(doc).encode())
+            atomic_write(self._path(end_offset), json.dumps(doc).encode(), sync=sync)
+            if not sync:
+                self.unsynced_snapshots.add(self._path(end_offset))
         except OSError as e:
             log.warning("could not write producer snapshot %s: %s", self._path(end_offset), e)
             return False

@@ -4,6 +4,11 @@ Kafka counterpart: ``KafkaApis.handleFetchRequest`` → ``ReplicaManager.fetchMe
 Consumers read up to the high watermark; followers (``replica_id >= 0``) read up to the log end and, by the
 offset they fetch at, tell the leader how far they have replicated. Fetch sessions (KIP-227) are not kept: every
 response carries session id 0, which tells clients to send full fetch requests (see docs/divergences.md).
+
+Zero-copy: on a connection that can ``sendfile`` (plaintext listeners, ``ConnectionContext.zero_copy``) the
+records of each partition are read as a file region (Kafka's ``FileRecords.slice``) that the socket server sends
+from the segment file; elsewhere (TLS) they are read into memory. Regions of a read that is not answered (a
+long poll that reads again, a throttled response) are released here.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from strom.common.error_codes import ErrorCode
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.fetch import FetchRequest, FetchResponse
+from strom.protocol.send import TransferableRecords
 from strom.server.apis import api
 from strom.server.replica_manager import FetchPartition
 from strom.server.security.request_auth import Op, allowed_cluster, allowed_topics
@@ -30,7 +36,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: MetadataCache,
-              rm: ReplicaManager, readable: set[str] | None = None,
+              rm: ReplicaManager, readable: set[str] | None = None, zero_copy: bool = False,
               ) -> tuple[list[FetchResponse.FetchableTopicResponse], int, list[TopicPartition], bool]:
     """``readable``: the topics the principal may read (None: all); the others answer TOPIC_AUTHORIZATION_FAILED
     without being read or waited on, as Kafka's erroneous partitions."""
@@ -65,7 +71,7 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
                                   fp.current_leader_epoch if version >= 9 else -1)
             r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
                         client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11,
-                        isolation_level=request.isolation_level)
+                        isolation_level=request.isolation_level, zero_copy=zero_copy)
             if r.error_code:
                 had_error = True
             elif not r.records and r.preferred_read_replica < 0:
@@ -90,6 +96,14 @@ def _read_all(version: int, request: FetchRequest, replica_id: int, metadata: Me
     return out, total, watched, had_error
 
 
+def _release(responses: list[FetchResponse.FetchableTopicResponse]) -> None:
+    """Give back the file regions of a read that will not be sent."""
+    for t in responses:
+        for p in t.partitions:
+            if isinstance(p.records, TransferableRecords):
+                p.records.release()
+
+
 def _aborted(aborted: list[tuple[int, int]] | None, version: int) -> list[FetchResponse.AbortedTransaction] | None:
     # Kafka answers null for read_uncommitted (v4+) and the list, maybe empty, for read_committed.
     if aborted is None:
@@ -104,6 +118,7 @@ def _respond(quotas: Any, ctx: RequestContext, replica_id: int, total: int,
     counted in BrokerTopicMetrics, once per request."""
     throttle_ms = quotas.record_fetch(ctx, total) if quotas is not None and replica_id < 0 else 0
     if throttle_ms > 0:
+        _release(responses)
         responses = []
     if metrics is not None:
         metrics.topic_stats.record_fetch(responses, replica_id >= 0)
@@ -127,14 +142,18 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
     if quotas is not None and replica_id < 0:  # consumer_byte_rate: never more than one quota window's bytes
         request.max_bytes = quotas.fetch_max_bytes(ctx, request.max_bytes)
     deadline = time.hi_res_milliseconds() + max(0, request.max_wait_ms)
+    zero_copy = ctx.connection.zero_copy
     while True:
-        responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable)
+        responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable,
+                                                         zero_copy)
         wait_ms = deadline - time.hi_res_milliseconds()
         redirected = any(p.preferred_read_replica >= 0 for t in responses for p in t.partitions)
         if total >= request.min_bytes or had_error or redirected or wait_ms <= 0 or not watched \
                 or ctx.connection.closed:
             return _respond(quotas, ctx, replica_id, total, responses, metrics)
+        _release(responses)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
-            responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable)
+            responses, total, watched, had_error = _read_all(version, request, replica_id, metadata, replica_manager, readable,
+                                                             zero_copy)
             return _respond(quotas, ctx, replica_id, total, responses, metrics)
