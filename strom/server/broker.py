@@ -104,7 +104,10 @@ class BrokerServer:
     async def start(self) -> None:
         c = self.config
         loop = asyncio.get_running_loop()
-        inter_broker = InterBrokerSecurity.from_config(c)  # a bad inter-broker setting stops the start here
+        # A bad inter-broker setting stops the start here. A standalone broker has no peer to connect to, so its
+        # configs are not held to it (Kafka, always clustered, refuses e.g. a SASL inter-broker listener without a
+        # usable sasl.mechanism.inter.broker.protocol).
+        inter_broker = InterBrokerSecurity.from_config(c) if c["zookeeper.connect"] else None
         raise_open_file_limit()
         # Disk work runs in threads (the log flusher, the cleaner, executor jobs) that need the GIL back for a
         # moment after each fsync while the event loop thread is busy: with CPython's default 5 ms switch interval

@@ -72,8 +72,8 @@ class InterBrokerSecurity:
         mechanism = str(config.values[MECHANISM_KEY]).upper()
         if mechanism != "PLAIN" and mechanism not in SCRAM_MECHANISMS:
             raise ConfigError(f"Invalid value {mechanism} for configuration {MECHANISM_KEY}: strom's brokers "
-                              f"authenticate to each other with PLAIN, {', '.join(SCRAM_MECHANISMS)} (set it when "
-                              f"the inter-broker listener {name} uses {protocol})")
+                              f"authenticate to each other with PLAIN, {', '.join(SCRAM_MECHANISMS)} (inter-broker "
+                              f"listener {name}: {protocol})")
         enabled = [m.strip().upper() for m in str(config.listener_value(name, "sasl.enabled.mechanisms") or "")
                    .split(",") if m.strip()]
         if mechanism not in enabled:
