@@ -356,7 +356,10 @@ class KafkaConsumer:
                                     "ConsumerRecords): use poll()")
         if max_records is not None and max_records < 1:
             raise ValueError("max_records must be at least 1")
-        from strom.consumer.internals.arrow_decoder import to_table
+        try:
+            from strom.consumer.internals.arrow_decoder import to_table
+        except ImportError as e:
+            raise ImportError(f"poll_arrow() needs pyarrow and numpy (pip install 'strom[arrow]'): {e}") from e
 
         return to_table(self._poll_loop(to_ms(timeout, timeout_ms, 0), True, max_records))
 

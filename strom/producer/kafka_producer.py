@@ -357,6 +357,8 @@ class KafkaProducer:
             now += waited_ms
             remaining_wait_ms = self._max_block_time_ms - waited_ms
             key_bytes = self._serialize_all(topic, keys, self._key_serializer, "key") if keys is not None else None
+            if key_bytes is not None and key_bytes.count(None) == n:
+                key_bytes = None  # all null: partitioned (and encoded) as key-less records
             value_bytes = self._serialize_all(topic, values, self._value_serializer, "value")
             longest = max(map(len, filter(None, value_bytes)), default=0)
             if key_bytes is not None:
