@@ -1,6 +1,7 @@
 """Consumer benchmark: strom vs kafka-python vs aiokafka vs confluent-kafka, in one run.
 
   .venv/bin/python bench/consumer.py [--records N] [--partitions P] [--rounds R] [--clients strom,kafka-python,...]
+                                     [--arrow-max-records N]
 
 One strom broker (subprocess, ``group.initial.rebalance.delay.ms=0``) holds N pre-produced 100-byte records
 (confluent-kafka producer, no compression) in a topic with P partitions. Each client then runs in its own
@@ -10,7 +11,8 @@ each value (sum of the value lengths is checked). The clients take turns for R r
 and noisy: the median of the rounds is reported). Per client: steady-state records/s (clock from the first
 record to the last), total records/s (clock from creating the consumer, so connecting and the group join are
 included; importing the client library is not), CPU seconds of the consumer process and records per CPU
-second; then strom's ratios.
+second; then strom's ratios. ``strom-arrow`` is strom's columnar path (``poll_arrow``, up to --arrow-max-records
+rows per call, default 500 as the others; values touched as one column).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 VALUE_SIZE = 100
-CLIENTS = ("strom", "kafka-python", "aiokafka", "confluent-kafka")
+CLIENTS = ("strom", "strom-arrow", "kafka-python", "aiokafka", "confluent-kafka")
+MAX_RECORDS_ARROW = 500
 
 
 def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
@@ -70,6 +73,31 @@ def run_strom(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, in
         for r in records:
             nbytes += len(r.value)
         got += len(records)
+    c.close()
+    return first, got, nbytes
+
+
+def run_strom_arrow(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+    """strom's columnar path: ``poll_arrow`` (same consumer settings, 500 records per poll; whole value
+    column summed with pyarrow)."""
+    import pyarrow.compute as pc
+
+    from strom.consumer import KafkaConsumer
+
+    c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": f"bench-strom-arrow-{time.time()}"},
+                      key_deserializer="bytes", value_deserializer="bytes", auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+    c.subscribe([topic])
+    got = nbytes = 0
+    first = None
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
+        table = c.poll_arrow(1.0, max_records=MAX_RECORDS_ARROW)
+        if table.num_rows and first is None:
+            first = time.perf_counter()
+        if table.num_rows:
+            nbytes += pc.sum(pc.binary_length(table.column("value"))).as_py()
+        got += table.num_rows
     c.close()
     return first, got, nbytes
 
@@ -141,11 +169,11 @@ def run_confluent(bootstrap: str, topic: str, n: int) -> tuple[float | None, int
     return first, got, nbytes
 
 
-RUNNERS = {"strom": run_strom, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
+RUNNERS = {"strom": run_strom, "strom-arrow": run_strom_arrow, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
            "confluent-kafka": run_confluent}
 
 
-IMPORTS = {"strom": "strom.consumer", "kafka-python": "kafka", "aiokafka": "aiokafka",
+IMPORTS = {"strom": "strom.consumer", "strom-arrow": "strom.consumer.internals.arrow_decoder", "kafka-python": "kafka", "aiokafka": "aiokafka",
            "confluent-kafka": "confluent_kafka"}
 
 
@@ -168,8 +196,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--arrow-max-records", type=int, default=500)
     parser.add_argument("--child", nargs=3, metavar=("CLIENT", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global MAX_RECORDS_ARROW
+    MAX_RECORDS_ARROW = args.arrow_max_records
     if args.child:
         child(args.child[0], args.child[1], args.child[2], args.records)
         return
@@ -185,7 +216,8 @@ def main() -> None:
         print(f"produced {args.records:,} x {VALUE_SIZE} B records into {args.partitions} partitions in {dt:.1f}s")
         for _round in range(args.rounds):
             for client in clients:
-                out = subprocess.run([sys.executable, __file__, "--records", str(args.records), "--child", client,
+                out = subprocess.run([sys.executable, __file__, "--records", str(args.records),
+                                      "--arrow-max-records", str(args.arrow_max_records), "--child", client,
                                       broker.bootstrap, topic], capture_output=True, text=True, timeout=600)
                 lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
                 if out.returncode != 0 or not lines:
@@ -213,13 +245,15 @@ def main() -> None:
         print(f"| {client} | {r['steady']:,.0f} | {r['total']:,.0f} | {r['cpu']:.2f} | {r['per_cpu']:,.0f} |")
     for client, r in results.items():
         print(f"{client} steady rounds: {r['all_steady']}")
-    if "strom" in results:
-        s = results["strom"]
+    for mine in ("strom", "strom-arrow"):
+        if mine not in results:
+            continue
+        s = results[mine]
         for other in ("kafka-python", "aiokafka", "confluent-kafka"):
             if other in results:
                 o = results[other]
-                print(f"strom / {other}: {s['steady'] / o['steady']:.2f}x steady, {s['total'] / o['total']:.2f}x incl. "
-                      f"join, {s['per_cpu'] / o['per_cpu']:.2f}x records per CPU second")
+                print(f"{mine} / {other}: {s['steady'] / o['steady']:.2f}x steady, {s['total'] / o['total']:.2f}x "
+                      f"incl. join, {s['per_cpu'] / o['per_cpu']:.2f}x records per CPU second")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ process, native threads) — for 100-byte and 1 KiB records with acks=1 and acks
 subprocess using its fastest idiomatic asynchronous API (strom/kafka-python: ``send`` + ``flush``; aiokafka:
 ``send`` futures + ``gather``; confluent-kafka: ``produce`` + ``poll(0)`` + ``flush``). The clock starts after
 a warm-up record (metadata, connections) and stops when every record has been acknowledged. Common settings:
-linger.ms=5, batch.size=64 KiB, no compression, idempotence off (so acks=all means the same work for all four).
+linger.ms=5, batch.size=64 KiB, no compression, idempotence off (so acks=all means the same work for all).
+``strom-bulk`` is strom's bulk path: ``send_many`` with lists of 100,000 values.
 Prints records/s, MB/s, peak RSS per client and strom's ratio to each. ``--profile`` writes a pyinstrument
 profile of strom's 100-byte acks=1 run to ``bench/out/``.
 """
@@ -27,7 +28,7 @@ from typing import Any
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-CLIENTS = ["strom", "kafka-python", "aiokafka", "confluent"]
+CLIENTS = ["strom", "strom-bulk", "kafka-python", "aiokafka", "confluent"]
 LINGER_MS = 5
 BATCH = 65536
 
@@ -46,6 +47,27 @@ def _strom(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: 
     t0 = time.perf_counter()
     for _ in range(n):
         send(topic, payload)
+    p.flush()
+    dt = time.perf_counter() - t0
+    assert metric_values(p.metrics(), "producer-metrics")["record-error-total"] == 0
+    p.close()
+    return dt
+
+
+def _strom_bulk(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: bool) -> float:
+    """strom's bulk path: ``send_many`` of the values in slices of 100,000, then ``flush``."""
+    from strom import KafkaProducer
+    from strom.metrics import metric_values
+
+    p = KafkaProducer({"bootstrap.servers": bootstrap, "key.serializer": "bytes", "value.serializer": "bytes",
+                       "acks": acks, "linger.ms": LINGER_MS, "batch.size": BATCH, "enable.idempotence": False})
+    p.send(topic, payload).get(30)
+    values = [payload] * min(n, 100_000)
+    t0 = time.perf_counter()
+    left = n
+    while left > 0:
+        p.send_many(topic, values if left >= len(values) else values[:left])
+        left -= len(values)
     p.flush()
     dt = time.perf_counter() - t0
     assert metric_values(p.metrics(), "producer-metrics")["record-error-total"] == 0
@@ -124,7 +146,7 @@ def _confluent(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mo
     return dt
 
 
-WORKERS = {"strom": _strom, "kafka-python": _kafka_python, "aiokafka": _aiokafka, "confluent": _confluent}
+WORKERS = {"strom": _strom, "strom-bulk": _strom_bulk, "kafka-python": _kafka_python, "aiokafka": _aiokafka, "confluent": _confluent}
 
 
 def worker_main(args: argparse.Namespace) -> None:
@@ -235,15 +257,17 @@ def _row(target: str, size: int, acks: str, client: str, r: dict[str, Any]) -> s
 
 
 def _table(results: list[tuple[str, int, str, str, dict[str, Any]]], clients: list[str]) -> str:
-    lines = ["| broker | record | acks | client | records/s | MB/s | peak RSS MB | strom ÷ client |",
-             "|---|---:|---|---|---:|---:|---:|---:|"]
+    lines = ["| broker | record | acks | client | records/s | MB/s | peak RSS MB | strom ÷ client | "
+             "strom-bulk ÷ client |", "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     strom_rates = {(t, s, a): _rate(r) for t, s, a, c, r in results if c == "strom"}
+    bulk_rates = {(t, s, a): _rate(r) for t, s, a, c, r in results if c == "strom-bulk"}
     for target, size, acks, client, r in results:
         rate = _rate(r)
-        ratio = strom_rates.get((target, size, acks), float("nan")) / rate if rate == rate and rate else float("nan")
+        ratios = [rates.get((target, size, acks), float("nan")) / rate if rate == rate and rate else float("nan")
+                  for rates in (strom_rates, bulk_rates)]
         rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "-"
         lines.append(f"| {target} | {size} B | {acks} | {client} | {rate:,.0f} | {rate * size / 1e6:.1f} | {rss} | "
-                     f"{ratio:.2f}× |")
+                     f"{ratios[0]:.2f}× | {ratios[1]:.2f}× |")
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """Spark benchmark: a local[2] Structured Streaming query reading from / writing to strom vs Spark's rate source.
 
   .venv/bin/python bench/spark.py [--records N] [--size BYTES] [--per-trigger N] [--bootstrap-server H:P]
+  .venv/bin/python bench/spark.py --batch-count --records 2000000 --repeat 3
 
 Queries (micro-batches of --per-trigger records, 2 partitions, one local[2] session):
   (a) format("strom") -> groupBy().count()            read throughput
@@ -11,6 +12,9 @@ Queries (micro-batches of --per-trigger records, 2 partitions, one local[2] sess
   (d) format("rate-micro-batch") -> format("strom")     write throughput on its own (rate rows as strings)
   (e) a Python data source that emits prebuilt Arrow batches of the strom row schema -> groupBy().count():
       the ceiling of PySpark's Python Data Source API itself (no Kafka, no decoding)
+  (f) with --batch-count only: spark.read.format("strom").load().count() (a batch read of the whole topic) vs
+      the same count over a batch Python data source yielding prebuilt Arrow batches of the same rows,
+      alternating --repeat times
 Figures are steady state: rows of every batch but the first / time those batches took (Spark's
 durationMs.triggerExecution), plus the wall-clock time of the whole query (incl. its first batch). Each query
 runs --repeat times (fresh checkpoint, same data); the best run is reported (the machine is shared and noisy).
@@ -85,6 +89,72 @@ def prebuilt_source(n: int, size: int, per_trigger: int) -> type:
     return Prebuilt
 
 
+def prebuilt_batch_source(n: int, size: int) -> type:
+    """A batch Python data source whose partitions yield prebuilt Arrow batches of the strom row schema: the
+    do-nothing ceiling of ``spark.read.format(...)`` for query (f)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(n // PARTITIONS) for _ in range(PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Any:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            from strom.consumer.consumer_records import ConsumerRecord
+            from strom.spark.reader import records_to_batch, source_schema
+
+            payload = os.urandom(size)
+            recs = [ConsumerRecord("t", 0, i, 1_700_000_000_000, 0, b"k%d" % i, payload) for i in range(10_000)]
+            batch = records_to_batch(recs, to_arrow_schema(source_schema(False), timezone="UTC"), False)
+            left = partition.value
+            while left > 0:
+                yield batch.slice(0, min(left, batch.num_rows))
+                left -= batch.num_rows
+
+    class PrebuiltBatch(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "prebuilt_arrow_batch"
+
+        def schema(self) -> Any:
+            from strom.spark.reader import source_schema
+
+            return source_schema(False)
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Reader()
+
+    return PrebuiltBatch
+
+
+def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repeat: int) -> None:
+    """(f): ``spark.read.format("strom")...load().count()`` vs the same count over prebuilt Arrow batches of
+    the same rows, alternating, ``repeat`` runs each; prints every run, the best of each and the ratio."""
+    spark.dataSource.register(prebuilt_batch_source(n, size))
+    runs: dict[str, list[float]] = {"strom": [], "prebuilt": []}
+    for _ in range(repeat):
+        for name in ("strom", "prebuilt"):
+            if name == "strom":
+                df = (spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap)
+                      .option("subscribe", topic).load())
+            else:
+                df = spark.read.format("prebuilt_arrow_batch").load()
+            t0 = time.perf_counter()
+            count = df.count()
+            dt = time.perf_counter() - t0
+            assert count == n, (name, count)
+            runs[name].append(n / dt)
+            print(f"(f) batch count {name}: {n / dt:,.0f} rows/s ({dt:.2f}s)", flush=True)
+    best = {k: max(v) for k, v in runs.items()}
+    print("\n| query | rows/s (best) | runs |\n|---|---:|---|")
+    for name, rates in runs.items():
+        print(f"| (f) batch count, {name} | {best[name]:,.0f} | {', '.join(f'{r:,.0f}' for r in rates)} |")
+    ratios = [a / b for a, b in zip(runs["strom"], runs["prebuilt"], strict=True)]
+    print(f"\nbatch count: strom / prebuilt Arrow = {best['strom'] / best['prebuilt']:.2f}x (best of each); per "
+          f"alternating pair: {', '.join(f'{r:.2f}x' for r in ratios)}")
+
+
 def load(bootstrap: str, topic: str, n: int, size: int) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
@@ -95,8 +165,9 @@ def load(bootstrap: str, topic: str, n: int, size: int) -> float:
                        "linger.ms": "20", "batch.size": "1000000", "acks": "1", "enable.idempotence": "false"})
     payload = os.urandom(size)
     t0 = time.perf_counter()
-    for i in range(n):
-        p.send(topic, value=payload, key=b"k%d" % (i % 1000), partition=i % PARTITIONS)
+    for part in range(PARTITIONS):  # record i in partition i % PARTITIONS, key k<i % 1000>, with send_many
+        idx = range(part, n, PARTITIONS)
+        p.send_many(topic, [payload] * len(idx), [b"k%d" % (i % 1000) for i in idx], partition=part)
     p.flush()
     p.close()
     return time.perf_counter() - t0
@@ -145,6 +216,8 @@ def main() -> int:
     ap.add_argument("--per-trigger", type=int, default=200_000, help="maxOffsetsPerTrigger / rowsPerBatch")
     ap.add_argument("--repeat", type=int, default=2, help="runs per query; the best is reported")
     ap.add_argument("--bootstrap-server")
+    ap.add_argument("--batch-count", action="store_true",
+                    help="only (f): batch count of --records rows, strom vs prebuilt Arrow batches")
     args = ap.parse_args()
     n, per = args.records, args.per_trigger
     with tempfile.TemporaryDirectory(prefix="strom-bench-spark-") as tmp:
@@ -159,6 +232,9 @@ def main() -> int:
                   f"({n / dt:,.0f} records/s with strom's producer)", flush=True)
             spark = local_session("strom-bench", cores=2, conf={"spark.driver.memory": "2g"})
             print(f"Spark {spark.version} local[2]", flush=True)
+            if args.batch_count:
+                batch_count(spark, bootstrap, src, n, args.size, args.repeat)
+                return 0
             results: dict[str, dict[str, float]] = {}
             admin = AdminClient({"bootstrap.servers": bootstrap})
             admin.create_topics([NewTopic(f"{src}-{kind}-{i}", PARTITIONS, 1) for kind in ("out", "rate")

@@ -309,32 +309,11 @@ class KafkaConsumer:
 
     def poll(self, timeout: float | timedelta | None = None, *, timeout_ms: int | None = None) -> ConsumerRecords:
         """Fetch records, waiting up to ``timeout`` seconds (``timeout_ms`` ms) for some."""
-        self._acquire_and_ensure_open()
-        try:
-            if self._subscriptions.has_no_subscription_or_user_assignment():
-                raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
-            timer = Timer(self._time, to_ms(timeout, timeout_ms, 0))
-            now = timer.current_ms
-            if self._last_poll_ms >= 0:
-                self._poll_gap.record(now - self._last_poll_ms, now)
-            self._last_poll_ms = now
-            client = self._client
-            assert client is not None
-            while True:
-                client.maybe_trigger_wakeup()
-                self._update_assignment_metadata_if_needed(timer, wait_for_join_group=False)
-                fetched = self._poll_for_fetches(timer)
-                if fetched:
-                    # pipelining: the next fetches go out while the caller processes these records
-                    if self._fetcher.send_fetches() > 0 or client.has_pending_requests():
-                        client.transmit_sends()
-                    records = ConsumerRecords(fetched)
-                    return self._interceptors.on_consume(records) if self._interceptors else records
-                timer.update()
-                if timer.is_expired():
-                    return ConsumerRecords.EMPTY
-        finally:
-            self._release()
+        fetched = self._poll_loop(to_ms(timeout, timeout_ms, 0), False, None)
+        if not fetched:
+            return ConsumerRecords.EMPTY
+        records = ConsumerRecords(fetched)
+        return self._interceptors.on_consume(records) if self._interceptors else records
 
     def _update_assignment_metadata_if_needed(self, timer: Timer, wait_for_join_group: bool) -> bool:
         if self._coordinator is not None and not self._coordinator.poll(timer, wait_for_join_group):
@@ -353,12 +332,71 @@ class KafkaConsumer:
         self._offset_fetcher.reset_positions_if_needed()
         return True
 
-    def _poll_for_fetches(self, timer: Timer) -> dict[TopicPartition, list[Any]]:
+    def poll_arrow(self, timeout: float | timedelta | None = None, *, timeout_ms: int | None = None,
+                   max_records: int | None = None) -> Any:
+        """The columnar read path: like :meth:`poll`, but the records come as one ``pyarrow.Table``.
+
+        Columns: ``topic`` string, ``partition`` int32, ``offset`` int64, ``timestamp`` int64 (ms),
+        ``timestamp_type`` int8, ``key`` and ``value`` binary (null for a null key/value), ``headers``
+        list<struct<key: string, value: binary>>. Rows of a partition are in offset order; partitions follow
+        each other as in :meth:`poll`. At most ``max_records`` rows (default ``max.poll.records``).
+
+        Fetched record batches are decoded straight into the columns (runs of same-layout records as numpy
+        slices of the fetched bytes, without a Python object per record), so this is much cheaper per record
+        than :meth:`poll`. Everything else is :meth:`poll`'s: the group protocol, positions (``position()``
+        moves past the returned rows, ``commit_sync()`` without arguments commits them), ``seek``,
+        ``pause``/``resume``, CRC checks, ``isolation.level=read_committed`` (aborted transactions filtered,
+        control batches skipped) and errors. Differences: keys and values are the raw bytes (the configured
+        deserializers are not applied) and consumer interceptors are not supported (an
+        :class:`IllegalStateError`: their ``on_consume`` takes ``ConsumerRecords``). Needs pyarrow and numpy.
+        ``poll`` and ``poll_arrow`` may be mixed on one consumer.
+        """
+        if self._interceptors:
+            raise IllegalStateError("poll_arrow() does not support consumer interceptors (on_consume takes "
+                                    "ConsumerRecords): use poll()")
+        if max_records is not None and max_records < 1:
+            raise ValueError("max_records must be at least 1")
+        try:
+            from strom.consumer.internals.arrow_decoder import to_table
+        except ImportError as e:
+            raise ImportError(f"poll_arrow() needs pyarrow and numpy (pip install 'strom[arrow]'): {e}") from e
+
+        return to_table(self._poll_loop(to_ms(timeout, timeout_ms, 0), True, max_records))
+
+    def _poll_loop(self, timeout_ms: int, columnar: bool, max_records: int | None) -> dict[TopicPartition, list[Any]]:
+        self._acquire_and_ensure_open()
+        try:
+            if self._subscriptions.has_no_subscription_or_user_assignment():
+                raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+            timer = Timer(self._time, timeout_ms)
+            now = timer.current_ms
+            if self._last_poll_ms >= 0:
+                self._poll_gap.record(now - self._last_poll_ms, now)
+            self._last_poll_ms = now
+            client = self._client
+            assert client is not None
+            while True:
+                client.maybe_trigger_wakeup()
+                self._update_assignment_metadata_if_needed(timer, wait_for_join_group=False)
+                fetched = self._poll_for_fetches(timer, columnar, max_records)
+                if fetched:
+                    # pipelining: the next fetches go out while the caller processes these records
+                    if self._fetcher.send_fetches() > 0 or client.has_pending_requests():
+                        client.transmit_sends()
+                    return fetched
+                timer.update()
+                if timer.is_expired():
+                    return {}
+        finally:
+            self._release()
+
+    def _poll_for_fetches(self, timer: Timer, columnar: bool = False,
+                          max_records: int | None = None) -> dict[TopicPartition, list[Any]]:
         now = timer.update()
         poll_timeout = timer.remaining_ms()
         if self._coordinator is not None:
             poll_timeout = min(poll_timeout, self._coordinator.time_to_next_poll(now))
-        fetched = self._fetcher.collect_fetch()
+        fetched = self._fetcher.collect_fetch(columnar, max_records)
         if fetched:
             return fetched
         self._fetcher.send_fetches()
@@ -368,7 +406,7 @@ class KafkaConsumer:
         assert self._client is not None
         self._client.poll(poll_timeout, lambda: not fetcher.has_available_fetches())
         timer.update()
-        return fetcher.collect_fetch()
+        return fetcher.collect_fetch(columnar, max_records)
 
     def __iter__(self) -> Iterator[Any]:
         """Yield records forever (kafka-python style), polling with a 1 s timeout."""

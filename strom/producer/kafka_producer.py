@@ -26,7 +26,7 @@ from typing import Any
 
 from strom.common.error_codes import InvalidTopicExceptionError, MessageTooLargeError
 from strom.common.errors import BrokerResponseError, IllegalStateError, KafkaError, KafkaTimeoutError
-from strom.common.serialization import SerializationError, make_serializer
+from strom.common.serialization import ByteArraySerializer, SerializationError, make_serializer
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
@@ -59,6 +59,7 @@ NETWORK_THREAD_PREFIX = "kafka-producer-network-thread"
 RecordTooLargeError = MessageTooLargeError
 """Kafka's ``RecordTooLargeException`` (error code 10, MESSAGE_TOO_LARGE)."""
 _ApiErrors = (BrokerResponseError, KafkaTimeoutError)  # Kafka's ApiException family
+_RAW_TYPES = {bytes, type(None)}
 
 
 def _natural_or_none(value: Any) -> bool:
@@ -71,6 +72,32 @@ def _failed_future(exception: BaseException, tp: TopicPartition) -> FutureRecord
     result.set(-1, -1, lambda _i: exception)
     result.done()
     return FutureRecordMetadata(result, 0, -1, -1, -1)
+
+
+def _bulk_columns(values: Any, keys: Any) -> tuple[Any, Any]:
+    """``send_many``'s inputs as sequences: pyarrow tables, record batches and arrays become lists (string
+    columns as UTF-8 bytes)."""
+    if hasattr(values, "column_names") and hasattr(values, "column"):  # pyarrow Table / RecordBatch
+        if keys is not None:
+            raise ValueError("send_many: pass keys as the table's 'key' column, not as keys=")
+        names = list(values.column_names)
+        if "value" not in names:
+            raise ValueError(f"send_many: the table has no 'value' column (columns: {names})")
+        keys = values.column("key") if "key" in names else None
+        values = values.column("value")
+    return _arrow_to_list(values), _arrow_to_list(keys)
+
+
+def _arrow_to_list(column: Any) -> Any:
+    if column is None or isinstance(column, list):
+        return column
+    if hasattr(column, "to_pylist") and hasattr(column, "type"):  # pyarrow Array / ChunkedArray
+        import pyarrow as pa
+
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+        return column.to_pylist()
+    return list(column)
 
 
 class KafkaProducer:
@@ -275,6 +302,162 @@ class KafkaProducer:
             if interceptors:
                 interceptors.on_send_error(record, tp, e)
             raise
+
+    def send_many(self, topic: str, values: Any, keys: Any = None, *, partition: int | None = None,
+                  timestamp: int | None = None, callback: Any = None) -> list[FutureRecordMetadata]:
+        """Send many records to ``topic`` at once (the bulk path); returns one future per batch segment.
+
+        ``values`` is a sequence of values (``None`` = a tombstone), a pyarrow ``Array``/``ChunkedArray`` of
+        binary or string values, or a pyarrow ``Table``/``RecordBatch`` with a ``value`` column and an optional
+        ``key`` column (then ``keys`` must be ``None``); ``keys`` is a sequence (or pyarrow array) of the same
+        length. Every record gets ``timestamp`` (default: now) and no headers.
+
+        Records are appended to the accumulator as whole runs: the rest of a partition's open batch, then new
+        batches of ``batch.size``, each encoded in one pass instead of one record at a time. Per partition the
+        records keep their order, after any record sent before the call. Partitioning: ``partition`` if given;
+        else, with keys, the partitioner per record; without keys the sticky partition, moving on (as ``send``
+        does) whenever a batch fills up. Serializers are applied per value as ``send`` applies them; idempotence
+        and transactions work as for ``send`` (sequence numbers are assigned per batch when it is drained).
+        With interceptors configured, each record goes through :meth:`send` instead (interceptors see
+        ``ProducerRecord`` s) and the list holds one future per record.
+
+        The returned futures stand for segments: each completes with the :class:`RecordMetadata` of the last
+        record of its segment (a batch succeeds or fails as a whole, so that outcome is every record's of the
+        segment), and ``callback(metadata, exception)`` runs once per segment. ``flush()`` waits for all.
+        Errors are reported as by ``send``: invalid topic, metadata timeout and a record larger than
+        ``max.request.size`` fail the call before anything is appended (one failed future, ``callback``
+        called); a buffer-allocation timeout (``max.block.ms``) leaves the records appended so far queued and
+        adds a failed future for the rest; serialization errors and a closed producer raise.
+        """
+        values, keys = _bulk_columns(values, keys)
+        n = len(values)
+        if keys is not None and len(keys) != n:
+            raise ValueError(f"send_many: {len(keys)} keys for {n} values")
+        if not _natural_or_none(partition) or not _natural_or_none(timestamp):
+            raise ValueError("send_many: partition and timestamp must be non-negative ints or None")
+        if n == 0:
+            return []
+        if self._interceptors:
+            return [self.send(topic, callback, value=values[i], key=keys[i] if keys is not None else None,
+                              partition=partition, timestamp=timestamp) for i in range(n)]
+        sender = self._sender
+        if sender is None or not sender.running:
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        tm = self._transaction_manager
+        if tm is not None and tm.is_transactional():
+            tm.fail_if_not_ready_for_send()
+        now = self._time.milliseconds()
+        try:
+            try:
+                cluster, waited_ms = self._wait_on_metadata(topic, partition, now, self._max_block_time_ms)
+            except KafkaError as e:
+                if self._metadata.is_closed():
+                    raise KafkaError("Producer closed while send in progress") from e
+                raise
+            now += waited_ms
+            remaining_wait_ms = self._max_block_time_ms - waited_ms
+            key_bytes = self._serialize_all(topic, keys, self._key_serializer, "key") if keys is not None else None
+            if key_bytes is not None and key_bytes.count(None) == n:
+                key_bytes = None  # all null: partitioned (and encoded) as key-less records
+            value_bytes = self._serialize_all(topic, values, self._value_serializer, "value")
+            longest = max(map(len, filter(None, value_bytes)), default=0)
+            if key_bytes is not None:
+                longest += max(map(len, filter(None, key_bytes)), default=0)
+            if longest + 100 > self._record_size_limit:  # else every record is surely within both limits
+                for i in range(n):
+                    self._ensure_valid_record_size(upper_bound_size(
+                        key_bytes[i] if key_bytes is not None else None, value_bytes[i], (), self._compression))
+        except _ApiErrors as e:
+            self._errors.record()
+            if callback is not None:
+                try:
+                    callback(None, e)
+                except Exception:
+                    log.error("%sError executing user-provided callback", self._log_context, exc_info=True)
+            return [_failed_future(e, TopicPartition(topic, partition if partition is not None else -1))]
+        if timestamp is None:
+            timestamp = now
+        futures: list[FutureRecordMetadata] = []
+        if partition is not None or (key_bytes is not None and not getattr(self._partitioner, "ignore_keys", False)):
+            if partition is not None:
+                groups = {partition: (key_bytes, value_bytes)}
+            else:
+                groups = self._group_by_partition(topic, keys, key_bytes, values, value_bytes, cluster)
+            for part, (ks, vs) in groups.items():
+                tp = self._topic_partition(topic, part)
+                if not self._append_many(tp, timestamp, ks, vs, 0, len(vs), callback, remaining_wait_ms, now,
+                                         None, futures):
+                    break
+            return futures
+        # key-less (or keys ignored): the sticky partition, moving on when a batch fills up
+        partitioner = self._partitioner
+        pos = 0
+        while pos < n:
+            part = partitioner.partition(topic, None, None, None, None, cluster)
+            tp = self._topic_partition(topic, part)
+            result = self._append_many(tp, timestamp, key_bytes, value_bytes, pos, n, callback, remaining_wait_ms,
+                                       now, 1, futures)
+            if result is None:
+                break
+            pos += result
+            if pos < n:
+                on_new_batch = getattr(partitioner, "on_new_batch", None)
+                if on_new_batch is not None:
+                    on_new_batch(topic, cluster, part)
+        return futures
+
+    def _append_many(self, tp: TopicPartition, timestamp: int, keys: Any, values: Any, start: int, stop: int,
+                     callback: Any, max_block_ms: int, now: int, max_new_batches: int | None,
+                     futures: list[FutureRecordMetadata]) -> int | None:
+        """One ``accumulator.append_many``; the records appended, or ``None`` after an API error (reported in
+        ``futures`` and to ``callback``)."""
+        tm = self._transaction_manager
+        try:
+            result = self._accumulator.append_many(tp, timestamp, keys, values, start, stop, callback, max_block_ms,
+                                                   now, max_new_batches)
+        except _ApiErrors as e:
+            self._errors.record()
+            if callback is not None:
+                try:
+                    callback(None, e)
+                except Exception:
+                    log.error("%sError executing user-provided callback", self._log_context, exc_info=True)
+            futures.append(_failed_future(e, tp))
+            return None
+        finally:
+            if tm is not None and tm.is_transactional():
+                tm.maybe_add_partition(tp)
+        futures.extend(result.futures)
+        if result.batch_is_full or result.new_batches:
+            self._sender.wakeup()  # type: ignore[union-attr]
+        return result.consumed
+
+    @staticmethod
+    def _serialize_all(topic: str, items: Any, serializer: Any, what: str) -> list[bytes | None]:
+        if type(serializer) is ByteArraySerializer:
+            if set(map(type, items)) <= _RAW_TYPES:
+                return items if type(items) is list else list(items)
+        try:
+            return [serializer.serialize(topic, x, None) for x in items]
+        except TypeError as e:
+            raise SerializationError(f"Can't convert a {what} to class {type(serializer).__name__} specified in "
+                                     f"{what}.serializer") from e
+
+    def _group_by_partition(self, topic: str, keys: Any, key_bytes: list[bytes | None], values: Any,
+                            value_bytes: list[bytes | None], cluster: Cluster
+                            ) -> dict[int, tuple[list[bytes | None], list[bytes | None]]]:
+        """The records by the partitioner's choice, in order within each partition."""
+        partition = self._partitioner.partition
+        groups: dict[int, tuple[list[bytes | None], list[bytes | None]]] = {}
+        for i in range(len(value_bytes)):
+            kb, vb = key_bytes[i], value_bytes[i]
+            part = partition(topic, keys[i], kb, values[i], vb, cluster)
+            group = groups.get(part)
+            if group is None:
+                group = groups[part] = ([], [])
+            group[0].append(kb)
+            group[1].append(vb)
+        return groups
 
     def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
         """Shared TopicPartition instances (creating a frozen dataclass per record is costly)."""

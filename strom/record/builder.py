@@ -29,7 +29,12 @@ Not thread-safe: one builder is owned by one thread at a time.
 from __future__ import annotations
 
 import struct
+import threading
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate, chain, repeat
+from operator import add
+from typing import Any
 
 from strom.common.errors import IllegalStateError
 from strom.record.batch import Header
@@ -77,6 +82,26 @@ _HALF = CACHE_SIZE // 2  # non-negative values below this have a cached zig-zag 
 _NULL = b"\x01"  # varint -1
 _EMPTY_HEADERS = b"\x00"
 _UNBOUNDED = 1 << 62  # capacity of a builder-owned buffer
+
+# Tables of the bulk path (try_append_many), for non-negative values below 8192 (two-byte varints at most):
+_ZZ = _UV[0::2]  # _ZZ[v] = zig-zag varint of v
+_FIELD = tuple(v + len(_ZZ[v]) for v in range(len(_ZZ)))  # size of v bytes with their length prefix
+_ODS_LIMIT = 1 << 20  # offset deltas of the bulk path (three-byte varints at most); more: record by record
+_ODS: list[bytes] = []  # _ODS[d] = varint of offset delta d, grown on demand (_offset_tables)
+_ODSIZE: list[int] = []  # len(_ODS[d])
+_ODS_LOCK = threading.Lock()
+
+
+def _offset_tables(n: int) -> None:
+    """Make ``_ODS`` / ``_ODSIZE`` cover deltas below ``n`` (append-only, so readers need no lock)."""
+    if len(_ODS) >= n:
+        return
+    with _ODS_LOCK:
+        have = len(_ODS)
+        if have < n:
+            grown = [varint_bytes(d) for d in range(have, max(n, 2 * have, 1024))]
+            _ODSIZE.extend(map(len, grown))
+            _ODS.extend(grown)
 
 
 class MemoryRecordsBuilder:
@@ -290,6 +315,139 @@ class MemoryRecordsBuilder:
             self._max_ts = timestamp
         self._n = delta + 1
         return delta
+
+    def try_append_many(self, timestamp: int, keys: Sequence[bytes | None] | None,
+                        values: Sequence[bytes | None], start: int, stop: int) -> int:
+        """Append records ``start..stop-1`` of ``values`` (and ``keys``; ``None`` = no keys), all with
+        ``timestamp`` and no headers, as many as fit under ``write_limit``; return how many were appended
+        (0 only when the builder is closed or already holds records and the next one does not fit).
+
+        The bulk counterpart of :meth:`try_append`, with the same size rule (the first record of an empty
+        builder always fits). The common shape — bytes values and keys (or no keys) shorter than 8 KiB — is
+        encoded with table look-ups and ``map``/``join`` in C for the whole run instead of one format per record;
+        anything else (null values or keys, longer ones) goes through :meth:`try_append` record by record.
+        """
+        if self._built is not None or stop <= start:
+            return 0
+        if timestamp < 0 and timestamp != -1:
+            raise ValueError(f"invalid negative timestamp {timestamp}")
+        done = 0
+        while start < stop:
+            n, full = self._append_run(timestamp, keys, values, start, stop)
+            done += n
+            start += n
+            if full or n == 0:
+                break
+        return done
+
+    def _append_run(self, timestamp: int, keys: Sequence[bytes | None] | None, values: Sequence[bytes | None],
+                    start: int, stop: int) -> tuple[int, bool]:
+        """One window of :meth:`try_append_many`: ``(records appended, the limit stopped us)``."""
+        n0 = self._n
+        limit = self.write_limit
+        # Records are sized before they are encoded; look at a window of about what can still fit, so a call
+        # with a million values does not size them all to fill one batch.
+        if limit is None:
+            window = stop - start
+        else:
+            first = values[start]
+            guess = (len(first) if first is not None else 0) + 8
+            if keys is not None and keys[start] is not None:
+                guess += len(keys[start])  # type: ignore[arg-type]
+            window = min(stop - start, self._room() // guess + 16)
+        end = start + window
+        vals = list(values[start:end])
+        ks = list(keys[start:end]) if keys is not None else None
+        if None in vals or (ks is not None and None in ks) or n0 + window > _ODS_LIMIT:
+            return self._append_one_by_one(timestamp, ks, vals)
+        base_ts = timestamp if n0 == 0 else self._base_ts
+        tsd = timestamp - base_ts
+        z = (tsd << 1) ^ (tsd >> 63)
+        tsb = _UV[z] if z < CACHE_SIZE else varlong_bytes(tsd)
+        _offset_tables(n0 + window)
+        try:
+            vlens = list(map(len, vals))
+            vbs = list(map(_ZZ.__getitem__, vlens))  # IndexError from 8 KiB on: the general path
+            parts: Any = map(_FIELD.__getitem__, vlens)
+            if ks is not None:
+                klens = list(map(len, ks))
+                kbs = list(map(_ZZ.__getitem__, klens))
+                parts = map(add, parts, map(_FIELD.__getitem__, klens))
+                const = 2 + len(tsb)  # attributes, headers count, timestamp delta
+            else:
+                const = 3 + len(tsb)  # ... and the null key length
+            bodies = list(map(add, map(add, parts, _ODSIZE[n0:n0 + window]), repeat(const)))
+            lbs = list(map(_ZZ.__getitem__, bodies))
+            sizes = list(accumulate(map(_FIELD.__getitem__, bodies)))
+        except (IndexError, TypeError):
+            return self._append_one_by_one(timestamp, ks, vals)
+        count = window
+        full = False
+        if limit is not None:
+            count = bisect_right(sizes, self._room()) if not self.compression_type else self._fit_compressed(sizes)
+            if count == 0 and n0 == 0:
+                count = 1  # the first record always fits (it may be larger than the batch)
+            if count < window:
+                full = True
+                if count == 0:
+                    return 0, True
+                del vals[count:], lbs[count:], vbs[count:]
+                if ks is not None:
+                    del ks[count:], kbs[count:]
+        ods = _ODS[n0:n0 + count]
+        head = b"\x00" + tsb
+        if ks is None:
+            data = b"".join(chain.from_iterable(zip(lbs, repeat(head), ods, repeat(_NULL), vbs, vals,
+                                                    repeat(_EMPTY_HEADERS))))
+        else:
+            data = b"".join(chain.from_iterable(zip(lbs, repeat(head), ods, kbs, ks, vbs, vals,
+                                                    repeat(_EMPTY_HEADERS))))
+        if len(data) != sizes[count - 1]:  # pragma: no cover - the sizing above and the encoding disagree
+            raise IllegalStateError(f"bulk encoding wrote {len(data)} bytes, sized {sizes[count - 1]}")
+        pos = self._pos
+        end_pos = pos + len(data)
+        mv = self._mv
+        if mv is None:
+            self._buf += data
+        elif end_pos <= self._cap:
+            mv[pos:end_pos] = data
+        else:
+            self._expand()
+            self._buf += data
+        self._pos = end_pos
+        if n0 == 0:
+            self._base_ts = timestamp
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        self._n = n0 + count
+        return count, full
+
+    def _fit_compressed(self, sizes: list[int]) -> int:
+        """How many of the records (cumulative ``sizes``) pass :meth:`try_append`'s check one after the other:
+        the estimate grows with every record, so the check is repeated as it does."""
+        limit = self.write_limit
+        assert limit is not None
+        factor = self.estimated_compression_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
+        written = self._pos - HEADER_SIZE
+        prev = 0
+        for i, cum in enumerate(sizes):
+            if (i or self._n) and HEADER_SIZE + int((written + prev) * factor) + cum - prev > limit:
+                return i
+            prev = cum
+        return len(sizes)
+
+    def _room(self) -> int:
+        """Record bytes that still fit under ``write_limit`` (Kafka's rule: the estimated size so far plus the
+        uncompressed size of the next record)."""
+        assert self.write_limit is not None
+        return max(self.write_limit - self.estimated_size_in_bytes(), 0)
+
+    def _append_one_by_one(self, timestamp: int, keys: Sequence[bytes | None] | None,
+                           values: Sequence[bytes | None]) -> tuple[int, bool]:
+        for i, value in enumerate(values):
+            if self.try_append(timestamp, keys[i] if keys is not None else None, value) < 0:
+                return i, True
+        return len(values), False
 
     def has_room_for(
         self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()

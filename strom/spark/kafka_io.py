@@ -2,7 +2,8 @@
 
 - :class:`ConsumerOffsetSource` (driver): the :class:`~strom.spark.resolver.OffsetSource` of a query — topic
   listing, earliest / latest offsets, offsets for timestamps — over one ``KafkaConsumer`` (the driver's group id, no subscription).
-- :func:`read_range` (executors): the records ``[start, end)`` of one partition with a ``KafkaConsumer`` in
+- :func:`read_range` (executors): the records ``[start, end)`` of one partition, as Arrow tables from
+  ``KafkaConsumer.poll_arrow``, with a ``KafkaConsumer`` in
   assign mode with the executors' group id (never committing), ``auto.offset.reset=none``. Consumers are pooled per Python worker process (Spark
   reuses its Python workers), so a micro-batch does not pay for a new connection and metadata round trip.
 
@@ -18,10 +19,10 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping
+from typing import Any
 
 from strom.common.error_codes import OffsetOutOfRangeError
 from strom.common.structs import TopicPartition
-from strom.consumer.consumer_records import ConsumerRecord
 from strom.consumer.kafka_consumer import KafkaConsumer
 from strom.spark.offsets import PartitionOffsets
 from strom.spark.planning import DataLossReporter, OffsetRange
@@ -123,8 +124,9 @@ def close_pooled_consumers() -> None:
 
 
 def read_range(kafka_params: Mapping[str, str], r: OffsetRange, fail_on_data_loss: bool,
-               poll_timeout_ms: int = 120_000, group_id: str | None = None) -> Iterator[list[ConsumerRecord]]:
-    """Yield the records of ``r`` in offset order, in chunks (one per poll), and nothing at or past ``r.end``.
+               poll_timeout_ms: int = 120_000, group_id: str | None = None) -> Iterator[Any]:
+    """Yield the records of ``r`` in offset order as ``pyarrow.Table`` s of ``KafkaConsumer.poll_arrow``'s
+    schema (one per poll: whole fetched batches decoded straight into columns), nothing at or past ``r.end``.
 
     Gaps inside the available log (compaction, transaction markers) are skipped silently. Records that are no
     longer in the log (``start`` before the log start offset, or the log now ending before ``end``) are data
@@ -144,8 +146,9 @@ def read_range(kafka_params: Mapping[str, str], r: OffsetRange, fail_on_data_los
             consumer.close(timeout=2)
 
 
-def _read(consumer: KafkaConsumer, r: OffsetRange, report: DataLossReporter,
-          poll_timeout_ms: int) -> Iterator[list[ConsumerRecord]]:
+def _read(consumer: KafkaConsumer, r: OffsetRange, report: DataLossReporter, poll_timeout_ms: int) -> Iterator[Any]:
+    import pyarrow.compute as pc
+
     tp = r.tp
     if consumer.assignment() != {tp}:
         consumer.assign([tp])
@@ -154,21 +157,27 @@ def _read(consumer: KafkaConsumer, r: OffsetRange, report: DataLossReporter,
     last_progress = time.monotonic()
     while offset < r.end:
         try:
-            records = consumer.poll(timeout_ms=min(poll_timeout_ms, 1000)).records(tp)
+            table = consumer.poll_arrow(timeout_ms=min(poll_timeout_ms, 1000))
         except OffsetOutOfRangeError:
             offset = _out_of_range(consumer, tp, offset, r, report)
             if offset >= r.end:
                 return
             consumer.seek(tp, offset)
             continue
-        chunk = [rec for rec in records if offset <= rec.offset < r.end]
-        if chunk:
-            yield chunk
-            offset = chunk[-1].offset + 1
-            last_progress = time.monotonic()
-            continue
-        if records and records[0].offset >= r.end:
-            return  # the rest of the range was compacted away or holds only control records
+        n = table.num_rows
+        if n:
+            offsets = table.column("offset")
+            first, last = offsets[0].as_py(), offsets[n - 1].as_py()
+            if first >= r.end:
+                return  # the rest of the range was compacted away or holds only control records
+            if first < offset or last >= r.end:  # rows are in offset order: keep those in [offset, end)
+                table = table.filter(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, r.end)))
+                n = table.num_rows
+            if n:
+                yield table
+                offset = table.column("offset")[n - 1].as_py() + 1
+                last_progress = time.monotonic()
+                continue
         position = consumer.position(tp, timeout=30)
         if position >= r.end:
             return

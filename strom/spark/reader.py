@@ -2,7 +2,8 @@
 
 Rows have the schema of Spark's Kafka source (``key``, ``value``, ``topic``, ``partition``, ``offset``,
 ``timestamp``, ``timestampType`` and, with ``includeHeaders``, ``headers``); executors return them to Spark as
-Arrow record batches built column-wise from strom's consumer records.
+Arrow record batches made from ``KafkaConsumer.poll_arrow``'s tables, i.e. decoded straight from the fetched
+record batches into columns.
 
 Both reader classes are pickled from the driver's planner process to the executors; only options travel
 (clients are created where they are used and never pickled).
@@ -44,7 +45,7 @@ from strom.spark.planning import OffsetRange
 from strom.spark.resolver import Limit, StreamPlanner, plan_batch
 
 __all__ = ["SCHEMA_DDL", "HEADERS_DDL", "source_schema", "RangePartition", "StromBatchReader",
-           "StromStreamReader", "records_to_batch"]
+           "StromStreamReader", "records_to_batch", "table_to_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,25 @@ def records_to_batch(records: list[ConsumerRecord], arrow_schema: pa.Schema, inc
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 
 
+def table_to_batches(table: pa.Table, arrow_schema: pa.Schema, include_headers: bool) -> Iterator[pa.RecordBatch]:
+    """``KafkaConsumer.poll_arrow``'s columns as the source's rows, column by column (no per-record work):
+    timestamps from int64 milliseconds to ``timestamp[us, UTC]``, ``timestampType`` to int32."""
+    ts_type = arrow_schema.field("timestamp").type
+    for batch in table.to_batches():
+        columns = [
+            batch.column("key"),
+            batch.column("value"),
+            batch.column("topic"),
+            batch.column("partition"),
+            batch.column("offset"),
+            batch.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(ts_type),
+            batch.column("timestamp_type").cast(pa.int32()),
+        ]
+        if include_headers:
+            columns.append(batch.column("headers").cast(arrow_schema.field("headers").type))
+        yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+
+
 class _ReaderBase:
     opts: SourceOptions
     include_headers: bool
@@ -113,9 +133,9 @@ class _ReaderBase:
             return  # Spark's placeholder partition of an empty batch read
         if self._arrow_schema is None:
             self._arrow_schema = to_arrow_schema(source_schema(self.include_headers), timezone="UTC")
-        for chunk in read_range(self.opts.consumer_config, partition.range, self.opts.fail_on_data_loss,
+        for table in read_range(self.opts.consumer_config, partition.range, self.opts.fail_on_data_loss,
                                 self.opts.poll_timeout_ms, group_id=self.opts.executor_group_id):
-            yield records_to_batch(chunk, self._arrow_schema, self.include_headers)
+            yield from table_to_batches(table, self._arrow_schema, self.include_headers)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

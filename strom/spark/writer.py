@@ -5,7 +5,8 @@ Input columns as in Spark's Kafka sink: ``value`` (string or binary, required), 
 (``array<struct<key:string,value:binary>>``); other columns are ignored.
 
 Each Spark task writes its rows with its own strom ``KafkaProducer`` (idempotent, ``acks=all``: Kafka's
-defaults) and flushes it before returning its commit message: a task succeeds only when every one of its
+defaults) — an Arrow batch of one topic without ``headers`` or ``partition`` values goes through the
+producer's bulk path, ``send_many`` — and flushes it before returning its commit message: a task succeeds only when every one of its
 records is acknowledged. Streaming tasks also use :mod:`strom.spark.commit_markers` so that a replayed batch
 does not rewrite the output of tasks that had completed. The guarantee is spelled out in ``docs/spark.md``.
 """
@@ -170,6 +171,15 @@ def write_task(opts: SinkOptions, batches: Iterator[pa.RecordBatch], task: TaskI
                 if opts.transactional:
                     producer.begin_transaction()
                     in_txn = True
+            if (parts is None and (headers is None or not any(headers)) and topics[0] is not None
+                    and (opts.topic is not None or topics.count(topics[0]) == n)):
+                # one topic, no headers, the partitioner's choice: the producer's bulk path
+                producer.send_many(topics[0], values, keys, callback=failure)
+                topics_written.add(topics[0])
+                count += n
+                if failure.error is not None:
+                    raise failure.error
+                continue
             send = producer.send
             for i in range(n):
                 topic = topics[i]

@@ -70,7 +70,8 @@ class CompletedFetch:
     __slots__ = ("tp", "fetch_offset", "next_fetch_offset", "error_code", "high_watermark", "last_stable_offset",
                  "log_start_offset", "is_consumed", "initialized", "_started", "size_in_bytes", "_records_buf", "_batches",
                  "_current", "_index", "_pending_error", "_check_crcs", "_read_committed", "_aborted",
-                 "_aborted_pids", "_converter", "last_epoch", "preferred_read_replica", "_batch_next_offset")
+                 "_aborted_pids", "_converter", "last_epoch", "preferred_read_replica", "_batch_next_offset",
+                 "_columnar", "_source")
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, error_code: int, records: Any,
                  converter: RecordConverter, *, check_crcs: bool = True, read_committed: bool = False,
@@ -103,6 +104,8 @@ class CompletedFetch:
         self._aborted_pids: set[int] = set()
         self._converter = converter
         self.last_epoch: int | None = None
+        self._columnar = False  # _current holds Arrow columns (fetch_columns) rather than ConsumerRecords
+        self._source: tuple[Any, Any, int, int] | None = None  # the batch behind _current, to decode it again
 
     def defer_error(self, exc: BaseException) -> None:
         """Raise ``exc`` from the next :meth:`fetch_records` (records of other partitions went out first)."""
@@ -113,16 +116,78 @@ class CompletedFetch:
         """Forget the remaining records (the partition was sought, paused away or unassigned)."""
         self.is_consumed = True
         self._current = []
+        self._source = None
         self._batches = None
         self._pending_error = None
 
     # ------------------------------------------------------------------------------------------ records
+
+    def fetch_columns(self, max_records: int) -> list[Any]:
+        """The columnar counterpart of :meth:`fetch_records`: up to ``max_records`` records from
+        ``next_fetch_offset`` on as ``pyarrow.RecordBatch`` es of ``arrow_decoder.BATCH_SCHEMA`` (raw key and
+        value bytes: no deserializers), one or more per fetched batch; same positions, skipping and errors."""
+        if self.is_consumed:
+            return []
+        if not self._columnar:
+            self._switch_mode(True)
+        out: list[Any] = []
+        have = 0
+        while have < max_records:
+            current = self._current
+            index = self._index
+            size = len(current)
+            if index < size:
+                take = min(size - index, max_records - have)
+                chunk = current.slice(index, take) if take < size else current
+                self._index = index = index + take
+                out.append(chunk)
+                have += take
+                self.next_fetch_offset = chunk.column(0)[take - 1].as_py() + 1
+                if index == size and self._pending_error is None:
+                    self.next_fetch_offset = self._batch_next_offset
+                continue
+            if self._pending_error is not None:
+                if out:
+                    break
+                error = self._pending_error
+                self._pending_error = None
+                raise error
+            try:
+                loaded = self._load_next_batch()
+            except CorruptRecordError as exc:
+                self._batches = None
+                self._records_buf = None
+                if not out:
+                    self.is_consumed = True
+                    raise
+                self._pending_error = exc
+                continue
+            if not loaded:
+                self.is_consumed = True
+                break
+        return out
+
+    def _switch_mode(self, columnar: bool) -> None:
+        """``poll`` and ``poll_arrow`` alternate on this partition: decode the current batch again in the
+        other form, from the position reached (rare; keeps both paths exact)."""
+        self._columnar = columnar
+        source = self._source
+        if source is None or self._index >= len(self._current):
+            self._current = []
+            self._index = 0
+            return
+        batch, data, pos, size = source
+        current = self._decode_current(batch, data, pos, size)
+        self._current = current
+        self._index = 0
 
     def fetch_records(self, max_records: int) -> list[ConsumerRecord]:
         """Up to ``max_records`` records from ``next_fetch_offset`` on; raises a pending error (CRC,
         deserialization) once the records before it have been returned."""
         if self.is_consumed:
             return []
+        if self._columnar:
+            self._switch_mode(False)
         out: list[ConsumerRecord] = []
         while len(out) < max_records:
             current = self._current
@@ -220,20 +285,56 @@ class CompletedFetch:
                 continue
             epoch = batch.partition_leader_epoch
             self.last_epoch = epoch if epoch >= 0 else None
-            try:
-                records = self._decode(batch, data, pos, size)
-            except KafkaError as exc:
-                self._raise_corrupt(str(exc))
-            if records and records[0][2] < self.next_fetch_offset:
-                start = self.next_fetch_offset
-                records = [r for r in records if r[2] >= start]
-            self._current = records if self._converter.raw else self._deserialize(records)
+            self._source = (batch, data, pos, size)
+            self._current = self._decode_current(batch, data, pos, size)
             self._index = 0
             self._batch_next_offset = next_offset
             if not self._current and self._pending_error is None:
                 self.next_fetch_offset = next_offset
                 continue
             return True
+
+    def _decode_current(self, batch: Any, data: Any, pos: int, size: int) -> Any:
+        """The records of ``batch`` from ``next_fetch_offset`` on, as ConsumerRecords (deserialized) or as
+        Arrow columns (in columnar mode)."""
+        start = self.next_fetch_offset
+        try:
+            if self._columnar:
+                columns = self._decode_columns(batch, data, pos, size)
+                if len(columns) and columns.column(0)[0].as_py() < start:
+                    import numpy as np
+
+                    first = int(np.searchsorted(columns.column(0).to_numpy(), start))
+                    columns = columns.slice(first)
+                return columns
+            records = self._decode(batch, data, pos, size)
+        except KafkaError as exc:
+            self._raise_corrupt(str(exc))
+        if records and records[0][2] < start:
+            records = [r for r in records if r[2] >= start]
+        return records if self._converter.raw else self._deserialize(records)
+
+    def _decode_columns(self, batch: Any, data: Any, pos: int, size: int) -> Any:
+        """Every record of ``batch`` as Arrow columns (``arrow_decoder.BATCH_SCHEMA``)."""
+        from strom.consumer.internals import arrow_decoder
+
+        ts_type = int(batch.timestamp_type)
+        if batch.magic != 2:  # legacy message set entry
+            return arrow_decoder.records_to_columns(batch.records(), ts_type)
+        h = batch.header
+        codec = h.attributes & COMPRESSION_MASK
+        if codec == 0:
+            start, end = pos + HEADER_SIZE, pos + size
+        else:
+            try:
+                data = decompress(CompressionType(codec), memoryview(data)[pos + HEADER_SIZE:pos + size])
+            except ValueError as exc:
+                raise CorruptMessageError(f"cannot decompress record batch: {exc}") from None
+            start, end = 0, len(data)
+        log_append = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
+        return arrow_decoder.decode_batch_columns(data, start, end, h.records_count, h.base_offset,
+                                                  h.base_timestamp, h.records_count == h.last_offset_delta + 1,
+                                                  log_append, ts_type)
 
     def _decode(self, batch: Any, data: Any, pos: int, size: int) -> list[ConsumerRecord]:
         """Every record of ``batch`` as a ConsumerRecord with raw key/value bytes."""

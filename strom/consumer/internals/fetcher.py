@@ -35,7 +35,6 @@ from strom.common.error_codes import ErrorCode
 from strom.common.errors import IllegalStateError, KafkaError
 from strom.common.structs import Node, TopicPartition
 from strom.common.time import Time
-from strom.consumer.consumer_records import ConsumerRecord
 from strom.consumer.errors import offset_out_of_range
 from strom.consumer.internals.completed_fetch import CompletedFetch, RecordConverter
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
@@ -198,10 +197,11 @@ class Fetcher:
         with self._lock:
             return bool(self._nodes_with_pending_fetch)
 
-    def collect_fetch(self) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to ``max.poll.records`` records from the buffered responses."""
-        fetched: dict[TopicPartition, list[ConsumerRecord]] = {}
-        remaining = self.max_poll_records
+    def collect_fetch(self, columnar: bool = False, max_records: int | None = None) -> dict[TopicPartition, list[Any]]:
+        """Up to ``max_records`` (default ``max.poll.records``) records from the buffered responses: lists of
+        ConsumerRecords, or with ``columnar`` lists of Arrow record batches (``CompletedFetch.fetch_columns``)."""
+        fetched: dict[TopicPartition, list[Any]] = {}
+        remaining = self.max_poll_records if max_records is None else max_records
         self.metrics_manager.maybe_update_assignment(self.subscriptions)
         paused: list[CompletedFetch] = []
         try:
@@ -230,22 +230,22 @@ class Fetcher:
                     self._next_in_line = None
                 else:
                     try:
-                        records = self._fetch_records(nil, remaining)
+                        records, count = self._fetch_records(nil, remaining, columnar)
                     except KafkaError as exc:
                         if fetched:
                             nil.defer_error(exc)
                             break
                         raise
-                    if records:
+                    if count:
                         fetched.setdefault(nil.tp, []).extend(records)
-                        remaining -= len(records)
+                        remaining -= count
         finally:
             if paused:
                 with self._lock:
                     self._completed.extend(paused)
         return fetched
 
-    def _fetch_records(self, cf: CompletedFetch, max_records: int) -> list[ConsumerRecord]:
+    def _fetch_records(self, cf: CompletedFetch, max_records: int, columnar: bool = False) -> tuple[list[Any], int]:
         tp = cf.tp
         subscriptions = self.subscriptions
         if not subscriptions.is_assigned(tp):
@@ -255,18 +255,23 @@ class Fetcher:
         else:
             position = subscriptions.position(tp)
             if cf.next_fetch_offset == position:
-                records = cf.fetch_records(max_records)
+                if columnar:
+                    records = cf.fetch_columns(max_records)
+                    count = sum(map(len, records))
+                else:
+                    records = cf.fetch_records(max_records)
+                    count = len(records)
                 if cf.next_fetch_offset > position:
                     subscriptions.update_position(tp, cf.next_fetch_offset, cf.last_epoch)
                 # Kafka's FetchCollector: records consumed, then the partition's lag and lead at the new position
                 self.metrics_manager.record_partition_fetch(
-                    tp, len(records), subscriptions.partition_lag(tp, self.read_committed),
+                    tp, count, subscriptions.partition_lag(tp, self.read_committed),
                     subscriptions.partition_lead(tp), self.time.milliseconds())
-                return records
+                return records, count
             log.debug("Ignoring fetched records for %s at offset %s since the current position is %s", tp,
                       cf.next_fetch_offset, position)
         cf.drain()
-        return []
+        return [], 0
 
     def _initialize(self, cf: CompletedFetch) -> bool:
         """Check a response partition's error and position; ``True`` if its records are usable."""

@@ -2,7 +2,8 @@
 
 Kafka counterpart: none (``DefaultRecord.readFrom`` decodes record by record); this is how strom makes
 record decoding cheap in pure Python. It applies to batches whose offset deltas are ``0..count-1`` and whose
-records all have a non-null value, no headers, varints of at most two bytes, and either no key at all or a
+records all have a non-null value, no headers, varints of at most two bytes (three for offset deltas), and
+either no key at all or a
 key each. Anything else raises :class:`NotSimple` and the caller uses the general decoder.
 
 Records produced together usually share one *layout*: the same length prefix, attributes, key and value
@@ -12,7 +13,7 @@ So a run is verified by comparing those strided slices of the constant bytes (le
 value lengths, the zero header count) against the first record's, and checking the continuation bits of the
 two delta varints (``min``/``max`` of a slice); timestamps are decoded through lookup tables with ``map``,
 keys and values are cut with one comprehension each. A run ends where a check fails (found by bisection) or
-where the offset delta needs one more varint byte (deltas 64 and 8192). When runs turn out short (varying
+where the offset delta needs one more varint byte (deltas 64, 8192 and 2^20). When runs turn out short (varying
 key or value sizes), the rest of the batch goes through a per-record loop doing the same checks.
 
 Pure functions; thread-safe.
@@ -40,7 +41,7 @@ for _lo in range(128, 256):
     for _hi in range(128):
         _TS2[_lo | (_hi << 8)] = _zigzag((_lo & 127) | (_hi << 7))
 del _lo, _hi
-_OFFSET_LIMIT = {1: 64, 2: 8192}  # offset deltas a varint of that many bytes holds
+_OFFSET_LIMIT = {1: 64, 2: 8192, 3: 1 << 20}  # offset deltas a varint of that many bytes holds
 _MIN_AVERAGE_RUN = 16
 
 
@@ -78,8 +79,9 @@ def _layout(data: bytes, p: int, keyed: bool) -> tuple[int, ...]:
         raise NotSimple
     q += ts_size
     off_at = q
-    off_size = 1 if data[p + q] < 128 else 2
-    if off_size == 2 and data[p + q + 1] > 127:
+    # offset deltas of up to three bytes (batches of more than 8192 records, e.g. librdkafka's 10,000)
+    off_size = 1 if data[p + q] < 128 else 2 if data[p + q + 1] < 128 else 3
+    if off_size == 3 and data[p + q + 2] > 127:
         raise NotSimple
     q += off_size
     key_at = q
@@ -113,7 +115,11 @@ def _uniform(data: bytes, p: int, n: int, lay: tuple[int, ...]) -> bool:
         if size == 1:
             if max(data[p + at:e:t]) > 127:
                 return False
-        elif min(data[p + at:e:t]) < 128 or max(data[p + at + 1:e:t]) > 127:
+        elif size == 2:
+            if min(data[p + at:e:t]) < 128 or max(data[p + at + 1:e:t]) > 127:
+                return False
+        elif (min(data[p + at:e:t]) < 128 or min(data[p + at + 1:e:t]) < 128
+              or max(data[p + at + 2:e:t]) > 127):
             return False
     return True
 
@@ -194,6 +200,8 @@ def _finish_per_record(data: bytes, p: int, count: int, base_ts: int, tss: list[
             q += 1
         elif data[q + 1] < 128:
             q += 2
+        elif data[q + 2] < 128:
+            q += 3
         else:
             raise NotSimple
         b = data[q]

@@ -21,6 +21,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from strom.common.error_codes import RecordListTooLargeError
@@ -52,6 +53,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], None]
+_NO_THUNK = (None, None)  # a record of a bulk send without a future of its own
 
 
 class FinalState(enum.Enum):
@@ -131,7 +133,7 @@ class ProducerBatch:
         self.last_append_time = created_ms
         self.drained_ms = 0
         self.produce_future = ProduceRequestResult(tp)
-        self.thunks: list[tuple[Callback | None, FutureRecordMetadata]] = []
+        self.thunks: list[tuple[Callback | None, FutureRecordMetadata | None]] = []
         self.record_count = 0
         self.attempts = 0
         self.retry = False
@@ -171,14 +173,45 @@ class ProducerBatch:
         self.record_count = index + 1
         return future
 
+    def try_append_many(self, timestamp: int, keys: Sequence[bytes | None] | None, values: Sequence[bytes | None],
+                        start: int, stop: int, callback: Callback | None,
+                        now: int) -> tuple[int, FutureRecordMetadata | None]:
+        """Append records ``start..stop-1`` (bulk send), as many as fit: ``(count, future)`` where the one
+        future (and ``callback``) stands for the last record appended; ``(0, None)`` when none fits.
+
+        The other records get no future of their own (their thunk is ``(None, None)``): a batch succeeds or
+        fails as a whole, so the last record's outcome is the segment's. Caller holds the deque's lock.
+        """
+        if self._closed_for_appends:
+            return 0, None
+        builder = self.records_builder
+        first = builder.num_records
+        count = builder.try_append_many(timestamp, keys, values, start, stop)
+        if count <= 0:
+            return 0, None
+        self.last_append_time = now
+        index = first + count - 1
+        key = keys[start + count - 1] if keys is not None else None
+        value = values[start + count - 1]
+        future = FutureRecordMetadata(self.produce_future, index, timestamp,
+                                      -1 if key is None else len(key), -1 if value is None else len(value))
+        thunks = self.thunks
+        if count > 1:
+            thunks.extend(repeat(_NO_THUNK, count - 1))
+        thunks.append((callback, future))
+        self.record_count = index + 1
+        return count, future
+
     def _try_append_for_split(self, timestamp: int, key: bytes | None, value: bytes | None,
-                              headers: Sequence[Any], thunk: tuple[Callback | None, FutureRecordMetadata]) -> bool:
+                              headers: Sequence[Any], thunk: tuple[Callback | None, FutureRecordMetadata | None]
+                              ) -> bool:
         index = self.records_builder.try_append(timestamp, key, value, headers)
         if index < 0:
             return False
-        future = FutureRecordMetadata(self.produce_future, index, timestamp,
-                                      -1 if key is None else len(key), -1 if value is None else len(value))
-        thunk[1].chain(future)  # the user's future now follows this batch
+        if thunk[1] is not None:  # records of a bulk send have no future of their own (but the last)
+            future = FutureRecordMetadata(self.produce_future, index, timestamp,
+                                          -1 if key is None else len(key), -1 if value is None else len(value))
+            thunk[1].chain(future)  # the user's future now follows this batch
         self.thunks.append(thunk)
         self.record_count = index + 1
         return True
@@ -267,7 +300,8 @@ class ProducerBatch:
                           exc_info=True)
         self.produce_future.done()
         for _callback, future in self.thunks:
-            future._fire_done_callbacks()
+            if future is not None:
+                future._fire_done_callbacks()
 
     # -------------------------------------------------------------------------------------- Sender side
 

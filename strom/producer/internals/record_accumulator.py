@@ -25,7 +25,7 @@ import logging
 import threading
 import time as _time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -49,6 +49,7 @@ from strom.record.records import CompressionType, MemoryRecordsBuilder, upper_bo
 __all__ = [
     "RecordAccumulator",
     "RecordAppendResult",
+    "BulkAppendResult",
     "ReadyCheckResult",
     "IncompleteBatches",
     "TransactionManagerHooks",
@@ -114,6 +115,16 @@ class RecordAppendResult(NamedTuple):
     batch_is_full: bool
     new_batch_created: bool
     abort_for_new_batch: bool = False
+
+
+class BulkAppendResult(NamedTuple):
+    """What :meth:`RecordAccumulator.append_many` did: one future per batch segment, how many records it
+    appended, whether a batch is full (wake the Sender) and how many batches it created."""
+
+    futures: list[FutureRecordMetadata]
+    consumed: int
+    batch_is_full: bool
+    new_batches: int
 
 
 class _Counter:
@@ -275,6 +286,89 @@ class RecordAccumulator:
             if buffer is not None:
                 self.free.deallocate(buffer)
             self._appends_in_progress.decrement()
+
+    def append_many(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        callback: Callback | None,
+        max_time_to_block_ms: int,
+        now_ms: int,
+        max_new_batches: int | None = None,
+    ) -> BulkAppendResult:
+        """Append records ``start..stop-1`` (one timestamp, no headers) to the partition as whole runs: the
+        rest of the last batch first, then new batches of ``batch.size`` (thread-safe; the bulk counterpart of
+        :meth:`append`, with the same two-block allocation). Stops after creating ``max_new_batches`` batches
+        (``None`` = no limit), so the caller may move on to another partition (the sticky partitioner).
+
+        One future per batch segment (see :meth:`ProducerBatch.try_append_many`). May block in buffer
+        allocation for up to ``max_time_to_block_ms`` (``KafkaTimeoutError``, records appended so far stay
+        appended: ``consumed`` tells how many).
+        """
+        self._appends_in_progress.increment()
+        futures: list[FutureRecordMetadata] = []
+        buffer: bytearray | None = None
+        new_batches = 0
+        full = False
+        pos = start
+        deadline_ms = now_ms + max_time_to_block_ms
+        try:
+            dq = self._batches.get(tp) or self._get_or_create_deque(tp)
+            while pos < stop:
+                with dq.lock:  # block 1: the rest of the last batch
+                    if self._closed:
+                        raise KafkaError(CLOSED_WHILE_SENDING)
+                    pos = self._fill_last(dq.batches, timestamp, keys, values, pos, stop, callback, now_ms, futures)
+                    if pos >= stop:
+                        full = full or len(dq.batches) > 1 or dq.batches[-1].is_full()
+                        break
+                    full = True
+                if max_new_batches is not None and new_batches >= max_new_batches:
+                    break
+                key = keys[pos] if keys is not None else None
+                size = max(self.batch_size, upper_bound_size(key, values[pos], (), self.compression))
+                buffer = self.free.allocate(size, max(0, deadline_ms - self.time.milliseconds()))  # no lock held
+                now_ms = self.time.milliseconds()
+                with dq.lock:  # block 2
+                    if self._closed:
+                        raise KafkaError(CLOSED_WHILE_SENDING)
+                    pos = self._fill_last(dq.batches, timestamp, keys, values, pos, stop, callback, now_ms, futures)
+                    if pos >= stop:
+                        break  # another thread's batch took the rest; our buffer goes back in `finally`
+                    batch = self._new_batch(tp, buffer, now_ms)
+                    count, future = batch.try_append_many(timestamp, keys, values, pos, stop, callback, now_ms)
+                    if future is None:  # pragma: no cover - a new batch always takes its first record
+                        raise IllegalStateError("a new batch refused its first record")
+                    futures.append(future)
+                    pos += count
+                    dq.batches.append(batch)
+                    self._incomplete.add(batch)
+                    buffer = None  # now owned by the batch
+                    new_batches += 1
+            return BulkAppendResult(futures, pos - start, full, new_batches)
+        finally:
+            if buffer is not None:
+                self.free.deallocate(buffer)
+            self._appends_in_progress.decrement()
+
+    @staticmethod
+    def _fill_last(batches: deque[ProducerBatch], timestamp: int, keys: Sequence[bytes | None] | None,
+                   values: Sequence[bytes | None], pos: int, stop: int, callback: Callback | None, now_ms: int,
+                   futures: list[FutureRecordMetadata]) -> int:
+        """Append what fits to the last batch (deque lock held); close it for appends when it is full."""
+        if batches:
+            last = batches[-1]
+            count, future = last.try_append_many(timestamp, keys, values, pos, stop, callback, now_ms)
+            if future is not None:
+                futures.append(future)
+                pos += count
+            if pos < stop:
+                last.close_for_record_appends()
+        return pos
 
     def _new_batch(self, tp: TopicPartition, buffer: bytearray, now_ms: int) -> ProducerBatch:
         builder = MemoryRecordsBuilder(
