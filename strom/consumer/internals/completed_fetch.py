@@ -146,26 +146,34 @@ class CompletedFetch:
                 if index == size and self._pending_error is None:
                     self.next_fetch_offset = self._batch_next_offset
                 continue
-            if self._pending_error is not None:
-                if out:
-                    break
-                error = self._pending_error
-                self._pending_error = None
-                raise error
-            try:
-                loaded = self._load_next_batch()
-            except CorruptRecordError as exc:
-                self._batches = None
-                self._records_buf = None
-                if not out:
-                    self.is_consumed = True
-                    raise
-                self._pending_error = exc
-                continue
-            if not loaded:
-                self.is_consumed = True
+            if not self._next_batch_or_error(bool(out)):
                 break
         return out
+
+    def _next_batch_or_error(self, holding: bool) -> bool:
+        """The current batch is used up: raise the pending error (CRC, deserialization) once no records are
+        ``holding`` before it, else load the next batch. False: stop here (nothing more, or records to hand out
+        before the error)."""
+        if self._pending_error is not None:
+            if holding:
+                return False
+            error = self._pending_error
+            self._pending_error = None
+            raise error
+        try:
+            loaded = self._load_next_batch()
+        except CorruptRecordError as exc:
+            self._batches = None
+            self._records_buf = None
+            if not holding:
+                self.is_consumed = True
+                raise
+            self._pending_error = exc
+            return True
+        if not loaded:
+            self.is_consumed = True
+            return False
+        return True
 
     def _switch_mode(self, columnar: bool) -> None:
         """``poll`` and ``poll_arrow`` alternate on this partition: decode the current batch again in the
@@ -201,24 +209,7 @@ class CompletedFetch:
                     # the whole batch is out: skip any gap after its last record (compaction, markers)
                     self.next_fetch_offset = self._batch_next_offset
                 continue
-            if self._pending_error is not None:
-                if out:
-                    break
-                error = self._pending_error
-                self._pending_error = None
-                raise error
-            try:
-                loaded = self._load_next_batch()
-            except CorruptRecordError as exc:
-                self._batches = None
-                self._records_buf = None
-                if not out:
-                    self.is_consumed = True
-                    raise
-                self._pending_error = exc
-                continue
-            if not loaded:
-                self.is_consumed = True
+            if not self._next_batch_or_error(bool(out)):
                 break
         return out
 
