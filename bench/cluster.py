@@ -9,7 +9,11 @@ session timeout 4000 ms), in one run:
    to 3-partition topics: acks=all + idempotence on a topic with replication factor 3 and
    min.insync.replicas=2, vs acks=1 on a topic with replication factor 1. The clock starts after a warm-up record
    and stops when every record is acknowledged. linger.ms=5, batch.size=64 KiB, no compression. The producer
-   runs in this process; brokers and ZooKeeper share the machine's cores with it.
+   runs in this process; brokers and ZooKeeper share the machine's cores with it. Each pair (acks=1, acks=all)
+   runs ``--repeat`` times, alternating, and the medians are reported, with the CPU time each run cost per MB
+   produced: the three broker processes together (from /proc) and this process (the client). The client
+   ``confluent-noidem`` is confluent-kafka with idempotence off for acks=all (librdkafka's idempotent producer
+   keeps one produce request in flight per partition; see bench/README.md).
 2. Failover: a strom producer (acks=all, idempotent) writes one record at a time (send + get) to a partition with
    replication 3 and min.insync.replicas=2; the leader is killed with SIGKILL (kill -9), or stopped with SIGTERM
    (controlled shutdown); the figure is the longest pause between acknowledged writes from the signal until the
@@ -38,6 +42,33 @@ LINGER_MS = 5
 BATCH = 65536
 
 
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _HZ
+
+
+def _self_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _timed_run(fn: Any, cluster: LocalCluster, topic: str, payload: bytes, n: int, acks: str,
+               ) -> tuple[float, float, float]:
+    """(records/s, broker CPU ms per MB, client CPU ms per MB) of one run."""
+    pids = [b.proc.pid for b in cluster.brokers.values() if b.proc is not None]
+    brokers0 = sum(_proc_cpu_s(p) for p in pids)
+    client0 = _self_cpu_s()
+    rate = fn(cluster.bootstrap, topic, payload, n, acks)
+    mb = n * len(payload) / 1e6
+    brokers = sum(_proc_cpu_s(p) for p in pids) - brokers0
+    return rate, brokers * 1000 / mb, (_self_cpu_s() - client0) * 1000 / mb
+
+
 def _strom_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: str) -> float:
     from strom import KafkaProducer
     from strom.metrics import metric_values
@@ -57,7 +88,8 @@ def _strom_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: str) -
     return n / dt
 
 
-def _confluent_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: str) -> float:
+def _confluent_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: str,
+                    idempotence: bool = True) -> float:
     from confluent_kafka import Producer
 
     errors = [0]
@@ -67,7 +99,7 @@ def _confluent_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: st
             errors[0] += 1
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS, "batch.size": BATCH,
-                  "enable.idempotence": acks == "all", "queue.buffering.max.messages": 1_000_000,
+                  "enable.idempotence": acks == "all" and idempotence, "queue.buffering.max.messages": 1_000_000,
                   "queue.buffering.max.kbytes": 2_000_000})
     p.produce(topic, payload)
     p.flush(30)
@@ -84,6 +116,10 @@ def _confluent_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: st
     dt = time.perf_counter() - t0
     assert errors[0] == 0
     return n / dt
+
+
+def _confluent_noidem_rate(bootstrap: str, topic: str, payload: bytes, n: int, acks: str) -> float:
+    return _confluent_rate(bootstrap, topic, payload, n, acks, idempotence=False)
 
 
 def _leader(admin: Any, topic: str) -> int:
@@ -143,7 +179,9 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--clients", default="strom,confluent")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each (client, acks) pair; medians reported")
+    ap.add_argument("--clients", default="strom,confluent,confluent-noidem")
+    ap.add_argument("--skip-failover", action="store_true")
     args = ap.parse_args()
 
     from strom import AdminClient
@@ -156,15 +194,23 @@ def main() -> None:
                              NewTopic("fo", 1, 3, None, {"min.insync.replicas": "2"})]).all().result(60)
         wait_until(lambda: all(len(p.isr) == 3 for t in ("r3", "fo")
                                for p in admin.describe_topics([t])[t].result(30).partitions), 60, "ISR of 3")
-        rows = []
         for client in args.clients.split(","):
-            fn = {"strom": _strom_rate, "confluent": _confluent_rate}[client]
-            r1 = fn(cluster.bootstrap, "r1", payload, args.count, "1")
-            r3 = fn(cluster.bootstrap, "r3", payload, args.count, "all")
-            rows.append((client, r1, r3))
-            print(f"{client:10s} acks=1 rf=1: {r1:10,.0f} rec/s ({r1 * args.size / 1e6:6.1f} MB/s)   "
-                  f"acks=all rf=3: {r3:10,.0f} rec/s ({r3 * args.size / 1e6:6.1f} MB/s)   ratio {r3 / r1:.2f}x",
-                  flush=True)
+            fn = {"strom": _strom_rate, "confluent": _confluent_rate,
+                  "confluent-noidem": _confluent_noidem_rate}[client]
+            runs1, runs3 = [], []
+            for i in range(args.repeat):
+                runs1.append(_timed_run(fn, cluster, "r1", payload, args.count, "1"))
+                runs3.append(_timed_run(fn, cluster, "r3", payload, args.count, "all"))
+                print(f"  {client} run {i + 1}: acks=1 {runs1[-1][0]:,.0f} rec/s, acks=all {runs3[-1][0]:,.0f} rec/s",
+                      flush=True)
+            r1, b1, c1 = (statistics.median(x) for x in zip(*runs1, strict=True))
+            r3, b3, c3 = (statistics.median(x) for x in zip(*runs3, strict=True))
+            print(f"{client:16s} acks=1 rf=1: {r1:9,.0f} rec/s ({r1 * args.size / 1e6:5.1f} MB/s, CPU ms/MB brokers "
+                  f"{b1:4.1f} client {c1:4.1f})   acks=all rf=3: {r3:9,.0f} rec/s ({r3 * args.size / 1e6:5.1f} MB/s, "
+                  f"CPU ms/MB brokers {b3:4.1f} client {c3:4.1f})   ratio {r3 / r1:.2f}x", flush=True)
+        if args.skip_failover:
+            admin.close(10)
+            return
         kills = [_failover(cluster, admin, "fo", "kill") for _ in range(args.rounds)]
         print("failover after kill -9 (s):", ", ".join(f"{x:.2f}" for x in kills),
               f"median {statistics.median(kills):.2f}", flush=True)

@@ -290,11 +290,14 @@ class ReplicaManager:
 
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
                              timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                             on_parked: Callable[[], None] | None = None,
                              ) -> dict[TopicPartition, AppendResult]:
         """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce).
 
         An append that reached ``flush.messages`` is answered once the log flusher has fsynced it (Kafka flushes
-        inside the append, before the response): the event loop goes on serving others meanwhile."""
+        inside the append, before the response): the event loop goes on serving others meanwhile.
+        ``on_parked`` is called once the appends are done and the request waits for the ISR: the socket server
+        then lets the connection's next Produce append while this one waits."""
         results = {tp: self.append_local(tp, recs, required_acks, origin) for tp, recs in entries.items()}
         for tp, r in results.items():
             if r.info is not None and r.info.flushed is not None:
@@ -309,6 +312,8 @@ class ReplicaManager:
             if fut is not None:
                 waits[tp] = fut
         if waits:
+            if on_parked is not None:
+                on_parked()
             parked_ns = self.time.nanoseconds()
             done, _pending = await asyncio.wait(waits.values(), timeout=max(timeout_ms, 0) / 1000.0)
             add_remote_time(self.time.nanoseconds() - parked_ns)

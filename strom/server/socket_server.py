@@ -8,8 +8,12 @@ listener's protocol says so and reaps connections idle for longer than ``connect
 Each connection is a :class:`KafkaServerProtocol`: a length-prefixed frame reader (the shared sans-I/O
 :class:`~strom.protocol.connection.FrameDecoder`, sizes checked against ``socket.request.max.bytes``), an optional
 authenticator that sees every frame until the session is authenticated (SASL), then a per-connection worker that
-handles requests strictly in order — Kafka mutes a channel while a request is in flight, which gives clients
-in-order responses; we keep a bounded queue instead and pause reading when it is full. Runs on the broker's
+handles requests in order — Kafka mutes a channel while a request is in flight, which gives clients in-order
+responses; we keep a bounded queue instead and pause reading when it is full. One refinement: a Produce whose
+appends are done and that only waits for the ISR (acks=all, parked in the purgatory) lets the worker go on to
+the next Produce on the connection, so a producer's in-flight batches replicate together instead of one per
+replication round trip. Appends still happen in request order and responses are written in request order; any
+other request waits until the parked produces before it are answered (docs/divergences.md). Runs on the broker's
 event loop only.
 
 Zero-copy Fetch (Kafka's ``FileRecords.writeTo`` / ``transferTo``): a response whose records are file regions
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import socket
@@ -70,7 +75,7 @@ class ConnectionContext:
     """
 
     __slots__ = ("peer", "connection_id", "closed", "listener_name", "security_protocol", "principal",
-                 "client_host", "sasl_mechanism", "received_ns", "throttle_ms", "zero_copy")
+                 "client_host", "sasl_mechanism", "received_ns", "throttle_ms", "zero_copy", "on_parked")
 
     def __init__(self, peer: str, connection_id: int, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -89,6 +94,16 @@ class ConnectionContext:
         # Responses may carry records as file regions written with sendfile (a plaintext socket); False: handlers
         # must put record bytes in memory.
         self.zero_copy = False
+        # Set by the connection's worker while a Produce does its in-order part; see ``parked``.
+        self.on_parked: Callable[[], None] | None = None
+
+    def parked(self) -> None:
+        """Called by the Produce handler once its appends are done and it only waits in the purgatory for the ISR
+        (acks=all): the connection may start on its next Produce; this one's response is still written in order."""
+        cb = self.on_parked
+        if cb is not None:
+            self.on_parked = None
+            cb()
 
 
 # A dispatcher takes (context, frame bytes) and returns the framed response (bytes, or a MultiSend of bytes and
@@ -237,7 +252,12 @@ class KafkaServerProtocol(asyncio.Protocol):
             self.ctx = ConnectionContext("?", KafkaServerProtocol._next_id)
         else:
             self.ctx = ConnectionContext("?", KafkaServerProtocol._next_id, listener.name, listener.security_protocol)
-        self.busy = False
+        self._dispatching = False
+        # Parked produces (and the produces after them) whose responses are still to be written, oldest first.
+        self._pending: deque[asyncio.Task[bytes | bytearray | None]] = deque()
+        self._pending_writer: asyncio.Task[None] | None = None
+        self._unmuted = asyncio.Event()  # cleared while a client quota mutes the connection
+        self._unmuted.set()
         # Activity for connections.max.idle.ms: a whole request received or a response written. Bytes of a frame
         # that never completes do not count, so a client trickling a request (slowloris) is reaped too.
         self.last_active_ns = time.nanoseconds()
@@ -291,6 +311,8 @@ class KafkaServerProtocol(asyncio.Protocol):
         self._write_ready.set()
         if self._worker is not None and not self.busy:
             self._worker.cancel()
+        if self._pending_writer is not None and not self._pending:
+            self._pending_writer.cancel()
         self._on_close(self)
 
     def pause_writing(self) -> None:
@@ -300,46 +322,76 @@ class KafkaServerProtocol(asyncio.Protocol):
         self._write_ready.set()
 
     # -- worker -----------------------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """A request is being handled or a response is still to be written."""
+        return self._dispatching or bool(self._pending)
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while not self.ctx.closed:
                 if not self._queue:
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                frame, self.ctx.received_ns = self._queue.popleft()
+                frame, received_ns = self._queue.popleft()
                 if self._paused and len(self._queue) < MAX_QUEUED_PER_CONNECTION // 2 and self._transport:
                     self._paused = False
                     self._transport.resume_reading()
+                is_produce = len(frame) >= 2 and frame[0] == 0 and frame[1] == 0  # api key 0
+                if self._pending and not is_produce:
+                    await self._drain_pending()  # anything but a Produce starts after the parked ones are answered
+                if not self._unmuted.is_set():
+                    await self._unmuted.wait()
+                if self.ctx.closed:
+                    return
+                self.ctx.received_ns = received_ns
                 response: bytes | bytearray | MultiSend | None = None
                 close_after = False
                 dispatch = True
                 if self._authenticator is not None:
                     response, dispatch, close_after = self._authenticator.handle(
                         self.ctx, frame, self._time.milliseconds())
-                if dispatch:
-                    self.busy = True
+                if dispatch and is_produce:
+                    self._dispatching = True
+                    try:
+                        parked: asyncio.Future[None] = loop.create_future()
+                        self.ctx.on_parked = functools.partial(_resolve, parked)
+                        task = loop.create_task(self._dispatch(self.ctx, frame))
+                        try:
+                            await asyncio.wait((task, parked), return_when=asyncio.FIRST_COMPLETED)
+                        finally:
+                            self.ctx.on_parked = None
+                            if not parked.done():
+                                parked.cancel()
+                    finally:
+                        self._dispatching = False
+                    if not task.done() or self._pending:
+                        # Parked (or behind a parked one): answer in order from the pending writer, go on reading.
+                        self._pending.append(task)
+                        if self._pending_writer is None or self._pending_writer.done():
+                            self._pending_writer = loop.create_task(self._write_pending())
+                        continue
+                    try:
+                        response = task.result()
+                    except ConnectionClosed:
+                        self._abort()
+                        return
+                elif dispatch:
+                    self._dispatching = True
                     try:
                         response = await self._dispatch(self.ctx, frame)
                     except ConnectionClosed:
                         self._abort()
                         return
                     finally:
-                        self.busy = False
-                if isinstance(response, MultiSend):
-                    if not await self._write_multi(response):
-                        self._abort()
-                        return
-                elif response is not None and not self.ctx.closed and self._transport is not None:
-                    self._transport.write(response)
-                    self.last_active_ns = self._time.nanoseconds()
-                    if not self._write_ready.is_set():
-                        await self._write_ready.wait()
+                        self._dispatching = False
+                if not await self._write_response(response):
+                    return
                 if close_after:
                     self._abort()
                     return
-                if self.ctx.throttle_ms > 0:
-                    await self._mute(self.ctx.throttle_ms)
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler must not take the broker down
@@ -393,10 +445,59 @@ class KafkaServerProtocol(asyncio.Protocol):
                 t.set_write_buffer_limits(high=high, low=low)
         return not self.ctx.closed
 
+    async def _write_response(self, response: bytes | bytearray | MultiSend | None) -> bool:
+        """Write one response (a frame with file regions through :meth:`_write_multi`), wait for the transport's
+        buffer to drain, apply a quota's mute; False once closed."""
+        if isinstance(response, MultiSend):
+            if not await self._write_multi(response):
+                self._abort()
+                return False
+        elif response is not None and not self.ctx.closed and self._transport is not None:
+            self._transport.write(response)
+            self.last_active_ns = self._time.nanoseconds()
+            if not self._write_ready.is_set():
+                await self._write_ready.wait()
+        if self.ctx.throttle_ms > 0 and not self.ctx.closed:
+            await self._mute(self.ctx.throttle_ms)
+        return not self.ctx.closed
+
+    async def _write_pending(self) -> None:
+        """Write the responses of parked produces (and of those queued behind them) in request order."""
+        try:
+            while self._pending:
+                task = self._pending[0]
+                try:
+                    response = await task
+                except ConnectionClosed:
+                    response = None
+                    self._abort()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("closing connection %s after an internal error", self.ctx.peer)
+                    response = None
+                    self._abort()
+                self._pending.popleft()
+                if not await self._write_response(response):
+                    for t in self._pending:  # closed: nobody reads the rest; let them finish, drop their answers
+                        t.add_done_callback(_discard_result)
+                    self._pending.clear()
+                    return
+        finally:
+            self._wakeup.set()
+
+    async def _drain_pending(self) -> None:
+        while self._pending:
+            writer = self._pending_writer
+            if writer is None or writer.done():
+                writer = self._pending_writer = asyncio.get_running_loop().create_task(self._write_pending())
+            await asyncio.shield(writer)
+
     async def _mute(self, throttle_ms: int) -> None:
         """Kafka's throttled channel: read nothing from this client (queued requests wait too) until the throttle
         time has passed, counted from the response being sent."""
         self.ctx.throttle_ms = 0
+        self._unmuted.clear()
         transport = self._transport
         paused_here = transport is not None and not self._paused
         if paused_here:
@@ -406,6 +507,7 @@ class KafkaServerProtocol(asyncio.Protocol):
         finally:
             if paused_here and not self.ctx.closed and not self._paused:
                 transport.resume_reading()  # type: ignore[union-attr]
+            self._unmuted.set()
             self.last_active_ns = self._time.nanoseconds()
 
     def _abort(self) -> None:
@@ -436,6 +538,16 @@ class KafkaServerProtocol(asyncio.Protocol):
                 break
             await asyncio.sleep(0.01)
         self._abort()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _discard_result(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: no "exception was never retrieved" warning for a closed connection
 
 
 def parse_max_connections_per_ip_overrides(value: str) -> dict[str, int]:

@@ -69,7 +69,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                 errors[key] = (ErrorCode.CORRUPT_MESSAGE, "Produce request carried no record batch")
             else:
                 entries[TopicPartition(name, pd.index)] = pd.records
-    results = await replica_manager.append_records(entries, acks, request.timeout_ms) if entries else {}
+    results = await replica_manager.append_records(entries, acks, request.timeout_ms,
+                                                   on_parked=ctx.connection.parked) if entries else {}
     throttle_ms = quotas.record_produce(ctx, request) if quotas is not None else 0  # producer_byte_rate (KIP-13)
     if acks == 0:
         return None
