@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -340,9 +339,7 @@ class FetchSessionCache:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self._rng = rng or random.Random()
-        # Least recently used first: touch() moves a session to the end, and the clock only moves forward, so
-        # the first entry is the one Kafka's lastUsed tree would name.
-        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
+        self._sessions: dict[int, FetchSession] = {}
         self._num_partitions = 0
         self.evictions = 0  # IncrementalFetchSessionEvictionsPerSec's Count
 
@@ -381,15 +378,16 @@ class FetchSessionCache:
     def _try_evict(self, privileged: bool, key: tuple[bool, int, int], now: int) -> bool:
         """Kafka's tryEvict: a stale session first, else the least valuable evictable one if ``key`` is worth
         more."""
+        # Two scans of the sessions where Kafka keeps sorted trees: this runs only when the cache is full and a full
+        # fetch asks for a new session, while touch(), on every incremental fetch, stays O(1).
         if not self._sessions:
             return False
-        lru = next(iter(self._sessions.values()))
+        lru = min(self._sessions.values(), key=_last_used_key)
         if now - lru.last_used_ms > self.eviction_ms:
             log.debug("Evicting stale fetch session %d.", lru.id)
             self.remove(lru)
             self.evictions += 1
             return True
-        # O(sessions), run only when the cache is full and a full fetch asks for a new session.
         candidates = [s for s in self._sessions.values()
                       if (s.evictable_by_privileged if privileged else s.evictable_by_all)]
         if not candidates:
@@ -416,7 +414,6 @@ class FetchSessionCache:
         """The session was used at ``now``: most recently used, and its size and evictability re-counted."""
         if session.id not in self._sessions:
             return
-        self._sessions.move_to_end(session.id)
         session.last_used_ms = now
         if session.cached_size != -1:
             self._num_partitions -= session.cached_size
@@ -428,7 +425,11 @@ class FetchSessionCache:
 
     def sessions(self) -> list[FetchSession]:
         """The cached sessions, least recently used first (tests and tools)."""
-        return list(self._sessions.values())
+        return sorted(self._sessions.values(), key=_last_used_key)
+
+
+def _last_used_key(session: FetchSession) -> tuple[int, int]:
+    return (session.last_used_ms, session.id)  # Kafka's LastUsedKey
 
 
 class FetchManager:
