@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from strom.admin import AdminClient, NewTopic
+from strom.common.structs import TopicPartition
 from strom.consumer import KafkaConsumer
 from strom.producer import KafkaProducer
 from strom.testing.broker_process import BrokerProcess, free_port
@@ -100,12 +101,16 @@ def _drain(polls: list[Callable[[], list[tuple[int, int, bytes]]]], results: lis
             on_progress()
 
 
-def _kafka_python_consumer(b: BrokerProcess, topic: str, group: str) -> tuple[Any, Callable[[], Any]]:
+def _kafka_python_consumer(b: BrokerProcess, topic: str, group: str | None) -> tuple[Any, Callable[[], Any]]:
+    """A group member subscribed to ``topic``, or with ``group`` None every partition assigned by hand."""
     import kafka
 
     c = kafka.KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=group, auto_offset_reset="earliest",
                             enable_auto_commit=False, max_poll_records=50, fetch_max_wait_ms=100)
-    c.subscribe([topic])
+    if group is None:
+        c.assign([kafka.TopicPartition(topic, p) for p in range(PARTITIONS)])
+    else:
+        c.subscribe([topic])
 
     def poll() -> list[tuple[int, int, bytes]]:
         return [(r.partition, r.offset, r.value) for rs in c.poll(timeout_ms=100).values() for r in rs]
@@ -113,11 +118,16 @@ def _kafka_python_consumer(b: BrokerProcess, topic: str, group: str) -> tuple[An
     return c, poll
 
 
-def _strom_consumer(b: BrokerProcess, topic: str, group: str) -> tuple[KafkaConsumer, Callable[[], Any]]:
-    c = KafkaConsumer({"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                       "enable.auto.commit": False, "max.poll.records": 50, "fetch.max.wait.ms": 100},
-                      key_deserializer="bytes", value_deserializer="bytes")
-    c.subscribe([topic])
+def _strom_consumer(b: BrokerProcess, topic: str, group: str | None) -> tuple[KafkaConsumer, Callable[[], Any]]:
+    configs: dict[str, Any] = {"bootstrap.servers": b.bootstrap, "auto.offset.reset": "earliest",
+                               "enable.auto.commit": False, "max.poll.records": 50, "fetch.max.wait.ms": 100}
+    if group is not None:
+        configs["group.id"] = group
+    c = KafkaConsumer(configs, key_deserializer="bytes", value_deserializer="bytes")
+    if group is None:
+        c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    else:
+        c.subscribe([topic])
 
     def poll() -> list[tuple[int, int, bytes]]:
         return [(r.partition, r.offset, r.value) for r in c.poll(0.1)]
@@ -167,8 +177,9 @@ def test_evicted_sessions_recover_without_loss_or_duplicates(tmp_path_factory: p
     try:
         _create(b, "evict")
         _produce(b, "evict", 0, PER_PARTITION // 2)
-        kp, kp_poll = _kafka_python_consumer(b, "evict", "g-evict-kp")
-        st, st_poll = _strom_consumer(b, "evict", "g-evict-strom")
+        # Assigned by hand: no group coordination in the way of what is tested here.
+        kp, kp_poll = _kafka_python_consumer(b, "evict", None)
+        st, st_poll = _strom_consumer(b, "evict", None)
         try:
             results: list[list[tuple[int, int, bytes]]] = [[], []]
             produced_rest = False

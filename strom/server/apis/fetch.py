@@ -11,6 +11,7 @@ carries only the partitions with news). The reading itself does not depend on th
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
@@ -62,70 +63,77 @@ def _fetch_context(fetch_manager: FetchManager | None, version: int, request: Fe
     return fetch_manager.new_context(version, meta, replica_id >= 0, fetch_data, to_forget)
 
 
-def _read_all(version: int, partitions: list[tuple[TopicKey, PartitionRequest]], request: FetchRequest,
+def _by_topic(partitions: Iterable[tuple[TopicKey, PartitionRequest]]) -> list[tuple[TopicKey, list[PartitionRequest]]]:
+    """Consecutive partitions of one topic share a topic entry, as in Kafka's ``FetchResponse.of`` (a session's
+    order may visit a topic more than once)."""
+    out: list[tuple[TopicKey, list[PartitionRequest]]] = []
+    for topic, fp in partitions:
+        if out and out[-1][0] == topic:
+            out[-1][1].append(fp)
+        else:
+            out.append((topic, [fp]))
+    return out
+
+
+def _read_all(version: int, topics: list[tuple[TopicKey, list[PartitionRequest]]], request: FetchRequest,
               replica_id: int, metadata: MetadataCache, rm: ReplicaManager, readable: set[str] | None = None,
               ) -> tuple[list[FetchResponse.FetchableTopicResponse], int, list[TopicPartition], bool]:
-    """Read ``partitions`` in order; consecutive partitions of one topic share a topic entry, as in Kafka's
-    ``FetchResponse.of``. ``readable``: the topics the principal may read (None: all); the others answer
-    TOPIC_AUTHORIZATION_FAILED without being read or waited on, as Kafka's erroneous partitions."""
+    """``topics``: what the fetch context says to read, topics keyed by id from v13, by name before.
+    ``readable``: the topics the principal may read (None: all); the others answer TOPIC_AUTHORIZATION_FAILED
+    without being read or waited on, as Kafka's erroneous partitions."""
     remaining = request.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     watched: list[TopicPartition] = []
     had_error = False
     out: list[FetchResponse.FetchableTopicResponse] = []
-    by_id = version >= 13
-    current: TopicKey | None = None
-    parts: list[FetchResponse.PartitionData] = []
-    name: str | None = None
-    info = None
-    for topic, fp in partitions:
-        if topic != current or not out:
-            current = topic
-            if isinstance(topic, uuid.UUID):  # v13+
-                info = metadata.topic_by_id(topic)
-                name = info.name if info else None
-            else:
-                name = topic
-                info = metadata.topic(topic)
-            parts = []
-            out.append(FetchResponse.FetchableTopicResponse(topic=name or "", topic_id=topic if by_id else ZERO_UUID,
-                                                            partitions=parts))
-        pidx = fp.partition
-        if readable is not None and name is not None and name not in readable:  # before existence: no leak
-            parts.append(FetchResponse.PartitionData(partition_index=pidx, high_watermark=-1, records=b"",
-                                                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            continue
-        if info is None or not 0 <= pidx < info.num_partitions:
-            err = ErrorCode.UNKNOWN_TOPIC_ID if by_id and info is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            parts.append(FetchResponse.PartitionData(partition_index=pidx, error_code=err, high_watermark=-1,
-                                                     records=b""))
-            had_error = True
-            continue
-        tp = TopicPartition(info.name, pidx)
-        part = FetchPartition(tp, fp.fetch_offset, fp.partition_max_bytes,
-                              fp.current_leader_epoch if version >= 9 else -1)
-        r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
-                    client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11,
-                    isolation_level=request.isolation_level)
-        if r.error_code:
-            had_error = True
-        elif not r.records and r.preferred_read_replica < 0:
-            watched.append(tp)
-        n = len(r.records)
-        total += n
-        remaining -= n
-        pd = FetchResponse.PartitionData(
-            partition_index=pidx, error_code=r.error_code, high_watermark=r.high_watermark,
-            last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-            aborted_transactions=_aborted(r.aborted_transactions, version),
-            preferred_read_replica=r.preferred_read_replica,
-            records=r.records)
-        if r.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and version >= 12:
-            st = metadata.partition_state(tp)
-            if st is not None:
-                pd.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=st.leader,
-                                                                   leader_epoch=st.leader_epoch)
-        parts.append(pd)
+    for topic, fps in topics:
+        if isinstance(topic, uuid.UUID):  # v13+
+            info = metadata.topic_by_id(topic)
+            name = info.name if info else None
+        else:
+            name = topic
+            info = metadata.topic(name)
+        parts: list[FetchResponse.PartitionData] = []
+        for fp in fps:
+            pidx = fp.partition
+            if readable is not None and name is not None and name not in readable:  # before existence: no leak
+                parts.append(FetchResponse.PartitionData(partition_index=pidx, high_watermark=-1, records=b"",
+                                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
+            if info is None or not 0 <= pidx < info.num_partitions:
+                err = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and info is None \
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append(FetchResponse.PartitionData(partition_index=pidx, error_code=err, high_watermark=-1,
+                                                         records=b""))
+                had_error = True
+                continue
+            tp = TopicPartition(info.name, pidx)
+            part = FetchPartition(tp, fp.fetch_offset, fp.partition_max_bytes,
+                                  fp.current_leader_epoch if version >= 9 else -1)
+            r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
+                        client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11,
+                        isolation_level=request.isolation_level)
+            if r.error_code:
+                had_error = True
+            elif not r.records and r.preferred_read_replica < 0:
+                watched.append(tp)
+            n = len(r.records)
+            total += n
+            remaining -= n
+            pd = FetchResponse.PartitionData(
+                partition_index=pidx, error_code=r.error_code, high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+                aborted_transactions=_aborted(r.aborted_transactions, version),
+                preferred_read_replica=r.preferred_read_replica,
+                records=r.records)
+            if r.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and version >= 12:
+                st = metadata.partition_state(tp)
+                if st is not None:
+                    pd.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=st.leader,
+                                                                       leader_epoch=st.leader_epoch)
+            parts.append(pd)
+        out.append(FetchResponse.FetchableTopicResponse(topic=name or "", topic_id=topic if version >= 13
+                                                        else ZERO_UUID, partitions=parts))
     return out, total, watched, had_error
 
 
@@ -159,21 +167,20 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
     context = _fetch_context(fetch_manager, version, request, replica_id)
     if context.error_code:  # the session could not be used: nothing is read
         return context.update_and_generate_response_data([])
-    partitions = list(context.partitions())
+    topics = _by_topic(context.partitions())
     readable: set[str] | None = None
     if authorizer is not None:
         if replica_id >= 0:  # a follower: CLUSTER_ACTION or nothing
             readable = set() if not allowed_cluster(authorizer, ctx, Op.CLUSTER_ACTION) else None
         else:
-            topics = list(dict.fromkeys(topic for topic, _fp in partitions))
             names = [(i.name if (i := metadata.topic_by_id(t)) else None) if isinstance(t, uuid.UUID) else t
-                     for t in topics]
+                     for t, _fps in topics]
             readable = allowed_topics(authorizer, ctx, Op.READ, names)
     if quotas is not None and replica_id < 0:  # consumer_byte_rate: never more than one quota window's bytes
         request.max_bytes = quotas.fetch_max_bytes(ctx, request.max_bytes)
     deadline = time.hi_res_milliseconds() + max(0, request.max_wait_ms)
     while True:
-        responses, total, watched, had_error = _read_all(version, partitions, request, replica_id, metadata,
+        responses, total, watched, had_error = _read_all(version, topics, request, replica_id, metadata,
                                                          replica_manager, readable)
         wait_ms = deadline - time.hi_res_milliseconds()
         redirected = any(p.preferred_read_replica >= 0 for t in responses for p in t.partitions)
@@ -182,6 +189,6 @@ async def handle(ctx: RequestContext, request: FetchRequest, *, metadata: Metada
             return _respond(context, quotas, ctx, replica_id, total, responses, metrics)
         await replica_manager.wait_for_data(watched, wait_ms / 1000.0)
         if time.hi_res_milliseconds() >= deadline:
-            responses, total, watched, had_error = _read_all(version, partitions, request, replica_id, metadata,
+            responses, total, watched, had_error = _read_all(version, topics, request, replica_id, metadata,
                                                              replica_manager, readable)
             return _respond(context, quotas, ctx, replica_id, total, responses, metrics)
