@@ -7,7 +7,8 @@ Kafka counterpart: ``org.apache.kafka.clients.consumer.internals.Fetcher`` (3.x:
 small incremental one (only the partitions whose position changed, and those to forget); a session error or a
 failed request makes the next one full again, and ``close`` ends the sessions with a final request (epoch -1).
 As in Java, a partition with buffered records is left out of the next request, so it leaves the session until
-its records are consumed. Each partition carries the leader epoch of our metadata
+its records are consumed. Unlike Java, no request goes to a broker whose partitions are all caught up while
+records of other partitions are buffered (see ``_all_caught_up``). Each partition carries the leader epoch of our metadata
 (``current_leader_epoch``, KIP-320 fencing); the position itself is not validated with OffsetsForLeaderEpoch
 after a leader change (no truncation detection).
 
@@ -140,7 +141,12 @@ class Fetcher:
             per_node.setdefault(leader, {})[tp] = PartitionData(
                 position, -1, self.max_partition_fetch_bytes, self._leader_epoch(tp))
         out = {}
+        busy = bool(per_node) and self.has_available_fetches()
         for node, partitions in per_node.items():
+            if busy and self._all_caught_up(partitions):
+                log.debug("Not fetching from node %s yet: its partitions are caught up and records of others are "
+                          "buffered", node)
+                continue
             with self._lock:
                 handler = self._session_handlers.get(node.node_id)
                 if handler is None:
@@ -151,6 +157,21 @@ class Fetcher:
                 data = builder.build()
             out[node] = (self._fetch_request(data), data)
         return out
+
+    def _all_caught_up(self, partitions: dict[TopicPartition, PartitionData]) -> bool:
+        """Every partition is at its high watermark (last stable offset for read_committed) as last fetched.
+
+        Such a fetch, sent while records of other partitions are still buffered, would only park on the broker
+        as a long poll; and while it is in flight no fetch can go to that broker for the partitions being drained,
+        so they stall for up to ``fetch.max.wait.ms``. (Java sends it anyway; an incremental session, which leaves
+        caught-up partitions out of responses, makes it frequent at the end of a backlog.) It goes out once the
+        buffer is empty."""
+        lag = self.subscriptions.partition_lag
+        for tp in partitions:
+            behind = lag(tp, self.read_committed)
+            if behind is None or behind > 0:
+                return False
+        return True
 
     def _fetch_request(self, data: FetchRequestData) -> Any:
         topics: dict[str, list[Any]] = {}
