@@ -488,6 +488,10 @@ class KafkaConsumer:
                 except Exception as exc:
                     log.error("%sFailed to close coordinator", self._log_context, exc_info=True)
                     error = exc
+            try:
+                self._fetcher.close_fetch_sessions(timer)
+            except Exception:
+                log.debug("%sFailed to close the fetch sessions", self._log_context, exc_info=True)
             self._close_quietly()
             if error is not None:
                 raise KafkaError("Failed to close kafka consumer") from error

@@ -31,6 +31,7 @@ from strom.server.coordinator.transaction_coordinator import (
     create_transaction_coordinator,
 )
 from strom.server.coordinator.transaction_metadata import TRANSACTION_STATE_TOPIC_NAME
+from strom.server.fetch_session import FetchManager, FetchSessionCache
 from strom.server.kafka_apis import ApiCollaborators, KafkaApis
 from strom.server.meta_properties import check_meta_properties
 from strom.server.metadata_cache import BrokerInfo, MetadataCache, StandaloneMetadata
@@ -82,6 +83,7 @@ class BrokerServer:
         self.txn_coordinator: TransactionCoordinator | None = None
         self.admin: AdminManager | None = None
         self.apis: KafkaApis | None = None
+        self.fetch_manager: FetchManager | None = None  # fetch sessions (KIP-227), built at start
         self.zk: KafkaZkClient | None = None
         self.controller: KafkaController | None = None
         self.controller_channel: ControllerChannel | None = None
@@ -178,13 +180,16 @@ class BrokerServer:
                                                               producer_ids, self.inter_broker_listener, inter_broker)
         await self.txn_coordinator.start(load_all=self.zk is None)
         rm.on_leadership_change = self._on_leadership_change
+        self.fetch_manager = FetchManager(self.time, FetchSessionCache(
+            int(c["max.incremental.fetch.session.cache.slots"]), int(c["min.incremental.fetch.session.eviction.ms"])))
         self.apis = KafkaApis(ApiCollaborators(
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             default_log_config=self.default_log_config, controller=self.controller,
             authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
-            metrics=self.metrics, quotas=await self._client_quotas()))
+            metrics=self.metrics, quotas=await self._client_quotas(), fetch_manager=self.fetch_manager))
         self.metrics.add_replica_manager(rm)
+        self.metrics.add_fetch_session_cache(self.fetch_manager.cache)
         self.metrics.add_controller(self.controller)
         self.metrics.add_group_coordinator(self.group_coordinator)
         self.group_coordinator.manager.on_offsets_stored = self.metrics.offset_commits.record

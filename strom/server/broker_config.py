@@ -187,6 +187,10 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "replica.socket.timeout.ms": (_int(1), 30000),
     "replica.high.watermark.checkpoint.interval.ms": (_int(1), 5000),
     "num.replica.fetchers": (_int(1), 1),
+    # Fetch sessions (KIP-227): how many the broker keeps, and how long one must be idle before any newcomer may
+    # evict it (docs/design.md, "Fetch sessions").
+    "max.incremental.fetch.session.cache.slots": (_int(0), 1000),
+    "min.incremental.fetch.session.eviction.ms": (_int(0), 120000),
     "unclean.leader.election.enable": (_bool, False),
     "auto.leader.rebalance.enable": (_bool, True),
     "leader.imbalance.check.interval.seconds": (_int(1), 300),

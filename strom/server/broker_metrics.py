@@ -520,6 +520,15 @@ class BrokerMetrics:
                     lambda: sum(1 for p in leaders() if len(p.isr) == min_isr(p)))
         self.partition_series.replica_manager = rm
 
+    def add_fetch_session_cache(self, cache: Any) -> None:
+        """``kafka.server:type=FetchSessionCache``: sessions and partitions cached, evictions (a meter's Count)."""
+        g = "FetchSessionCache"
+        self._gauge("NumIncrementalFetchSessions", g, "incremental fetch sessions cached", lambda: cache.size)
+        self._gauge("NumIncrementalFetchPartitionsCached", g, "partitions of the cached fetch sessions",
+                    lambda: cache.total_partitions)
+        self._gauge("IncrementalFetchSessionEvictionsPerSec", g, "fetch sessions evicted (Count)",
+                    lambda: cache.evictions)
+
     def add_controller(self, controller: Any) -> None:
         """``kafka.controller:type=KafkaController`` gauges. ``None`` (a standalone broker, which is its own
         controller and leads every partition): 1 active controller, no offline partitions."""

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
     from strom.server.broker_config import BrokerConfig
     from strom.server.coordinator.group_coordinator import GroupCoordinator
+    from strom.server.fetch_session import FetchManager
     from strom.server.metadata_cache import MetadataCache
     from strom.server.producer_id_manager import ProducerIdManager
     from strom.server.replica_manager import ReplicaManager
@@ -58,6 +59,7 @@ class ApiCollaborators:
     txn_coordinator: Any = None  # the TransactionCoordinator (strom.server.coordinator.transaction_coordinator)
     metrics: Any = None  # the BrokerMetrics (strom.server.broker_metrics); None: nothing is measured
     quotas: Any = None  # the ClientQuotaManagers (produce / fetch byte rates, request time), None: no quotas
+    fetch_manager: FetchManager | None = None  # the fetch session cache (KIP-227), None: no sessions are opened
     supported_apis: dict[int, ApiSpec] = field(default_factory=dict)
 
 

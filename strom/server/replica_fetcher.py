@@ -4,7 +4,9 @@ Kafka counterpart: ``ReplicaFetcherManager`` + ``ReplicaFetcherThread`` (``Abstr
 that starts following first truncates its log where it diverges from the leader's (KIP-101/KIP-279: it asks
 OffsetForLeaderEpoch for the end offset of its latest epoch and cuts anything past it), then fetches from its
 log end offset with Fetch requests carrying this broker's id, appends what comes back as it is, and takes the
-leader's high watermark (capped at its own log end). Event loop only.
+leader's high watermark (capped at its own log end). Each fetcher keeps a fetch session with its leader (KIP-227,
+as Kafka's ``ReplicaFetcherThread`` does): after the first full request only the partitions whose fetch offset
+moved are named, and the leader answers only the partitions with news. Event loop only.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError, KafkaConnectionError, KafkaError
 from strom.common.structs import TopicPartition
 from strom.common.time import Time
+from strom.network.fetch_session_handler import FetchSessionHandler, PartitionData
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.fetch import FetchRequest
 from strom.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
@@ -94,6 +97,7 @@ class _ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, _PartitionFetchState] = {}
         self.channel: BrokerChannel | None = None
+        self.session = FetchSessionHandler(leader_id)
         self._wakeup = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -198,23 +202,39 @@ class _ReplicaFetcher:
     async def _fetch(self, channel: BrokerChannel) -> None:
         rm = self.m.replica_manager
         now = self.m.time.milliseconds()
-        by_topic: dict[str, list[FetchRequest.FetchPartition]] = {}
+        builder = self.session.new_builder()
+        wanted = 0
         for tp, st in self.partitions.items():
             p = rm.get_partition(tp)
             if st.truncating or p is None or st.delayed_until_ms > now:
                 continue
-            by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
-                partition=tp.partition, current_leader_epoch=st.leader_epoch, fetch_offset=p.log_end_offset,
-                last_fetched_epoch=-1, log_start_offset=p.log.log_start_offset,
-                partition_max_bytes=self.m.max_bytes))
-        if not by_topic:
+            builder.add(tp, PartitionData(p.log_end_offset, p.log.log_start_offset, self.m.max_bytes, st.leader_epoch))
+            wanted += 1
+        if not wanted:
             await asyncio.sleep(self.m.backoff_ms / 1000)
             return
+        data = builder.build()
+        by_topic: dict[str, list[FetchRequest.FetchPartition]] = {}
+        for tp, pd in data.to_send.items():
+            by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
+                partition=tp.partition, current_leader_epoch=pd.current_leader_epoch, fetch_offset=pd.fetch_offset,
+                last_fetched_epoch=-1, log_start_offset=pd.log_start_offset, partition_max_bytes=pd.max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in data.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         req = FetchRequest(replica_id=self.m.node_id, max_wait_ms=self.m.wait_max_ms, min_bytes=self.m.min_bytes,
-                           max_bytes=self.m.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                           max_bytes=self.m.response_max_bytes, isolation_level=0,
+                           session_id=data.metadata.session_id, session_epoch=data.metadata.epoch,
                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                           forgotten_topics_data=[], rack_id="")
-        resp = await channel.request(ApiKey.FETCH, FETCH_VERSION, req)
+                           forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps)
+                                                  for t, ps in forgotten.items()], rack_id="")
+        try:
+            resp = await channel.request(ApiKey.FETCH, FETCH_VERSION, req)
+        except KafkaConnectionError as e:
+            self.session.handle_error(e)
+            raise
+        if not self.session.handle_response(resp):
+            return  # a session error: the next request is a full one
         flushes: list[tuple[TopicPartition, Future[None]]] = []
         for t in resp.responses:
             for pd in t.partitions:

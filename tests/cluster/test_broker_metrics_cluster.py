@@ -1,6 +1,6 @@
-"""Broker metrics of a real 3-broker cluster: each broker serves ``/metrics``; kill a follower and the
-survivors report as under-replicated exactly the partitions it hosted; bring it back and their leaders count
-one ISR expansion each."""
+"""Broker metrics of a real 3-broker cluster: each broker serves ``/metrics``; the leaders hold one fetch session
+per follower broker; kill a follower and the survivors report as under-replicated exactly the partitions it
+hosted; bring it back and their leaders count one ISR expansion each."""
 
 from __future__ import annotations
 
@@ -63,6 +63,11 @@ def test_under_replicated_partitions_after_a_follower_dies(cluster: LocalCluster
         assert value(m, "kafka_server_replicamanager_leadercount") == sum(1 for ld in leaders.values() if ld == n)
         assert value(m, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert sum_over(cluster, every, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    # Followers fetch in sessions (KIP-227): each leader holds one per broker following it (1: brokers 2 and 3;
+    # 2: brokers 1 and 3), and broker 3 leads nothing.
+    sessions = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+    wait_until(lambda: [value(metrics_of(cluster, n), sessions) for n in every] == [2, 2, 0], 30,
+               "one fetch session per follower broker on each leader")
     assert sum_over(cluster, every, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     expands_before = sum_over(cluster, [1, 2], "kafka_server_replicamanager_isrexpands_total")
 

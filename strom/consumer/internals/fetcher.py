@@ -2,14 +2,19 @@
 up to ``max.poll.records``.
 
 Kafka counterpart: ``org.apache.kafka.clients.consumer.internals.Fetcher`` (3.x: ``AbstractFetch`` +
-``FetchCollector`` + ``FetchBuffer``), without fetch sessions (every request is a full, session-less fetch:
-``session_id=0``, ``session_epoch=-1``). Each partition carries the leader epoch of our metadata
+``FetchCollector`` + ``FetchBuffer``), with fetch sessions (KIP-227): one
+:class:`~strom.network.fetch_session_handler.FetchSessionHandler` per broker makes each request after the first a
+small incremental one (only the partitions whose position changed, and those to forget); a session error or a
+failed request makes the next one full again, and ``close`` ends the sessions with a final request (epoch -1).
+As in Java, a partition with buffered records is left out of the next request, so it leaves the session until
+its records are consumed. Unlike Java, no request goes to a broker whose partitions are all caught up while
+records of other partitions are buffered (see ``_all_caught_up``). Each partition carries the leader epoch of our metadata
 (``current_leader_epoch``, KIP-320 fencing); the position itself is not validated with OffsetsForLeaderEpoch
 after a leader change (no truncation detection).
 
 ``send_fetches`` builds a request per leader node for every fetchable partition (assigned, valid position,
 not paused, not being revoked) that has no buffered data and whose node has no fetch in flight. Fetch v4..v12
-is used (v13+ addresses topics by id); ``isolation.level``, ``fetch.min.bytes``, ``fetch.max.bytes``,
+is used (v13+ addresses topics by id; sessions are keyed by topic name); ``isolation.level``, ``fetch.min.bytes``, ``fetch.max.bytes``,
 ``fetch.max.wait.ms``, ``max.partition.fetch.bytes`` and ``client.rack`` go into the request.
 
 ``collect_fetch`` hands out records in partition order. A response partition is used only if the position
@@ -40,7 +45,9 @@ from strom.consumer.internals.completed_fetch import CompletedFetch, RecordConve
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
 from strom.consumer.internals.fetch_metrics import FetchMetricsManager
 from strom.consumer.internals.subscription_state import SubscriptionState
+from strom.consumer.internals.timer import Timer
 from strom.metrics import Metrics
+from strom.network.fetch_session_handler import FetchRequestData, FetchSessionHandler, PartitionData
 from strom.protocol.messages import FetchRequest
 
 __all__ = ["Fetcher", "FETCH_MIN_VERSION", "FETCH_MAX_VERSION"]
@@ -83,6 +90,7 @@ class Fetcher:
         self._completed: deque[CompletedFetch] = deque()
         self._next_in_line: CompletedFetch | None = None
         self._nodes_with_pending_fetch: set[int] = set()
+        self._session_handlers: dict[int, FetchSessionHandler] = {}  # per node; used under self._lock
         self.metrics_manager = metrics if metrics is not None else FetchMetricsManager(Metrics(time=time))
 
     # ------------------------------------------------------------------------------------ requests
@@ -98,27 +106,26 @@ class Fetcher:
     def send_fetches(self) -> int:
         """Send a FetchRequest to every leader with fetchable partitions; returns how many were sent."""
         requests = self._prepare_fetch_requests()
-        for node, (request, offsets) in requests.items():
+        for node, (request, data) in requests.items():
             with self._lock:
                 self._nodes_with_pending_fetch.add(node.node_id)
-            log.debug("Sending READ_%s FetchRequest for %s to broker %s",
-                      "COMMITTED" if self.read_committed else "UNCOMMITTED", offsets, node)
+            log.debug("Sending READ_%s %s to broker %s",
+                      "COMMITTED" if self.read_committed else "UNCOMMITTED", data, node)
             timeout = self.request_timeout_ms + self.fetch_max_wait_ms
             sent_ms = self.time.milliseconds()
             future = self.client.send(node, request, timeout_ms=timeout, min_version=FETCH_MIN_VERSION,
                                       max_version=FETCH_MAX_VERSION)
-            future.add_listener(lambda response, n=node, o=offsets, t=sent_ms:
-                                self._handle_fetch_response(n, o, response, t),
+            future.add_listener(lambda response, n=node, d=data, t=sent_ms:
+                                self._handle_fetch_response(n, d, response, t),
                                 lambda exc, n=node: self._handle_fetch_failure(n, exc))
         return len(requests)
 
-    def _prepare_fetch_requests(self) -> dict[Node, tuple[Any, dict[TopicPartition, int]]]:
+    def _prepare_fetch_requests(self) -> dict[Node, tuple[Any, FetchRequestData]]:
         cluster = self.metadata.fetch()
         buffered = self._buffered_partitions()
         with self._lock:
             pending = set(self._nodes_with_pending_fetch)
-        per_node: dict[Node, dict[str, list[Any]]] = {}
-        offsets: dict[Node, dict[TopicPartition, int]] = {}
+        per_node: dict[Node, dict[TopicPartition, PartitionData]] = {}
         for tp in self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered):
             position = self.subscriptions.position(tp)
             if position is None:
@@ -130,33 +137,81 @@ class Fetcher:
                 continue
             if leader.node_id in pending or self.client.is_unavailable(leader):
                 continue
-            per_node.setdefault(leader, {}).setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
-                partition=tp.partition, current_leader_epoch=self._leader_epoch(tp), fetch_offset=position,
-                last_fetched_epoch=-1,
-                log_start_offset=-1, partition_max_bytes=self.max_partition_fetch_bytes))
-            offsets.setdefault(leader, {})[tp] = position
+            per_node.setdefault(leader, {})[tp] = PartitionData(
+                position, -1, self.max_partition_fetch_bytes, self._leader_epoch(tp))
         out = {}
-        for node, topics in per_node.items():
-            request = FetchRequest(
-                replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
-                max_bytes=self.fetch_max_bytes, isolation_level=1 if self.read_committed else 0, session_id=0,
-                session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                forgotten_topics_data=[], rack_id=self.client_rack)
-            out[node] = (request, offsets[node])
+        busy = bool(per_node) and self.has_available_fetches()
+        for node, partitions in per_node.items():
+            if busy and self._all_caught_up(partitions):
+                log.debug("Not fetching from node %s yet: its partitions are caught up and records of others are "
+                          "buffered", node)
+                continue
+            with self._lock:
+                handler = self._session_handlers.get(node.node_id)
+                if handler is None:
+                    handler = self._session_handlers[node.node_id] = FetchSessionHandler(node.node_id)
+                builder = handler.new_builder()
+                for tp, pd in partitions.items():
+                    builder.add(tp, pd)
+                data = builder.build()
+            out[node] = (self._fetch_request(data), data)
         return out
 
-    def _handle_fetch_response(self, node: Node, offsets: dict[TopicPartition, int], response: Any,
+    def _all_caught_up(self, partitions: dict[TopicPartition, PartitionData]) -> bool:
+        """Every partition is at its high watermark (last stable offset for read_committed) as last fetched.
+
+        Such a fetch, sent while records of other partitions are still buffered, would only park on the broker
+        as a long poll; and while it is in flight no fetch can go to that broker for the partitions being drained,
+        so they stall for up to ``fetch.max.wait.ms``. (Java sends it anyway; an incremental session, which leaves
+        caught-up partitions out of responses, makes it frequent at the end of a backlog.) It goes out once the
+        buffer is empty."""
+        lag = self.subscriptions.partition_lag
+        for tp in partitions:
+            behind = lag(tp, self.read_committed)
+            if behind is None or behind > 0:
+                return False
+        return True
+
+    def _fetch_request(self, data: FetchRequestData) -> Any:
+        topics: dict[str, list[Any]] = {}
+        for tp, pd in data.to_send.items():
+            topics.setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
+                partition=tp.partition, current_leader_epoch=pd.current_leader_epoch, fetch_offset=pd.fetch_offset,
+                last_fetched_epoch=pd.last_fetched_epoch, log_start_offset=pd.log_start_offset,
+                partition_max_bytes=pd.max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in data.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        return FetchRequest(
+            replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes, isolation_level=1 if self.read_committed else 0,
+            session_id=data.metadata.session_id, session_epoch=data.metadata.epoch,
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
+            rack_id=self.client_rack)
+
+    def _handle_fetch_response(self, node: Node, data: FetchRequestData, response: Any,
                                sent_ms: int | None = None) -> None:
+        with self._lock:
+            handler = self._session_handlers.get(node.node_id)
+            usable = handler is not None and handler.handle_response(response)
+            if not usable:
+                self._nodes_with_pending_fetch.discard(node.node_id)
+        if not usable:
+            if handler is None:
+                log.error("Unable to find FetchSessionHandler for node %s. Ignoring fetch response.", node)
+            elif response.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR:
+                self.metadata.request_update()
+            return
+        offsets = data.session_partitions
         fetched = []
         bytes_by_topic: dict[str, int] = {}
-        if response.error_code:
-            log.info("Fetch from node %s failed: %s", node, ec.ERROR_CLASSES.get(response.error_code))
         for topic in response.responses:
             name = topic.topic
             for p in topic.partitions:
                 tp = TopicPartition(name, p.partition_index)
-                fetch_offset = offsets.get(tp)
-                if fetch_offset is None:
+                requested = offsets.get(tp)
+                if requested is None:
                     continue
                 aborted = p.aborted_transactions
                 records = p.records
@@ -166,7 +221,7 @@ class Fetcher:
                         records = bytes(records)
                     bytes_by_topic[name] = bytes_by_topic.get(name, 0) + len(records)
                 fetched.append(CompletedFetch(
-                    tp, fetch_offset, p.error_code, records, self.converter, check_crcs=self.check_crcs,
+                    tp, requested.fetch_offset, p.error_code, records, self.converter, check_crcs=self.check_crcs,
                     read_committed=self.read_committed, high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
                     aborted_transactions=[(a.producer_id, a.first_offset) for a in aborted] if aborted else None))
@@ -180,7 +235,35 @@ class Fetcher:
     def _handle_fetch_failure(self, node: Node, exc: BaseException) -> None:
         log.debug("Fetch request to node %s failed: %s", node, exc)
         with self._lock:
+            handler = self._session_handlers.get(node.node_id)
+            if handler is not None:
+                handler.handle_error(exc)
             self._nodes_with_pending_fetch.discard(node.node_id)
+
+    def close_fetch_sessions(self, timer: Timer) -> None:
+        """Tell every broker we hold a fetch session with to drop it (a final, empty request with epoch -1), and
+        wait for the answers until ``timer`` expires; a broker that is not reachable keeps the session until it
+        is evicted (Java's ``maybeCloseFetchSessions``)."""
+        cluster = self.metadata.fetch()
+        futures = []
+        with self._lock:
+            handlers = [h for h in self._session_handlers.values() if h.session_id != 0]
+            requests = []
+            for handler in handlers:
+                handler.notify_close()
+                node = cluster.node_by_id(handler.node)
+                if node is None or self.client.is_unavailable(node):
+                    log.debug("Skip sending close session request to broker %s since it is not reachable",
+                              handler.node)
+                    continue
+                requests.append((node, self._fetch_request(handler.new_builder().build())))
+        for node, request in requests:
+            futures.append(self.client.send(node, request, timeout_ms=self.request_timeout_ms,
+                                            min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION))
+        for future in futures:
+            if not self.client.poll_future(future, timer, disable_wakeup=True):
+                log.warning("Not all fetch sessions could be closed within the close timeout")
+                break
 
     # ---------------------------------------------------------------------------------- collection
 
