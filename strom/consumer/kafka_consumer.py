@@ -165,7 +165,7 @@ class KafkaConsumer:
             fetch_max_wait_ms=c["fetch.max.wait.ms"], max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
             max_poll_records=c["max.poll.records"], check_crcs=c["check.crcs"], client_rack=c["client.rack"],
             read_committed=read_committed, request_timeout_ms=self._request_timeout_ms,
-            metrics=FetchMetricsManager(metrics))
+            metadata_max_age_ms=c["metadata.max.age.ms"], metrics=FetchMetricsManager(metrics))
         self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, time,
                                              self._retry_backoff_ms, self._request_timeout_ms, read_committed)
         self._has_all_fetch_positions = False

@@ -15,7 +15,10 @@ after a leader change (no truncation detection).
 ``send_fetches`` builds a request per leader node for every fetchable partition (assigned, valid position,
 not paused, not being revoked) that has no buffered data and whose node has no fetch in flight. Fetch v4..v12
 is used (v13+ addresses topics by id; sessions are keyed by topic name); ``isolation.level``, ``fetch.min.bytes``, ``fetch.max.bytes``,
-``fetch.max.wait.ms``, ``max.partition.fetch.bytes`` and ``client.rack`` go into the request.
+``fetch.max.wait.ms``, ``max.partition.fetch.bytes`` and ``client.rack`` go into the request. A partition whose
+leader named a preferred read replica (KIP-392, the broker's ``replica.selector.class`` with ``client.rack``) is
+fetched from that replica until ``metadata.max.age.ms`` has passed, the replica fails or answers an error (then
+from the leader again; an offset out of range on a follower is retried on the leader before any reset).
 
 ``collect_fetch`` hands out records in partition order. A response partition is used only if the position
 still equals its fetch offset (a ``seek`` in between discards it). Errors per partition: leadership /
@@ -71,7 +74,7 @@ class Fetcher:
                  fetch_max_wait_ms: int = 500, max_partition_fetch_bytes: int = 1024 * 1024,
                  max_poll_records: int = 500, check_crcs: bool = True, client_rack: str = "",
                  read_committed: bool = False, request_timeout_ms: int = 30_000,
-                 metrics: FetchMetricsManager | None = None) -> None:
+                 metadata_max_age_ms: int = 300_000, metrics: FetchMetricsManager | None = None) -> None:
         self.client = client
         self.metadata = metadata
         self.subscriptions = subscriptions
@@ -91,6 +94,10 @@ class Fetcher:
         self._next_in_line: CompletedFetch | None = None
         self._nodes_with_pending_fetch: set[int] = set()
         self._session_handlers: dict[int, FetchSessionHandler] = {}  # per node; used under self._lock
+        # KIP-392: the replica a leader told us to fetch a partition from, and until when (metadata.max.age.ms
+        # after it said so, as Java); used under self._lock
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self._preferred_read_replicas: dict[TopicPartition, tuple[int, int]] = {}
         self.metrics_manager = metrics if metrics is not None else FetchMetricsManager(Metrics(time=time))
 
     # ------------------------------------------------------------------------------------ requests
@@ -126,6 +133,7 @@ class Fetcher:
         with self._lock:
             pending = set(self._nodes_with_pending_fetch)
         per_node: dict[Node, dict[TopicPartition, PartitionData]] = {}
+        now = self.time.milliseconds()
         for tp in self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered):
             position = self.subscriptions.position(tp)
             if position is None:
@@ -135,9 +143,10 @@ class Fetcher:
                 log.debug("Requesting metadata update for partition %s since the leader is unknown", tp)
                 self.metadata.request_update()
                 continue
-            if leader.node_id in pending or self.client.is_unavailable(leader):
+            node = self._select_read_replica(tp, leader, cluster, now)
+            if node.node_id in pending or self.client.is_unavailable(node):
                 continue
-            per_node.setdefault(leader, {})[tp] = PartitionData(
+            per_node.setdefault(node, {})[tp] = PartitionData(
                 position, -1, self.max_partition_fetch_bytes, self._leader_epoch(tp))
         out = {}
         busy = bool(per_node) and self.has_available_fetches()
@@ -156,6 +165,31 @@ class Fetcher:
                 data = builder.build()
             out[node] = (self._fetch_request(data), data)
         return out
+
+    def _select_read_replica(self, tp: TopicPartition, leader: Node, cluster: Any, now: int) -> Node:
+        """Java's ``selectReadReplica`` (KIP-392): the preferred read replica the leader named, while it has not
+        expired and our metadata knows it; else the leader (a replica gone from the metadata is forgotten)."""
+        with self._lock:
+            preferred = self._preferred_read_replicas.get(tp)
+            if preferred is None:
+                return leader
+            node_id, expires_ms = preferred
+            if now >= expires_ms:
+                del self._preferred_read_replicas[tp]
+                return leader
+        node = cluster.node_by_id(node_id)
+        if node is None:
+            log.debug("Not fetching from %s for partition %s since it is missing from our metadata, using the "
+                      "leader instead", node_id, tp)
+            self.clear_preferred_read_replica(tp)
+            return leader
+        return node
+
+    def clear_preferred_read_replica(self, tp: TopicPartition) -> int | None:
+        """Fetch ``tp`` from its leader again; returns the replica it was read from, if any."""
+        with self._lock:
+            preferred = self._preferred_read_replicas.pop(tp, None)
+        return preferred[0] if preferred is not None else None
 
     def _all_caught_up(self, partitions: dict[TopicPartition, PartitionData]) -> bool:
         """Every partition is at its high watermark (last stable offset for read_committed) as last fetched.
@@ -206,6 +240,7 @@ class Fetcher:
         offsets = data.session_partitions
         fetched = []
         bytes_by_topic: dict[str, int] = {}
+        preferred: dict[TopicPartition, int] = {}
         for topic in response.responses:
             name = topic.topic
             for p in topic.partitions:
@@ -213,6 +248,9 @@ class Fetcher:
                 requested = offsets.get(tp)
                 if requested is None:
                     continue
+                replica = getattr(p, "preferred_read_replica", -1)
+                if replica is not None and replica >= 0:
+                    preferred[tp] = replica
                 aborted = p.aborted_transactions
                 records = p.records
                 if records is not None:
@@ -225,10 +263,15 @@ class Fetcher:
                     read_committed=self.read_committed, high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
                     aborted_transactions=[(a.producer_id, a.first_offset) for a in aborted] if aborted else None))
+        now = self.time.milliseconds()
         with self._lock:
             self._completed.extend(fetched)
             self._nodes_with_pending_fetch.discard(node.node_id)
-        now = self.time.milliseconds()
+            for tp, replica in preferred.items():
+                if replica != self._preferred_read_replicas.get(tp, (None,))[0]:
+                    log.debug("Fetching %s from replica %d from now on (the leader's preferred read replica)", tp,
+                              replica)
+                self._preferred_read_replicas[tp] = (replica, now + self.metadata_max_age_ms)
         self.metrics_manager.record_fetch_response(now - sent_ms if sent_ms is not None else 0, bytes_by_topic,
                                                    getattr(response, "throttle_time_ms", 0) or 0, now)
 
@@ -239,6 +282,10 @@ class Fetcher:
             if handler is not None:
                 handler.handle_error(exc)
             self._nodes_with_pending_fetch.discard(node.node_id)
+            # a follower we read from failed: its partitions go back to their leaders (Java clears the preferred
+            # replica of every partition of the failed request)
+            for tp in [tp for tp, (n, _e) in self._preferred_read_replicas.items() if n == node.node_id]:
+                del self._preferred_read_replicas[tp]
 
     def close_fetch_sessions(self, timer: Timer) -> None:
         """Tell every broker we hold a fetch session with to drop it (a final, empty request with epoch -1), and
@@ -376,11 +423,16 @@ class Fetcher:
             return True
         if error in _REFRESH_METADATA:
             log.debug("Error in fetch for partition %s: %s", tp, ec.ERROR_CLASSES[error].name)
+            self.clear_preferred_read_replica(tp)
             self.metadata.request_update()
         elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
             if subscriptions.position(tp) != cf.fetch_offset:
                 log.debug("Discarding stale fetch response for partition %s since the fetched offset %d does not "
                           "match the current offset %s", tp, cf.fetch_offset, subscriptions.position(tp))
+            elif (replica := self.clear_preferred_read_replica(tp)) is not None:
+                # a follower may not have the offset yet (it lags the leader): ask the leader before resetting
+                log.debug("Fetch position %d is out of range for partition %s on replica %d, retrying from the "
+                          "leader", cf.fetch_offset, tp, replica)
             elif subscriptions.has_default_offset_reset_policy():
                 log.info("Fetch position %d is out of range for partition %s, resetting offset", cf.fetch_offset, tp)
                 subscriptions.request_offset_reset(tp)
