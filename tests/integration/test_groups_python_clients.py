@@ -23,9 +23,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 OVERRIDES = {"group.initial.rebalance.delay.ms": "200", "group.min.session.timeout.ms": "1000",
              "offsets.topic.num.partitions": "5"}
-# A session long enough that a member polled late on a loaded machine is not evicted (each eviction starts
-# another rebalance); no test here waits for a session to expire.
-KP = {"auto_offset_reset": "earliest", "enable_auto_commit": False, "session_timeout_ms": 10000,
+# The tests poll several kafka-python consumers from one thread, and kafka-python joins a group inside poll(): a
+# member blocked in its JoinGroup waits for one that cannot poll until the broker expires that one's session. So
+# the session must be short enough to break that wait quickly, yet long enough that a member polled late on a
+# loaded machine is not evicted over and over (3 s flaked under load, 10 s left too little time in the waits).
+KP = {"auto_offset_reset": "earliest", "enable_auto_commit": False, "session_timeout_ms": 6000,
       "heartbeat_interval_ms": 500}
 
 
@@ -86,7 +88,7 @@ def test_kafka_python_members_share_commit_and_resume(group_broker: BrokerProces
                    "two members with two partitions each")
         sent = produce(bootstrap, topic, "a", 200, 4)
         got: list[tuple[int, bytes]] = []
-        wait_until(lambda: len(got) >= len(sent), 30, lambda: poll_kp(consumers, got), "records")
+        wait_until(lambda: len(got) >= len(sent), 60, lambda: poll_kp(consumers, got), "records")
         assert Counter(v for _, v in got) == Counter(sent) and {i for i, _ in got} == {0, 1}
     finally:
         for c in consumers:
@@ -98,7 +100,7 @@ def test_kafka_python_members_share_commit_and_resume(group_broker: BrokerProces
     late = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, **KP)
     try:
         got2: list[tuple[int, bytes]] = []
-        wait_until(lambda: markers <= {v for _, v in got2}, 30, lambda: poll_kp([late], got2),
+        wait_until(lambda: markers <= {v for _, v in got2}, 60, lambda: poll_kp([late], got2),
                    "records after restart")
         assert Counter(v for _, v in got2) == Counter(sent2 | markers)  # only what was not committed before
     finally:
@@ -126,13 +128,13 @@ def test_kafka_python_static_member_restart_keeps_assignment(group_broker: Broke
     static = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="st",
                                  group_instance_id="instance-1", **KP)
     try:
-        wait_until(lambda: len(parts(dynamic)) == 2 and len(parts(static)) == 2, 30,
+        wait_until(lambda: len(parts(dynamic)) == 2 and len(parts(static)) == 2, 60,
                    lambda: poll_kp([dynamic, static]), "a stable group of two")
         revoked_before, static_parts = listener.revoked, parts(static)
         static.close()  # a static member sends no LeaveGroup
         static = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="st",
                                      group_instance_id="instance-1", **KP)
-        wait_until(lambda: len(parts(static)) == 2, 30, lambda: poll_kp([dynamic, static]), "the static member back")
+        wait_until(lambda: len(parts(static)) == 2, 60, lambda: poll_kp([dynamic, static]), "the static member back")
         for _ in range(10):
             poll_kp([dynamic, static])
         assert parts(static) == static_parts and len(parts(dynamic)) == 2
@@ -160,7 +162,7 @@ def test_mixed_clients_agree_on_common_protocol(group_broker: BrokerProcess) -> 
             kp.poll(timeout_ms=50)
             rd.poll(0.05)
 
-        wait_until(lambda: len(parts(kp)) == 2 and len(rd.assignment()) == 2, 30, step, "a mixed stable group")
+        wait_until(lambda: len(parts(kp)) == 2 and len(rd.assignment()) == 2, 60, step, "a mixed stable group")
         admin = AdminClient({"bootstrap.servers": bootstrap})
         desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
         assert desc.partition_assignor == "roundrobin"  # the only protocol both members support
