@@ -313,15 +313,7 @@ class CompletedFetch:
         if batch.magic != 2:  # legacy message set entry
             return arrow_decoder.records_to_columns(batch.records(), ts_type)
         h = batch.header
-        codec = h.attributes & COMPRESSION_MASK
-        if codec == 0:
-            start, end = pos + HEADER_SIZE, pos + size
-        else:
-            try:
-                data = decompress(CompressionType(codec), memoryview(data)[pos + HEADER_SIZE:pos + size])
-            except ValueError as exc:
-                raise CorruptMessageError(f"cannot decompress record batch: {exc}") from None
-            start, end = 0, len(data)
+        data, start, end = _records_section(h, data, pos, size)
         log_append = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
         return arrow_decoder.decode_batch_columns(data, start, end, h.records_count, h.base_offset,
                                                   h.base_timestamp, h.records_count == h.last_offset_delta + 1,
@@ -336,15 +328,7 @@ class CompletedFetch:
                                           -1 if r[2] is None else len(r[2]), -1 if r[3] is None else len(r[3]),
                                           None)) for r in batch.records()]
         h = batch.header
-        codec = h.attributes & COMPRESSION_MASK
-        if codec == 0:
-            start, end = pos + HEADER_SIZE, pos + size
-        else:
-            try:
-                data = decompress(CompressionType(codec), memoryview(data)[pos + HEADER_SIZE:pos + size])
-            except ValueError as exc:
-                raise CorruptMessageError(f"cannot decompress record batch: {exc}") from None
-            start, end = 0, len(data)
+        data, start, end = _records_section(h, data, pos, size)
         log_append = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
         return decode_consumer_records(data, start, end, h.records_count, h.base_offset, h.base_timestamp,
                                        h.records_count == h.last_offset_delta + 1, tp.topic, tp.partition,
@@ -382,3 +366,16 @@ class CompletedFetch:
                 break
             append(_new(ConsumerRecord, (r[0], r[1], r[2], r[3], r[4], k, v, headers, r[8], r[9], r[10])))
         return out
+
+
+def _records_section(h: Any, data: Any, pos: int, size: int) -> tuple[Any, int, int]:
+    """``(buffer, start, end)`` of a v2 batch's records: in place, or decompressed (CorruptMessageError if that
+    fails)."""
+    codec = h.attributes & COMPRESSION_MASK
+    if codec == 0:
+        return data, pos + HEADER_SIZE, pos + size
+    try:
+        out = decompress(CompressionType(codec), memoryview(data)[pos + HEADER_SIZE:pos + size])
+    except ValueError as exc:
+        raise CorruptMessageError(f"cannot decompress record batch: {exc}") from None
+    return out, 0, len(out)
