@@ -226,6 +226,7 @@ class ClusterConnectionStates:
         state = self._node_state_or_fail(id)
         state.authentication_exception = exception
         state.state = AUTH_FAILED
+        self._connecting.discard(id)  # it may fail before its connection was reported complete
         state.last_connect_attempt_ms = now
         state.reconnect_backoff_ms = self.reconnect_backoff.backoff(state.failed_attempts)
         state.failed_attempts += 1

@@ -330,6 +330,10 @@ class Selector:
         if self._sessions.get(connection_id) is channel:
             del self._sessions[connection_id]
         self._explicitly_muted.discard(channel)
+        # A channel that connected and failed (authentication) in the same poll is not reported as connected:
+        # the network client would otherwise process the disconnect first and then mark the node connected.
+        if connection_id in self.connected:
+            self.connected.remove(connection_id)
         if self._idle is not None:
             self._idle.remove(connection_id)
         try:

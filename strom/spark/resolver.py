@@ -15,7 +15,13 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Protocol, TypeVar
 
+from strom.common.error_codes import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+)
 from strom.common.structs import TopicPartition
+from strom.security.sasl import AuthenticationError
 from strom.spark.offsets import EARLIEST, LATEST, PartitionOffsets
 from strom.spark.options import OffsetSpec, OptionError, SourceOptions
 from strom.spark.planning import (
@@ -108,13 +114,18 @@ def resolve_offsets(spec: OffsetSpec, tps: Collection[TopicPartition], source: O
     return {tp: latest[tp] if found.get(tp) is None else int(found[tp] or 0) for tp in query}
 
 
+# Retrying these cannot help: a wrong option, a refused login, a principal the ACLs do not allow.
+_NOT_RETRIED = (OptionError, AuthenticationError, TopicAuthorizationFailedError, GroupAuthorizationFailedError,
+                ClusterAuthorizationFailedError)
+
+
 def _retrying(opts: SourceOptions, fn: Callable[[], T]) -> T:
     """Driver offset look-ups retried ``fetchOffset.numRetries`` times (``fetchOffset.retryIntervalMs`` apart)."""
     attempt = 0
     while True:
         try:
             return fn()
-        except OptionError:
+        except _NOT_RETRIED:
             raise
         except Exception as e:  # noqa: BLE001 - any transient client error
             attempt += 1

@@ -360,11 +360,14 @@ def test_unreachable_zookeeper_times_out_with_a_clear_error() -> None:
     assert 1.4 <= elapsed < 10
 
 
+@pytest.mark.timeout(240)
 def test_requests_wait_for_a_restarted_zookeeper() -> None:
-    # A session timeout far above the restart time (the machine may be loaded), so the session survives.
+    # A session timeout far above the restart time (the machine may be loaded), so the session survives. The
+    # request may wait longer than that: a connection attempt made while the new server is still starting can
+    # hang for a whole connect timeout (the session timeout, as in ZooKeeper's Java client) before the next one.
     with ZooKeeperServer(extra_config={"maxSessionTimeout": "60000"}) as server:
         client = KafkaZkClient.connect(server.connect_string + "/kafka", session_timeout_ms=60000,
-                                       connection_timeout_ms=60000)
+                                       connection_timeout_ms=150_000)
         try:
             client.register_broker(_broker(1))
             server.kill()
@@ -373,7 +376,7 @@ def test_requests_wait_for_a_restarted_zookeeper() -> None:
             reader.start()
             assert reader.is_alive()  # no ZooKeeper: the request can neither answer nor fail yet
             server.start()
-            reader.join(40)
+            reader.join(150)
             # The session outlived the outage (ZooKeeper restores sessions from its log), so the ephemeral
             # registration is still there.
             assert result == [[1]]

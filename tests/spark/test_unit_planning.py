@@ -6,7 +6,10 @@ from collections.abc import Collection, Mapping
 
 import pytest
 
+from strom.common.error_codes import TopicAuthorizationFailedError
+from strom.common.errors import KafkaTimeoutError
 from strom.common.structs import TopicPartition as TP
+from strom.security.sasl import SaslAuthenticationError
 from strom.spark.options import OptionError, parse_source_options
 from strom.spark.planning import DataLossError, OffsetRange, plan_ranges, rate_limit, split_ranges
 from strom.spark.resolver import StreamPlanner, plan_batch
@@ -159,3 +162,33 @@ def test_stream_planner_data_loss_per_fail_on_data_loss() -> None:
         strict.plan({TP("t", 0): 0, TP("t", 1): 4}, {TP("t", 0): 5})
     lenient = StreamPlanner(opts(subscribe="t", failOnDataLoss="false"), src)
     assert lenient.plan({TP("t", 0): 0, TP("t", 1): 4}, {TP("t", 0): 5}) == [OffsetRange("t", 0, 0, 5)]
+
+
+class FlakySource(FakeSource):
+    """Fails its first ``failures`` partition look-ups with ``error``."""
+
+    def __init__(self, logs: dict[TP, tuple[int, int]], error: Exception, failures: int) -> None:
+        super().__init__(logs)
+        self.error, self.failures, self.calls = error, failures, 0
+
+    def partitions_for(self, topics: Collection[str]) -> dict[str, list[int]]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return super().partitions_for(topics)
+
+
+def test_batch_plan_retries_transient_errors_but_not_a_refused_login() -> None:
+    logs = {TP("t", 0): (0, 3)}
+    o = opts(False, subscribe="t", **{"fetchOffset.retryIntervalMs": "1"})
+    transient = FlakySource(logs, KafkaTimeoutError("Failed to send request after 30000 ms."), failures=2)
+    assert plan_batch(o, transient) == [OffsetRange("t", 0, 0, 3)]
+    assert transient.calls == 3
+    refused = FlakySource(logs, SaslAuthenticationError("Invalid username or password"), failures=1)
+    with pytest.raises(SaslAuthenticationError, match="Invalid username or password"):
+        plan_batch(o, refused)
+    assert refused.calls == 1  # asking again cannot help; the broker's reason reaches the query at once
+    denied = FlakySource(logs, TopicAuthorizationFailedError("Not authorized to access topics: [t]"), failures=1)
+    with pytest.raises(TopicAuthorizationFailedError):
+        plan_batch(o, denied)
+    assert denied.calls == 1

@@ -80,6 +80,17 @@ def test_connection_setup_timeout_grows_on_failed_connects() -> None:
     assert 800 <= states.connection_setup_timeout_ms("n") <= 1200
 
 
+def test_authentication_failed_while_connecting_leaves_the_connecting_set() -> None:
+    """A connection refused authentication before it was reported complete is no longer connecting: the setup
+    timeout check must not look at it (it raised IllegalStateError, a node not in connecting state)."""
+    states = ClusterConnectionStates(50, 1000, 1000, 8000, rng=random.Random(5))
+    states.connecting("n", 0, "h")
+    states.authentication_failed("n", 10, RuntimeError("refused"))
+    assert not states.is_connecting("n")
+    assert states.nodes_with_connection_setup_timeout(10_000) == []
+    assert states.is_auth_failed("n") and states.connection_delay("n", 10) > 0
+
+
 def test_exponential_backoff_without_growth() -> None:
     """§18 item 74: a max equal to the base means no growth; zero jitter gives exact powers of two."""
     assert ExponentialBackoff(100, 2, 100, 0.2).backoff(10) == 100

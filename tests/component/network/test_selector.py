@@ -10,10 +10,12 @@ import time
 import pytest
 
 from strom.common.errors import IllegalStateError
+from strom.network.channel_builder import ClientChannelBuilder
 from strom.network.kafka_channel import ChannelState
 from strom.network.network_receive import NetworkSend
 from strom.network.selector import Selector
 from strom.network.transport import SimpleMemoryPool
+from strom.security.sasl import SaslAuthenticationError
 from strom.testing.mock_time import MockTime
 
 from .socket_support import Events, TinyServer, frame, read_exact, read_frame
@@ -342,4 +344,39 @@ def test_close_connection_is_silent(selector: Selector) -> None:
         with pytest.raises(IllegalStateError, match="no connection"):
             selector.send(NetworkSend.sized("n", b"x"))
     finally:
+        server.close()
+
+
+class _RefusingAuthenticator:
+    """A SASL authenticator the broker refuses at its first step (a wrong password, as the client sees it)."""
+
+    complete = False
+    session_lifetime_ms = 0
+
+    def next_send(self) -> bytes:
+        raise SaslAuthenticationError("Authentication failed: Invalid username or password")
+
+
+class _RefusedChannels(ClientChannelBuilder):
+    def build(self, node, sock, sel, interest, attachment, host):  # type: ignore[no-untyped-def]
+        transport, _ = super().build(node, sock, sel, interest, attachment, host)
+        return transport, _RefusingAuthenticator()
+
+
+def test_a_connection_refused_authentication_in_its_connecting_poll_is_only_disconnected() -> None:
+    """Connect and authentication failure in one poll: the channel is reported disconnected (with the reason),
+    never also connected (Kafka's ``Selector.close`` drops it from ``connected``). Reported as both, the network
+    client handled the disconnect, then marked the node connected: it stayed "checking API versions" with no
+    channel, and every later request to it waited for its timeout instead of failing with the reason."""
+    server = TinyServer(lambda conn: conn.recv(1))
+    selector = Selector(channel_builder=_RefusedChannels())
+    try:
+        selector.connect("n1", server.address)
+        events = Events(selector)
+        events.until(lambda: "n1" in events.disconnected)
+        assert events.disconnected == {"n1": ChannelState.AUTHENTICATION_FAILED}
+        assert "Invalid username or password" in str(selector.authentication_errors["n1"])
+        assert events.connected == []
+    finally:
+        selector.close()
         server.close()
