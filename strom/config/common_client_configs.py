@@ -164,7 +164,9 @@ def define_common_client_configs(
              "Push client metrics to the cluster (KIP-714); accepted, not implemented.")
     d.define("metadata.recovery.strategy", ConfigType.STRING, "none",
              CaseInsensitiveValidString.in_("none", "rebootstrap"), Importance.LOW,
-             "What to do when no known broker is reachable (Kafka 3.8+; 3.x default none).")
+             "What to do when no broker the client knows of can be reached (KIP-899, Kafka 3.8+): 'rebootstrap' "
+             "starts again from bootstrap.servers (producer and consumer); 'none' (Kafka 3.x's default) keeps "
+             "trying the known brokers.")
     d.define(SECURITY_PROTOCOL_CONFIG, ConfigType.STRING, "PLAINTEXT",
              LambdaValidator(_check_security_protocol, "PLAINTEXT"), Importance.MEDIUM,
              "Protocol used to communicate with brokers: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from strom.common.error_codes import OffsetOutOfRangeError, RebalanceInProgressError
 from strom.common.errors import IllegalStateError, InterruptError, KafkaError
-from strom.common.structs import TopicPartition
+from strom.common.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "CommitFailedError",
@@ -28,6 +28,7 @@ __all__ = [
     "RecordDeserializationError",
     "ConcurrentModificationError",
     "CorruptRecordError",
+    "LogTruncationError",
     "offset_out_of_range",
 ]
 
@@ -100,3 +101,17 @@ def offset_out_of_range(offsets: Mapping[TopicPartition, int]) -> OffsetOutOfRan
                                 f"auto.offset.reset policy is configured")
     err.offset_out_of_range_partitions = dict(offsets)  # type: ignore[attr-defined]
     return err
+
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The log was truncated below the consumer's position after a leader change (KIP-320; Kafka's
+    ``LogTruncationException``), found by position validation with ``auto.offset.reset=none``. The records the
+    consumer read from ``divergent_offsets[tp].offset`` on no longer exist on the leader (an unclean leader
+    election): ``seek`` to the divergent offset to read what the leader has there, or elsewhere.
+    ``offset_out_of_range_partitions`` holds the positions that were checked."""
+
+    def __init__(self, message: str, fetch_offsets: Mapping[TopicPartition, int],
+                 divergent_offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        super().__init__(message)
+        self.offset_out_of_range_partitions = dict(fetch_offsets)
+        self.divergent_offsets = dict(divergent_offsets)

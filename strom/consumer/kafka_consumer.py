@@ -49,7 +49,12 @@ from strom.consumer.internals.consumer_metadata import ConsumerMetadata
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
 from strom.consumer.internals.fetch_metrics import FetchMetricsManager
 from strom.consumer.internals.fetcher import Fetcher
-from strom.consumer.internals.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
+from strom.consumer.internals.offset_fetcher import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    OffsetFetcher,
+    current_leader,
+)
 from strom.consumer.internals.subscription_state import OffsetResetStrategy, SubscriptionState
 from strom.consumer.internals.timer import Timer
 from strom.metrics import KafkaMetric, MetricName, Metrics, SampledStats
@@ -140,7 +145,8 @@ class KafkaConsumer:
         self._metadata = ConsumerMetadata(self._retry_backoff_ms, c["metadata.max.age.ms"],
                                           not c["exclude.internal.topics"], c["allow.auto.create.topics"],
                                           self._subscriptions, time, log_context=self._log_context)
-        self._metadata.bootstrap(parse_bootstrap_servers(c["bootstrap.servers"]))
+        self._metadata.bootstrap(parse_bootstrap_servers(c["bootstrap.servers"]),
+                                 recovery_strategy=c["metadata.recovery.strategy"])
         if client is None:
             client = self._new_network_client(c, time)
         elif getattr(client, "metadata", "unset") is None:
@@ -158,6 +164,8 @@ class KafkaConsumer:
                 self.config.make_assignors(), auto_commit_enabled=c["enable.auto.commit"],
                 auto_commit_interval_ms=c["auto.commit.interval.ms"], interceptors=self._interceptors,
                 client_rack=c["client.rack"], client_id=self.client_id, metrics=metrics)
+        self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, time,
+                                             self._retry_backoff_ms, self._request_timeout_ms, read_committed)
         self._fetcher = Fetcher(
             self._client, self._metadata, self._subscriptions, time, RecordConverter(key_deserializer,
                                                                                      value_deserializer),
@@ -165,9 +173,8 @@ class KafkaConsumer:
             fetch_max_wait_ms=c["fetch.max.wait.ms"], max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
             max_poll_records=c["max.poll.records"], check_crcs=c["check.crcs"], client_rack=c["client.rack"],
             read_committed=read_committed, request_timeout_ms=self._request_timeout_ms,
-            metadata_max_age_ms=c["metadata.max.age.ms"], metrics=FetchMetricsManager(metrics))
-        self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, time,
-                                             self._retry_backoff_ms, self._request_timeout_ms, read_committed)
+            metadata_max_age_ms=c["metadata.max.age.ms"], metrics=FetchMetricsManager(metrics),
+            on_metadata_change=self._offset_fetcher.validate_positions_on_metadata_change)
         self._has_all_fetch_positions = False
         log.debug("%sKafka consumer initialized", self._log_context)
 
@@ -321,6 +328,8 @@ class KafkaConsumer:
         return self._update_fetch_positions(timer)
 
     def _update_fetch_positions(self, timer: Timer) -> bool:
+        # positions whose leader changed are validated first (KIP-320; a truncation found earlier is raised here)
+        self._offset_fetcher.validate_positions_if_needed()
         self._has_all_fetch_positions = self._subscriptions.has_all_fetch_positions()
         if self._has_all_fetch_positions:
             return True
@@ -543,7 +552,9 @@ class KafkaConsumer:
         self._acquire_and_ensure_open()
         try:
             log.info("%sSeeking to offset %d for partition %s", self._log_context, om.offset, partition)
-            self._subscriptions.seek(partition, om.offset, om.leader_epoch)
+            if om.leader_epoch is not None:
+                self._metadata.update_last_seen_epoch_if_newer(partition, om.leader_epoch)
+            self._subscriptions.seek(partition, om.offset, om.leader_epoch, current_leader(self._metadata, partition))
             self._fetcher.clear_buffered_data_for(partition)
         finally:
             self._release()

@@ -70,6 +70,8 @@ class Metadata:
         self._invalid_topics: set[str] = set()
         self._unauthorized_topics: set[str] = set()
         self._cluster = Cluster.empty()
+        self._bootstrap_addresses: list[tuple[str, int]] = []
+        self.can_rebootstrap = False  # metadata.recovery.strategy=rebootstrap (see bootstrap)
         self._need_full_update = False
         self._need_partial_update = False
         self._closed = False
@@ -110,12 +112,26 @@ class Metadata:
 
     # ---------------------------------------------------------------------------------- scheduling
 
-    def bootstrap(self, addresses: Iterable[tuple[str, int]]) -> None:
-        """Seed the snapshot with the bootstrap servers (no network I/O) and ask for a full update."""
+    def bootstrap(self, addresses: Iterable[tuple[str, int]], *, recovery_strategy: str = "none") -> None:
+        """Seed the snapshot with the bootstrap servers (no network I/O) and ask for a full update.
+        ``recovery_strategy`` is ``metadata.recovery.strategy``: with ``rebootstrap`` (KIP-899) the client goes
+        back to these addresses when no broker it knows of can be reached (:meth:`rebootstrap`)."""
         with self._lock:
+            self._bootstrap_addresses = list(addresses)
+            self.can_rebootstrap = recovery_strategy.lower() == "rebootstrap"
             self._need_full_update = True
             self._update_version += 1
-            self._cluster = Cluster.bootstrap(addresses)
+            self._cluster = Cluster.bootstrap(self._bootstrap_addresses)
+
+    def rebootstrap(self) -> None:
+        """Forget the brokers the metadata named and start again from the bootstrap servers (Kafka's
+        ``Metadata.rebootstrap``): every broker this client knew of may be gone while the cluster lives on
+        elsewhere, e.g. a metadata answer taken while the other brokers were down."""
+        with self._lock:
+            log.info("Rebootstrapping with %s", self._bootstrap_addresses)
+            self._need_full_update = True
+            self._update_version += 1
+            self._cluster = Cluster.bootstrap(self._bootstrap_addresses)
 
     def request_update(self) -> int:
         """Ask for a full update at the next opportunity; returns the current update version."""

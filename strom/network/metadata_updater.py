@@ -5,7 +5,8 @@ Kafka counterpart: ``NetworkClient.DefaultMetadataUpdater`` (SPEC §4.5). When a
 request is in flight, it sends a MetadataRequest to the least loaded node — connecting to one first if
 needed. At most one metadata request is in flight; while it is, the next one waits up to
 ``request.timeout.ms``. Metadata responses are consumed here and never reach the client's callers. When no
-node is available it retries after ``reconnect.backoff.ms``.
+node is available it retries after ``reconnect.backoff.ms``, unless ``metadata.recovery.strategy=rebootstrap``
+(KIP-899): then, with no connection ready either, it starts again from the bootstrap servers.
 
 Threading: I/O thread only.
 """
@@ -58,6 +59,10 @@ class DefaultMetadataUpdater:
         if metadata_timeout > 0:
             return metadata_timeout
         node = client.least_loaded_node(now)
+        if node is None and self.metadata.can_rebootstrap and not client.has_ready_nodes(now):
+            # KIP-899: no broker we know of can be reached; the bootstrap servers may lead to the others
+            self.metadata.rebootstrap()
+            node = client.least_loaded_node(now)
         if node is None:
             log.debug("%sGive up sending metadata request since no node is available", client.log_context)
             return client.reconnect_backoff_ms

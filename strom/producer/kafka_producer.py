@@ -159,7 +159,7 @@ class KafkaProducer:
         addresses = parse_bootstrap_servers(values["bootstrap.servers"])
         self._metadata = metadata or ProducerMetadata(values["retry.backoff.ms"], values["metadata.max.age.ms"],
                                                       values["metadata.max.idle.ms"], time, log_context=log_context)
-        self._metadata.bootstrap(addresses)
+        self._metadata.bootstrap(addresses, recovery_strategy=values["metadata.recovery.strategy"])
         self._metadata_wait = self._producer_metrics.metadata_wait
         self._flush_time = self._producer_metrics.flush_time
         self._client = client or self._new_network_client(values, time, log_context)

@@ -8,6 +8,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,21 @@ from strom.testing.raw_client import RawClient
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 TOPIC = "pipelined"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    """The followers stay in the ISR for 15 s without fetching (the harness's default is 4 s): time enough for
+    the leader to take all three produces on a loaded machine before the ISR shrinks and answers them."""
+    c = LocalCluster(3, overrides={"replica.lag.time.max.ms": "15000"})
+    try:
+        c.start()
+        yield c
+    finally:
+        try:
+            c.stop()
+        finally:
+            c.cleanup()
 
 
 def _produce_request(value: bytes) -> ProduceRequest:
@@ -52,7 +68,7 @@ def test_parked_acks_all_produce_lets_the_next_one_append_and_answers_in_order(c
     followers = [n for n in cluster.brokers if n != leader]
     with RawClient(cluster.brokers[leader].bootstrap) as client:
         # The followers are stopped, so no acks=all produce can complete: every one of them parks on the leader
-        # (they stay in the ISR for replica.lag.time.max.ms, 4 s here, far longer than the appends take).
+        # (they stay in the ISR for replica.lag.time.max.ms, 15 s here, far longer than the appends take).
         for n in followers:
             os.kill(cluster.brokers[n].proc.pid, signal.SIGSTOP)
         try:
@@ -60,7 +76,7 @@ def test_parked_acks_all_produce_lets_the_next_one_append_and_answers_in_order(c
             sent.append(client.send(ApiKey.METADATA, 9, MetadataRequest(topics=None)))
             # All three appended while the first still waits for the ISR (one at a time, the second would only
             # be read after the first was answered) ...
-            wait_until(lambda: _batches_in_log(cluster, leader) == 3, 3.0, "the 3 produces appended on the leader")
+            wait_until(lambda: _batches_in_log(cluster, leader) == 3, 10.0, "the 3 produces appended on the leader")
             # ... and nothing answered yet: the responses wait for the replicas, the Metadata for the produces.
             readable, _, _ = select.select([client.sock], [], [], 0)
             assert not readable, "a response arrived before any follower could have replicated the records"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -203,6 +204,77 @@ def test_divergent_old_leader_is_truncated(cluster: LocalCluster) -> None:
     logs = replica_logs(cluster, TopicPartition("diverge", 0))
     assert logs[1] == logs[2] == logs[3]
     assert [int(v) for _, v in logs[leader]] == list(range(10)) + list(range(200, 205))
+
+
+def test_consumers_detect_the_truncation_of_an_unclean_election(cluster: LocalCluster) -> None:
+    """KIP-320 on a real cluster: consumers that read records only the old leader had (its followers were down,
+    min.insync.replicas=1) see the unclean election's truncation when the new leader takes over. Validating the
+    position (OffsetsForLeaderEpoch) finds where the logs diverged: with a reset policy the consumer reads on
+    from there (the new leader's records); with ``auto.offset.reset=none`` it gets LogTruncationError naming the
+    divergent offset and its epoch. Without validation both would wait for offset 30 the new log never reaches."""
+    from strom.consumer import KafkaConsumer
+    from strom.consumer.errors import LogTruncationError
+
+    create_topic(cluster, "truncated", **{"min.insync.replicas": "1"})
+    acked, errors = produce(cluster.bootstrap, "truncated", list(range(10)))
+    assert len(acked) == 10 and not errors
+    leader = partition_meta(cluster, "truncated").leader
+    followers = [n for n in (1, 2, 3) if n != leader]
+    for n in followers:
+        cluster.brokers[n].kill()
+    wait_until(lambda: isr_is(cluster, "truncated", {leader}, nodes=(leader,)), 60, "ISR shrink to the old leader")
+    acked, errors = produce(cluster.bootstrap_of(leader), "truncated", list(range(100, 120)), acks="1")
+    assert len(acked) == 20 and not errors
+    tp = TopicPartition("truncated", 0)
+
+    def consumer(reset: str) -> KafkaConsumer:
+        # The metadata these consumers get while the followers are down names the old leader only: when it
+        # dies, they go back to bootstrap.servers to find the others (KIP-899).
+        c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset=reset,
+                          key_deserializer="bytes", value_deserializer="bytes",
+                          metadata_recovery_strategy="rebootstrap")
+        c.assign([tp])
+        c.seek(tp, 0)
+        return c
+
+    resetting, strict = consumer("earliest"), consumer("none")
+    try:
+        for c in (resetting, strict):
+            records: list[Any] = []
+            deadline = time.monotonic() + 60
+            while len(records) < 30:
+                assert time.monotonic() < deadline, records
+                records += list(c.poll(timeout_ms=500))
+            assert [int(r.value) for r in records] == list(range(10)) + list(range(100, 120))
+            assert c.position(tp) == 30
+        # the epoch of the records every replica has (the new leader's log ends with them)
+        shared_epoch = records[9].leader_epoch
+        cluster.brokers[leader].kill()
+        for n in followers:
+            cluster.brokers[n].overrides["unclean.leader.election.enable"] = "true"
+            cluster.brokers[n].start(timeout=60)
+        wait_until(lambda: partition_meta(cluster, "truncated", nodes=tuple(followers)).leader in followers, 60,
+                   "a follower elected leader")
+        acked, errors = produce(cluster.bootstrap_of(*followers), "truncated", list(range(200, 205)), acks="1")
+        assert [(o, v) for _, o, v in acked] == [(10 + i, 200 + i) for i in range(5)] and not errors
+
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 5:
+            assert time.monotonic() < deadline, got
+            got += [(r.offset, int(r.value)) for r in resetting.poll(timeout_ms=500)]
+        assert got == [(10 + i, 200 + i) for i in range(5)]  # read on from the divergence point
+
+        deadline = time.monotonic() + 60
+        with pytest.raises(LogTruncationError) as info:
+            while time.monotonic() < deadline:
+                assert strict.poll(timeout_ms=500).count() == 0
+        assert info.value.offset_out_of_range_partitions == {tp: 30}
+        divergent = info.value.divergent_offsets[tp]
+        assert (divergent.offset, divergent.leader_epoch) == (10, shared_epoch)
+    finally:
+        resetting.close()
+        strict.close()
 
 
 def test_group_survives_coordinator_death(cluster: LocalCluster) -> None:

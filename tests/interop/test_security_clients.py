@@ -62,7 +62,8 @@ def _kafka_python(server: ListenerProcess, pki: Pki, mechanism: str, user: str, 
     admin = kafka.KafkaAdminClient(bootstrap_servers=f"localhost:{server.port('SASL_SSL')}",
                                    security_protocol="SASL_SSL", ssl_cafile=str(pki.ca), sasl_mechanism=mechanism,
                                    sasl_plain_username=user, sasl_plain_password=password,
-                                   request_timeout_ms=int(timeout_s * 800), api_version=(2, 5, 0))
+                                   request_timeout_ms=int(timeout_s * 800), api_version=(2, 5, 0),
+                                   bootstrap_timeout_ms=int(timeout_s * 1000))
     try:
         return str(admin.describe_cluster()["cluster_id"])
     finally:

@@ -63,6 +63,7 @@ from strom.consumer.internals.consumer_protocol import (
     serialize_assignment,
     serialize_subscription,
 )
+from strom.consumer.internals.offset_fetcher import current_leader
 from strom.consumer.internals.request_future import RequestFuture, coordinator_not_available
 from strom.consumer.internals.subscription_state import SubscriptionState
 from strom.consumer.internals.timer import Timer
@@ -713,5 +714,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         for tp, om in offsets.items():
             if tp in initializing and subscriptions.is_assigned(tp):
                 log.info("Setting offset for partition %s to the committed offset %s", tp, om.offset)
-                subscriptions.seek(tp, om.offset, om.leader_epoch)
+                if om.leader_epoch is not None:
+                    self.metadata_source.update_last_seen_epoch_if_newer(tp, om.leader_epoch)
+                subscriptions.seek(tp, om.offset, om.leader_epoch, current_leader(self.metadata_source, tp))
         return True

@@ -9,8 +9,8 @@ failed request makes the next one full again, and ``close`` ends the sessions wi
 As in Java, a partition with buffered records is left out of the next request, so it leaves the session until
 its records are consumed. Unlike Java, no request goes to a broker whose partitions are all caught up while
 records of other partitions are buffered (see ``_all_caught_up``). Each partition carries the leader epoch of our metadata
-(``current_leader_epoch``, KIP-320 fencing); the position itself is not validated with OffsetsForLeaderEpoch
-after a leader change (no truncation detection).
+(``current_leader_epoch``, KIP-320 fencing); a partition whose leader changed is left out until the consumer's
+OffsetFetcher has validated its position with OffsetsForLeaderEpoch (truncation detection).
 
 ``send_fetches`` builds a request per leader node for every fetchable partition (assigned, valid position,
 not paused, not being revoked) that has no buffered data and whose node has no fetch in flight. Fetch v4..v12
@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from strom.common import error_codes as ec
@@ -74,7 +75,8 @@ class Fetcher:
                  fetch_max_wait_ms: int = 500, max_partition_fetch_bytes: int = 1024 * 1024,
                  max_poll_records: int = 500, check_crcs: bool = True, client_rack: str = "",
                  read_committed: bool = False, request_timeout_ms: int = 30_000,
-                 metadata_max_age_ms: int = 300_000, metrics: FetchMetricsManager | None = None) -> None:
+                 metadata_max_age_ms: int = 300_000, metrics: FetchMetricsManager | None = None,
+                 on_metadata_change: Callable[[], None] | None = None) -> None:
         self.client = client
         self.metadata = metadata
         self.subscriptions = subscriptions
@@ -99,6 +101,9 @@ class Fetcher:
         self.metadata_max_age_ms = metadata_max_age_ms
         self._preferred_read_replicas: dict[TopicPartition, tuple[int, int]] = {}
         self.metrics_manager = metrics if metrics is not None else FetchMetricsManager(Metrics(time=time))
+        # Compares positions with the leaders of fresh metadata (KIP-320): a partition whose leader changed is not
+        # fetched until its position is validated (the consumer's OffsetFetcher.validate_positions_on_metadata_change)
+        self._on_metadata_change = on_metadata_change
 
     # ------------------------------------------------------------------------------------ requests
 
@@ -128,6 +133,8 @@ class Fetcher:
         return len(requests)
 
     def _prepare_fetch_requests(self) -> dict[Node, tuple[Any, FetchRequestData]]:
+        if self._on_metadata_change is not None:
+            self._on_metadata_change()
         cluster = self.metadata.fetch()
         buffered = self._buffered_partitions()
         with self._lock:

@@ -7,6 +7,13 @@ Kafka counterpart: ``org.apache.kafka.clients.consumer.internals.OffsetFetcher``
 to each; when the answer comes the position is set if the partition still awaits that reset. Failed partitions
 are retried after ``retry.backoff.ms``; a non-retriable error is raised from the next call.
 
+``validate_positions_if_needed`` (KIP-320) is asynchronous too: after each metadata update, a partition whose
+leader changed and whose position has an epoch awaits validation; an OffsetsForLeaderEpoch (v3+, as a consumer:
+replica id -1, our current leader epoch for fencing) goes to the leader with the position's epoch, and the answer
+validates the position, moves it back to where the log diverged, or (``auto.offset.reset=none``) is raised from
+the next call as :class:`~strom.consumer.errors.LogTruncationError`. A leader too old for v3 cannot be asked:
+the position is used as it is (Kafka does the same).
+
 ``fetch_offsets_by_times`` is blocking: it retries retriable errors (refreshing metadata for leadership
 errors) until every partition has an answer or the timer expires (:class:`KafkaTimeoutError`). ListOffsets
 v1..v8 is used; ``read_committed`` asks for the last stable offset as "latest".
@@ -28,11 +35,18 @@ from strom.common.errors import KafkaError, KafkaTimeoutError
 from strom.common.structs import Node, TopicPartition
 from strom.common.time import Time
 from strom.consumer.consumer_records import OffsetAndTimestamp
+from strom.consumer.errors import LogTruncationError
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
 from strom.consumer.internals.request_future import RequestFuture
-from strom.consumer.internals.subscription_state import OffsetResetStrategy, SubscriptionState
+from strom.consumer.internals.subscription_state import (
+    FetchPosition,
+    LeaderAndEpoch,
+    LogTruncation,
+    OffsetResetStrategy,
+    SubscriptionState,
+)
 from strom.consumer.internals.timer import Timer
-from strom.protocol.messages import ListOffsetsRequest
+from strom.protocol.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
 
 __all__ = ["OffsetFetcher", "ListOffsetResult", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP"]
 
@@ -47,6 +61,27 @@ _RETRY = frozenset({
     ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
 })
+
+
+CONSUMER_REPLICA_ID = -1
+OFFSET_FOR_LEADER_EPOCH_MIN_VERSION = 3  # the first with a replica id (a consumer's -1) and for non-replicas
+
+
+def current_leader(metadata: Any, tp: TopicPartition) -> LeaderAndEpoch:
+    """The leader (node id, epoch) ``metadata`` names for ``tp``; (None, None) when it knows none."""
+    lookup = getattr(metadata, "current_leader", None)
+    if lookup is None:
+        return (None, None)
+    node, epoch = lookup(tp)
+    return (None if node is None else node.node_id, epoch)
+
+
+def log_truncation_error(truncations: list[LogTruncation]) -> LogTruncationError:
+    """Kafka's ``buildLogTruncationException``."""
+    return LogTruncationError(
+        f"Detected truncated partitions: [{', '.join(map(str, truncations))}]",
+        {t.tp: t.fetch_position.offset for t in truncations},
+        {t.tp: t.divergent_offset for t in truncations if t.divergent_offset is not None})
 
 
 @dataclass(slots=True)
@@ -70,6 +105,8 @@ class OffsetFetcher:
         self.request_timeout_ms = request_timeout_ms
         self.read_committed = read_committed
         self._cached_reset_error: BaseException | None = None
+        self._cached_validation_error: BaseException | None = None
+        self._metadata_version_validated = -1
 
     # ------------------------------------------------------------------------------------- resets
 
@@ -102,7 +139,7 @@ class OffsetFetcher:
             strategy = OffsetResetStrategy.EARLIEST if timestamps[tp] == EARLIEST_TIMESTAMP else OffsetResetStrategy.LATEST
             if found is None:
                 continue
-            if self.subscriptions.maybe_seek_unvalidated(tp, found.offset, strategy, found.leader_epoch):
+            if self.subscriptions.maybe_seek_unvalidated(tp, found.offset, strategy, current_leader(self.metadata, tp)):
                 log.info("Resetting offset for partition %s to position %d.", tp, found.offset)
 
     def _on_reset_failure(self, timestamps: dict[TopicPartition, int], exc: BaseException) -> None:
@@ -110,6 +147,105 @@ class OffsetFetcher:
         self.metadata.request_update()
         if not (isinstance(exc, KafkaError) and exc.retriable) and self._cached_reset_error is None:
             self._cached_reset_error = exc
+
+    # ------------------------------------------------------------------------------- validation
+
+    def validate_positions_if_needed(self) -> None:
+        """Kafka's ``validatePositionsIfNeeded``: raise a truncation (or other non-retriable error) found by an
+        earlier validation, mark positions whose leader changed, and ask each leader about its partitions."""
+        error, self._cached_validation_error = self._cached_validation_error, None
+        if error is not None:
+            raise error
+        self.validate_positions_on_metadata_change()
+        positions = self.subscriptions.partitions_needing_validation(self.time.milliseconds())
+        if positions:
+            self._validate_positions_async(positions)
+
+    def validate_positions_on_metadata_change(self) -> None:
+        """After a metadata update, every assigned position is compared with the leader the metadata names."""
+        version = self.metadata.update_version
+        if version == self._metadata_version_validated:
+            return
+        self._metadata_version_validated = version
+        for tp in self.subscriptions.assigned_partitions_list():
+            self.subscriptions.maybe_validate_position_for_current_leader(tp, current_leader(self.metadata, tp))
+
+    def _validate_positions_async(self, positions: dict[TopicPartition, FetchPosition]) -> None:
+        by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
+        for tp, position in positions.items():
+            node_id = position.current_leader[0]
+            if node_id is None:
+                self.metadata.request_update()
+                continue
+            by_node.setdefault(node_id, {})[tp] = position
+        cluster = self.metadata.fetch()
+        now = self.time.milliseconds()
+        for node_id, node_positions in by_node.items():
+            node = cluster.node_by_id(node_id)
+            if node is None:
+                self.metadata.request_update()
+                continue
+            self.subscriptions.set_next_allowed_retry(node_positions, now + self.request_timeout_ms)
+            request = OffsetForLeaderEpochRequest(replica_id=CONSUMER_REPLICA_ID, topics=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
+                    OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                        partition=tp.partition, current_leader_epoch=pos.current_leader[1],
+                        leader_epoch=pos.offset_epoch)
+                    for tp, pos in node_positions.items() if tp.topic == topic])
+                for topic in sorted({tp.topic for tp in node_positions})])
+            future = self.client.send(node, request, min_version=OFFSET_FOR_LEADER_EPOCH_MIN_VERSION)
+            future.add_listener(lambda response, ps=node_positions: self._on_validation_response(ps, response),
+                                lambda exc, ps=node_positions: self._on_validation_failure(ps, exc))
+
+    def _on_validation_response(self, positions: dict[TopicPartition, FetchPosition], response: Any) -> None:
+        retry: set[TopicPartition] = set()
+        unauthorized: set[str] = set()
+        truncations: list[LogTruncation] = []
+        answered: set[TopicPartition] = set()
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                requested = positions.get(tp)
+                if requested is None:
+                    continue
+                answered.add(tp)
+                if p.error_code == ErrorCode.NONE:
+                    truncation = self.subscriptions.maybe_complete_validation(tp, requested, p.leader_epoch,
+                                                                             p.end_offset)
+                    if truncation is not None:
+                        truncations.append(truncation)
+                elif p.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    unauthorized.add(tp.topic)
+                else:
+                    level = logging.DEBUG if p.error_code in _RETRY else logging.WARNING
+                    log.log(level, "Attempt to validate the position of partition %s failed due to %s, retrying.",
+                            tp, ec.ERROR_CLASSES.get(p.error_code, ec.UnknownServerError).name)
+                    retry.add(tp)
+        retry |= set(positions) - answered
+        if retry:
+            self.subscriptions.set_next_allowed_retry(retry, self.time.milliseconds() + self.retry_backoff_ms)
+            self.metadata.request_update()
+        if unauthorized:
+            self._set_validation_error(ec.TopicAuthorizationFailedError(
+                f"Not authorized to access topics: {sorted(unauthorized)}"))
+        elif truncations:
+            self._set_validation_error(log_truncation_error(truncations))
+
+    def _on_validation_failure(self, positions: dict[TopicPartition, FetchPosition], exc: BaseException) -> None:
+        if isinstance(exc, ec.UnsupportedVersionError):
+            log.debug("Skipping validation of fetch offsets for partitions %s since the broker does not support "
+                      "the required protocol version (introduced in Kafka 2.3)", sorted(positions))
+            for tp in positions:
+                self.subscriptions.complete_validation(tp)
+            return
+        self.subscriptions.request_failed(positions, self.time.milliseconds() + self.retry_backoff_ms)
+        self.metadata.request_update()
+        if not (isinstance(exc, KafkaError) and exc.retriable):
+            self._set_validation_error(exc)
+
+    def _set_validation_error(self, exc: BaseException) -> None:
+        if self._cached_validation_error is None:
+            self._cached_validation_error = exc
 
     # ------------------------------------------------------------------------------ blocking lookups
 
@@ -199,8 +335,7 @@ class OffsetFetcher:
 
     def _leader_epoch(self, tp: TopicPartition) -> int:
         """Our metadata's leader epoch (KIP-320 fencing: a stale leader answers FENCED_LEADER_EPOCH); -1 if none."""
-        current_leader = getattr(self.metadata, "current_leader", None)
-        epoch = current_leader(tp)[1] if current_leader is not None else None
+        epoch = current_leader(self.metadata, tp)[1]
         return -1 if epoch is None else epoch
 
     def _send_list_offsets_request(self, node: Node, timestamps: Mapping[TopicPartition, int]) -> RequestFuture:

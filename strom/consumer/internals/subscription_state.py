@@ -9,27 +9,38 @@ matched against the whole topic name) or a user assignment (``assign``). The ass
 
 * ``INITIALIZING`` — no position yet: the committed offset is looked up, else the reset policy applies;
 * ``AWAIT_RESET`` — a ListOffsets (earliest/latest) is needed;
+* ``AWAIT_VALIDATION`` — a position whose leader changed (KIP-320): an OffsetsForLeaderEpoch to the new leader
+  checks that the log was not truncated below it before fetching goes on;
 * ``FETCHING`` — a valid position: fetchable unless paused or pending revocation.
 
-Leader-epoch validation (``AWAIT_VALIDATION``, OffsetsForLeaderEpoch) is not implemented: positions are used
-unvalidated, so a truncation on a new leader is not detected (documented gap); fetches are fenced by the
-metadata's leader epoch (see ``Fetcher``). Thread-safety: every method takes one re-entrant lock, so the heartbeat thread
-and the caller may both read it (Kafka's methods are ``synchronized``).
+A position is Kafka's ``FetchPosition``: the offset, the leader epoch of the record before it (from fetched
+batches or a committed offset; ``None`` after a reset or a plain ``seek``) and the leader (node id, epoch) it was
+last valid for. When the metadata names another leader, a position with an epoch goes to ``AWAIT_VALIDATION``
+(:meth:`maybe_validate_position_for_current_leader`); one without cannot be checked and stays fetching.
+:meth:`maybe_complete_validation` applies the answer: the epoch's end offset at or past the position validates it;
+below it, the log was truncated, and the position moves back to the end offset (with a reset policy) or a
+:class:`LogTruncation` is returned (``auto.offset.reset=none``). Thread-safety: every method takes one re-entrant
+lock, so the heartbeat thread and the caller may both read it (Kafka's methods are ``synchronized``).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from strom.common.errors import IllegalStateError
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.consumer.errors import NoOffsetForPartitionError
 
-__all__ = ["SubscriptionState", "SubscriptionType", "FetchState", "OffsetResetStrategy", "TopicPartitionState"]
+__all__ = ["SubscriptionState", "SubscriptionType", "FetchState", "OffsetResetStrategy", "TopicPartitionState",
+           "FetchPosition", "LogTruncation", "LeaderAndEpoch"]
+
+log = logging.getLogger(__name__)
 
 SUBSCRIPTION_EXCEPTION_MESSAGE = "Subscription to topics, partitions and pattern are mutually exclusive"
 
@@ -45,6 +56,36 @@ class FetchState(enum.Enum):
     INITIALIZING = "INITIALIZING"
     FETCHING = "FETCHING"
     AWAIT_RESET = "AWAIT_RESET"
+    AWAIT_VALIDATION = "AWAIT_VALIDATION"
+
+
+# Kafka's ``Metadata.LeaderAndEpoch``: the leader's node id and the leader epoch, either unknown (None).
+LeaderAndEpoch = tuple["int | None", "int | None"]
+NO_LEADER: LeaderAndEpoch = (None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    """Kafka's ``SubscriptionState.FetchPosition``: the next offset, the leader epoch of the record before it,
+    and the leader the position was last valid for."""
+
+    offset: int
+    offset_epoch: int | None
+    current_leader: LeaderAndEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class LogTruncation:
+    """A truncation found by validation without a reset policy: the position that was checked and, when the
+    leader knew the epoch, the first offset known to diverge (with its epoch)."""
+
+    tp: TopicPartition
+    fetch_position: FetchPosition
+    divergent_offset: OffsetAndMetadata | None
+
+    def __str__(self) -> str:
+        return (f"(partition={self.tp}, fetchOffset={self.fetch_position.offset}, "
+                f"divergentOffset={self.divergent_offset})")
 
 
 class OffsetResetStrategy(enum.Enum):
@@ -66,13 +107,15 @@ class OffsetResetStrategy(enum.Enum):
 class TopicPartitionState:
     """Per-partition state (Kafka's ``SubscriptionState.TopicPartitionState``). Guarded by the owner's lock."""
 
-    __slots__ = ("fetch_state", "position", "position_epoch", "high_watermark", "log_start_offset",
-                 "last_stable_offset", "paused", "pending_revocation", "reset_strategy", "next_retry_time_ms")
+    __slots__ = ("fetch_state", "position", "position_epoch", "current_leader", "high_watermark",
+                 "log_start_offset", "last_stable_offset", "paused", "pending_revocation", "reset_strategy",
+                 "next_retry_time_ms")
 
     def __init__(self) -> None:
         self.fetch_state = FetchState.INITIALIZING
         self.position: int | None = None
         self.position_epoch: int | None = None
+        self.current_leader: LeaderAndEpoch = NO_LEADER
         self.high_watermark: int | None = None
         self.log_start_offset: int | None = None
         self.last_stable_offset: int | None = None
@@ -286,28 +329,121 @@ class SubscriptionState:
 
     # -------------------------------------------------------------------------------------- positions
 
-    def seek(self, tp: TopicPartition, offset: int, epoch: int | None = None) -> None:
-        """Set the position (Kafka's ``seekUnvalidated``; no epoch validation in strom)."""
+    def seek(self, tp: TopicPartition, offset: int, epoch: int | None = None,
+             current_leader: LeaderAndEpoch = NO_LEADER) -> None:
+        """Set the position (Kafka's ``seekUnvalidated``): with an epoch and a known leader epoch, the position is
+        validated with the leader before fetching from it (``AWAIT_VALIDATION``)."""
         with self._lock:
             state = self._state(tp)
-            state.position = offset
-            state.position_epoch = epoch
+            self._seek_validated(state, offset, epoch, current_leader)
+            self._validate_position(state)
+
+    @staticmethod
+    def _seek_validated(state: TopicPartitionState, offset: int, epoch: int | None,
+                        current_leader: LeaderAndEpoch) -> None:
+        state.position = offset
+        state.position_epoch = epoch
+        state.current_leader = current_leader
+        state.fetch_state = FetchState.FETCHING
+        state.reset_strategy = None
+        state.next_retry_time_ms = None
+
+    @staticmethod
+    def _validate_position(state: TopicPartitionState) -> None:
+        """Kafka's ``TopicPartitionState.validatePosition``: a position with epoch information is checked with the
+        leader; without it there is nothing to check."""
+        if state.position_epoch is not None and state.current_leader[1] is not None:
+            state.fetch_state = FetchState.AWAIT_VALIDATION
+        else:
             state.fetch_state = FetchState.FETCHING
-            state.reset_strategy = None
-            state.next_retry_time_ms = None
+        state.next_retry_time_ms = None
 
     def maybe_seek_unvalidated(self, tp: TopicPartition, offset: int,
-                               strategy: OffsetResetStrategy | None, epoch: int | None = None) -> bool:
+                               strategy: OffsetResetStrategy | None,
+                               current_leader: LeaderAndEpoch = NO_LEADER) -> bool:
         """Apply a reset result if the partition still awaits that reset (it may have been sought or
-        unassigned meanwhile). Returns whether the position was set."""
+        unassigned meanwhile). Returns whether the position was set. A reset position carries no epoch, so it is
+        not validated (as Kafka: the offset just came from the leader)."""
         with self._lock:
             state = self._assignment.get(tp)
             if state is None or state.fetch_state is not FetchState.AWAIT_RESET:
                 return False
             if strategy is not None and state.reset_strategy is not strategy:
                 return False
-            self.seek(tp, offset, epoch)
+            self.seek(tp, offset, None, current_leader)
             return True
+
+    # ------------------------------------------------------------------------------------ validation
+
+    def maybe_validate_position_for_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> bool:
+        """The metadata names ``leader`` for ``tp``: a position last valid for another leader is validated anew
+        (Kafka's ``maybeValidatePositionForCurrentLeader``). Returns whether ``tp`` awaits validation."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.fetch_state is FetchState.AWAIT_RESET or leader[0] is None:
+                return False
+            if state.position is not None and state.current_leader != leader:
+                state.current_leader = leader
+                self._validate_position(state)
+            return state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    def partitions_needing_validation(self, now_ms: int) -> dict[TopicPartition, FetchPosition]:
+        """Positions awaiting validation whose retry backoff has elapsed."""
+        with self._lock:
+            return {tp: FetchPosition(s.position, s.position_epoch, s.current_leader)
+                    for tp, s in self._assignment.items()
+                    if s.fetch_state is FetchState.AWAIT_VALIDATION and s.position is not None
+                    and not s.awaiting_retry_backoff(now_ms)}
+
+    def is_awaiting_validation(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    def complete_validation(self, tp: TopicPartition) -> None:
+        """Fetch without validating (the leader cannot answer OffsetsForLeaderEpoch for consumers)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is not None and state.fetch_state is FetchState.AWAIT_VALIDATION:
+                state.fetch_state = FetchState.FETCHING
+
+    def maybe_complete_validation(self, tp: TopicPartition, requested: FetchPosition, end_epoch: int,
+                                  end_offset: int) -> LogTruncation | None:
+        """Apply the leader's answer for ``requested`` (Kafka's ``maybeCompleteValidation``): the end offset of
+        the position's epoch (``end_epoch`` the largest epoch at most the position's) at or past the position
+        validates it. Below it, records the consumer may have read were truncated: with a reset policy the
+        position moves back to the end offset (the first offset known to diverge), otherwise the truncation is
+        returned. An unknown epoch (-1) is a truncation with no known divergence point: reset or report."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.fetch_state is not FetchState.AWAIT_VALIDATION:
+                log.debug("Skipping completed validation for partition %s which is not currently awaiting "
+                          "validation", tp)
+                return None
+            current = FetchPosition(state.position, state.position_epoch, state.current_leader)  # type: ignore[arg-type]
+            if current != requested:
+                log.debug("Skipping completed validation for partition %s since the current position %s no "
+                          "longer matches the position %s when the request was sent", tp, current, requested)
+                return None
+            if end_offset < 0 or end_epoch < 0:
+                if self.has_default_offset_reset_policy():
+                    log.info("Truncation detected for partition %s at offset %s, resetting offset", tp, current)
+                    self.request_offset_reset(tp)
+                    return None
+                log.warning("Truncation detected for partition %s at offset %s, but no reset policy is set", tp,
+                            current)
+                return LogTruncation(tp, requested, None)
+            if end_offset < current.offset:
+                if self.has_default_offset_reset_policy():
+                    log.info("Truncation detected for partition %s at offset %s, resetting offset to the first "
+                             "offset known to diverge %d (epoch %d)", tp, current, end_offset, end_epoch)
+                    self._seek_validated(state, end_offset, end_epoch, current.current_leader)
+                    return None
+                divergent = OffsetAndMetadata(end_offset, "", end_epoch)
+                log.warning("Truncation detected for partition %s at offset %s (the end offset is %s), but no "
+                            "reset policy is set", tp, current, divergent)
+                return LogTruncation(tp, requested, divergent)
+            state.fetch_state = FetchState.FETCHING
+            return None
 
     def position(self, tp: TopicPartition) -> int | None:
         """The next offset to fetch, or ``None`` without a valid position."""
@@ -381,6 +517,7 @@ class SubscriptionState:
     # ------------------------------------------------------------------------------------------ resets
 
     def request_offset_reset(self, tp: TopicPartition, strategy: OffsetResetStrategy | None = None) -> None:
+        """The partition waits for a ListOffsets (earliest/latest per ``strategy``, default the reset policy)."""
         with self._lock:
             state = self._state(tp)
             state.fetch_state = FetchState.AWAIT_RESET

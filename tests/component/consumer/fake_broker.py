@@ -23,6 +23,7 @@ from strom.protocol.messages import (
     ListOffsetsResponse,
     OffsetCommitResponse,
     OffsetFetchResponse,
+    OffsetForLeaderEpochResponse,
     SyncGroupResponse,
 )
 from strom.record import MemoryRecordsBuilder
@@ -63,6 +64,7 @@ class FakeBroker:
         self.assignments: dict[str, bytes] = {}
         self.received: list[Any] = []
         self.member_seq = 0
+        self.leader_epoch: int | None = None  # named in metadata answers (None: metadata_update_with's default)
 
     def consumer(self, **configs: Any) -> KafkaConsumer:
         configs.setdefault("bootstrap.servers", "localhost:1969")
@@ -74,12 +76,18 @@ class FakeBroker:
 
     # ---------------------------------------------------------------------------------------- data
 
-    def produce(self, tp: TopicPartition, n: int, prefix: bytes = b"v") -> None:
+    def produce(self, tp: TopicPartition, n: int, prefix: bytes = b"v", leader_epoch: int = -1) -> None:
+        """Append ``n`` records in one batch, stamped with ``leader_epoch`` (the leader's epoch when written)."""
         base = self.end_offset(tp)
-        b = MemoryRecordsBuilder(base_offset=base)
+        b = MemoryRecordsBuilder(base_offset=base, partition_leader_epoch=leader_epoch)
         for i in range(n):
             b.append(T0 + base + i, b"k%d" % (base + i), prefix + b"%d" % (base + i))
         self.logs[tp].append((base, b.build()))
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        """Drop the batches from ``offset`` on (a leader that never had them: an unclean election)."""
+        self.logs[tp] = [(base, batch) for base, batch in self.logs[tp] if base < offset]
+        assert self.end_offset(tp) == offset, "truncate at a batch boundary"
 
     def end_offset(self, tp: TopicPartition) -> int:
         log = self.logs.get(tp)
@@ -102,7 +110,8 @@ class FakeBroker:
         """Answer the consumer's next metadata update with every topic (as a broker would)."""
         metadata = self.client.metadata
         if metadata is not None and metadata.update_requested():
-            self.client.prepare_metadata_update(metadata_update_with(1, self.topics))
+            epoch = {} if self.leader_epoch is None else {"leader_epoch": self.leader_epoch}
+            self.client.prepare_metadata_update(metadata_update_with(1, self.topics, **epoch))
 
     def pump(self, rounds: int = 1) -> int:
         """Answer every pending request (``rounds`` times); returns how many were answered."""
@@ -228,6 +237,31 @@ class FakeBroker:
                                                          log_start_offset=self.log_start[tp], records=data))
             responses.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts))
         return FetchResponse(responses=responses)
+
+
+    def _on_offset_for_leader_epoch(self, req: Any) -> Any:
+        """The end offset of the largest epoch at most the one asked for, from the batches' leader epochs (the
+        broker's leader-epoch cache); (-1, -1) when the log has no such epoch."""
+        from strom.record import RecordBatch
+
+        R = OffsetForLeaderEpochResponse
+        error = self._error(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition)
+                epochs = [(RecordBatch(batch).partition_leader_epoch, base) for base, batch in self.logs[tp]]
+                known = [e for e, _ in epochs if 0 <= e <= p.leader_epoch]
+                if error or not known:
+                    parts.append(R.EpochEndOffset(error_code=error, partition=p.partition, leader_epoch=-1,
+                                                  end_offset=-1))
+                    continue
+                epoch = max(known)
+                end = next((base for e, base in epochs if e > epoch), self.end_offset(tp))
+                parts.append(R.EpochEndOffset(partition=p.partition, leader_epoch=epoch, end_offset=end))
+            topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        return R(topics=topics)
 
 
 def _next_offset(batch: bytes) -> int:

@@ -11,7 +11,7 @@ from strom.network.connection_states import ConnectionState
 from strom.protocol.messages import MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse
 from strom.testing.mock_client import metadata_update_with
 
-from .client_support import API_VERSIONS, METADATA, PRODUCE, api_versions_response, make_client
+from .client_support import API_VERSIONS, METADATA, PRODUCE, ClientHarness, api_versions_response, make_client
 
 pytestmark = [pytest.mark.component, pytest.mark.timeout(60)]
 
@@ -324,3 +324,41 @@ def test_metadata_request_asks_for_all_topics_by_default() -> None:
     h.poll()
     request = h.selector.unanswered(api_key=METADATA)[0]
     assert isinstance(request.body, MetadataRequest) and request.body.topics is None
+
+
+def _bootstrapped(strategy: str) -> ClientHarness:
+    """A client bootstrapped from two addresses whose metadata then named a single broker (3, elsewhere): the
+    others were down when that answer was given."""
+    h = make_client(reconnect_backoff_ms=1000, reconnect_backoff_max_ms=1000)
+    h.metadata.bootstrap([("localhost", 19092), ("127.0.0.1", 19093)], recovery_strategy=strategy)
+    response = metadata_update_with(1, {"t": 1}, leader_for=lambda t, p: 3)
+    response.brokers[0].node_id, response.brokers[0].port = 3, 19999
+    h.metadata.update(h.metadata.request_version, response, False, h.now)
+    assert [n.node_id for n in h.metadata.fetch().nodes] == [3]
+    return h
+
+
+@pytest.mark.parametrize("strategy", ["rebootstrap", "none"])
+def test_no_reachable_broker_rebootstraps_only_when_configured(strategy: str) -> None:
+    """KIP-899 (metadata.recovery.strategy): when the only broker the metadata names cannot be reached and a
+    metadata update is due, ``rebootstrap`` starts again from bootstrap.servers and asks one of them; ``none``
+    keeps waiting for the known broker."""
+    h = _bootstrapped(strategy)
+    h.selector.connect_error = OSError("Connection refused")
+    assert not h.client.ready(h.metadata.fetch().node_by_id(3), h.now)  # in reconnect backoff now
+    h.selector.connect_error = None
+    assert h.metadata.update_requested()
+    h.time.sleep(200)  # past the metadata refresh backoff (100 ms), within the reconnect backoff (1 s +-20 %)
+    h.poll()
+    nodes = [(n.node_id, n.port) for n in h.metadata.fetch().nodes]
+    if strategy == "rebootstrap":
+        assert nodes == [(-1, 19092), (-2, 19093)]
+        h.poll()  # a bootstrap connection completes; the metadata request goes out on it after ApiVersions
+        (connecting,) = [n for n in h.metadata.fetch().nodes if n.node_id in h.selector.ready]
+        h.selector.respond(h.selector.unanswered(connecting.node_id, API_VERSIONS)[-1], api_versions_response())
+        h.poll()
+        h.poll()
+        assert [r.destination for r in h.selector.unanswered(api_key=METADATA)] == [connecting.node_id]
+    else:
+        assert nodes == [(3, 19999)]
+        assert h.selector.unanswered(api_key=METADATA) == []

@@ -9,7 +9,13 @@ import pytest
 from strom.common.errors import IllegalStateError
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.consumer.errors import NoOffsetForPartitionError
-from strom.consumer.internals.subscription_state import FetchState, OffsetResetStrategy, SubscriptionState
+from strom.consumer.internals.subscription_state import (
+    FetchPosition,
+    FetchState,
+    LogTruncation,
+    OffsetResetStrategy,
+    SubscriptionState,
+)
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -79,3 +85,34 @@ def test_reset_none_raises_for_missing_positions() -> None:
         s.reset_initializing_positions()
     assert info.value.partitions == {A0}
     assert s._assignment[A0].fetch_state is FetchState.INITIALIZING
+
+
+def test_position_validation_states() -> None:
+    """KIP-320: a position with an epoch awaits validation when its leader changes; the answer validates it,
+    moves it back, or reports the truncation; an answer for a position that changed meanwhile is ignored."""
+    tp = TopicPartition("t", 0)
+    s = SubscriptionState(OffsetResetStrategy.NONE)
+    s.assign_from_user([tp])
+    s.seek(tp, 10, 4, (1, 4))
+    assert s.is_awaiting_validation(tp) and s.position(tp) is None  # not fetchable, no valid position yet
+    assert s.partitions_needing_validation(0) == {tp: FetchPosition(10, 4, (1, 4))}
+    assert s.maybe_complete_validation(tp, FetchPosition(10, 4, (1, 4)), 4, 12) is None
+    assert s.position(tp) == 10 and s.is_fetchable(tp)
+    # Same leader: nothing to do. New leader epoch: validate again.
+    assert not s.maybe_validate_position_for_current_leader(tp, (1, 4))
+    assert s.maybe_validate_position_for_current_leader(tp, (2, 5))
+    asked = FetchPosition(10, 4, (2, 5))
+    s.seek(tp, 7)  # the application sought meanwhile: the answer to the earlier question no longer applies
+    assert s.maybe_complete_validation(tp, asked, 4, 8) is None and s.position(tp) == 7
+    s.seek(tp, 10, 4, (2, 5))
+    truncation = s.maybe_complete_validation(tp, asked, 3, 8)
+    assert truncation == LogTruncation(tp, asked, OffsetAndMetadata(8, "", 3))
+    assert s.is_awaiting_validation(tp)  # stays until the application seeks
+    assert s.maybe_complete_validation(tp, asked, -1, -1) == LogTruncation(tp, asked, None)
+    s.default_reset_strategy = OffsetResetStrategy.EARLIEST
+    assert s.maybe_complete_validation(tp, asked, 3, 8) is None
+    assert s.position(tp) == 8 and s.position_epoch(tp) == 3
+    # A reset position carries no epoch: nothing to validate when the leader changes.
+    s.request_offset_reset(tp)
+    assert s.maybe_seek_unvalidated(tp, 0, OffsetResetStrategy.EARLIEST, (2, 5))
+    assert not s.maybe_validate_position_for_current_leader(tp, (0, 6)) and s.position(tp) == 0
