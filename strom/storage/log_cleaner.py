@@ -28,8 +28,15 @@ One cleaning (:meth:`Cleaner.clean`):
    :meth:`strom.storage.log.Log.replace_segments` (``.cleaned`` -> ``.swap`` -> final names; the loader finishes a
    swap a crash interrupted and deletes ``.cleaned`` leftovers).
 
-Reads and writes are throttled together to ``log.cleaner.io.max.bytes.per.second``. Transactions (aborted data,
-markers) are not handled yet: control batches are kept as they are.
+Transactions (Kafka's ``CleanedTransactionMetadata``): nothing at or past the first unstable offset (an open
+transaction's first record) is cleaned. Batches of aborted transactions (known from the aborted-transaction index)
+never enter the offset map, so an aborted write cannot supersede a committed value, and cleaning drops them (a
+producer's last batch stays empty). A transaction marker stays while any batch of its transaction is still in the
+log before it; once none is, its first cleaning gives it a delete horizon (``delete.retention.ms``, as
+tombstones) and a cleaning after that removes it, so a read_committed consumer that was mid-way keeps seeing the
+transaction end.
+
+Reads and writes are throttled together to ``log.cleaner.io.max.bytes.per.second``.
 
 Threading: ``log.cleaner.threads`` daemon threads, started by :meth:`LogCleaner.startup` (the LogManager does it)
 and stopped by :meth:`LogCleaner.shutdown`; they never run on the event loop. A cleaning reads non-active
@@ -40,6 +47,7 @@ thread (tests, tools).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import os
@@ -47,11 +55,13 @@ import struct
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.record.batch import DELETE_HORIZON_FLAG, Record, RecordBatch
 from strom.record.compression import compress
+from strom.record.control import ControlRecordType
 from strom.record.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -217,6 +227,8 @@ class CleanerStats:
     records_written: int = 0
     invalid_records: int = 0
     tombstones_removed: int = 0
+    aborted_records_removed: int = 0
+    markers_removed: int = 0
     segments_cleaned: int = 0
     swaps_refused: int = 0
     start_ms: int = 0
@@ -272,6 +284,9 @@ def log_to_clean(tp: TopicPartition, lg: Log, checkpoint: int | None, now: int) 
         first_dirty = log_start
     config = lg.config
     limits = [lg.high_watermark, active.base_offset]
+    unstable = lg.first_unstable_offset
+    if unstable is not None:
+        limits.append(unstable)  # an open transaction may still abort: leave its records (and all after) dirty
     dirty = [s for s in segments[:-1] if s.next_offset > first_dirty]
     if config.min_compaction_lag_ms > 0:
         young = now - config.min_compaction_lag_ms
@@ -544,15 +559,17 @@ class Cleaner:
         t0 = self._time.hi_res_milliseconds()
         version = lg.segments_version
         segments = [s for s in ltc.segments[:-1]]  # never the active segment
-        end = self._build_offset_map(tp, segments, ltc.first_dirty_offset, ltc.first_uncleanable_offset, stats)
+        end = self._build_offset_map(lg, tp, segments, ltc.first_dirty_offset, ltc.first_uncleanable_offset, stats)
         now = self._time.milliseconds()
         retention_ms = lg.config.delete_retention_ms
         horizon: int | None = None
         producer_last = lg.producer_last_batch_offsets()
         to_clean = [s for s in segments if s.base_offset < end]
+        txns = CleanedTransactionMetadata()  # one for the whole pass: a transaction may span groups
         for group in group_segments_by_size(to_clean, lg.config.segment_bytes):
             self._check_done(tp)
-            group_horizon = self._clean_segments(lg, tp, group, now, retention_ms, producer_last, stats, version)
+            group_horizon = self._clean_segments(lg, tp, group, now, retention_ms, producer_last, stats, version,
+                                                 txns)
             if group_horizon is False:
                 stats.swaps_refused += 1
                 raise LogCleaningAbortedError(f"{tp} changed during cleaning; the swap was refused")
@@ -564,12 +581,15 @@ class Cleaner:
         return end, horizon, stats
 
     def _build_offset_map(
-        self, tp: TopicPartition, segments: list[LogSegment], start: int, end: int, stats: CleanerStats
+        self, lg: Log, tp: TopicPartition, segments: list[LogSegment], start: int, end: int, stats: CleanerStats
     ) -> int:
-        """Map the keys of ``[start, end)`` until the map is full; returns where mapping stopped."""
+        """Map the keys of ``[start, end)`` until the map is full; returns where mapping stopped. Records of
+        aborted transactions are left out (they supersede nothing)."""
         m = self.offset_map
         m.clear()
         m.latest_offset = start - 1  # everything below ``start`` counts as covered by the (empty) map
+        txns = CleanedTransactionMetadata()
+        txns.add_aborted(lg.collect_aborted_transactions(start, end))
         for segment in segments:
             if segment.next_offset <= start:
                 continue
@@ -582,7 +602,11 @@ class Cleaner:
                     continue
                 if h.base_offset >= end:
                     return m.latest_offset + 1
-                if not h.is_control:
+                if h.is_control:
+                    txns.on_control_batch_read(h, segment.log.read(batch.position, batch.size))
+                elif txns.on_batch_read(h):
+                    stats.map_records_read += h.records_count  # aborted: read past, not mapped
+                else:
                     if len(m) and len(m) + h.records_count > m.max_entries:
                         log.debug("offset map full for %s at offset %d", tp, h.base_offset)
                         return m.latest_offset + 1
@@ -606,9 +630,10 @@ class Cleaner:
         producer_last: set[int],
         stats: CleanerStats,
         version: int,
+        txns: CleanedTransactionMetadata,
     ) -> int | None | bool:
         """Rewrite ``group`` into one cleaned segment and swap it in. Returns the earliest delete horizon left in
-        it (None: no tombstones left), or False when the log refused the swap."""
+        it (None: no tombstones or removable markers left), or False when the log refused the swap."""
         base = group[0].base_offset
         for suffix in (".log", ".index", ".timeindex"):
             try:
@@ -620,11 +645,13 @@ class Cleaner:
         try:
             for old in group:
                 self._check_done(tp)
+                txns.add_aborted(lg.collect_aborted_transactions(old.base_offset, old.next_offset))
                 for batch in old.log.batches():
                     data = old.log.read(batch.position, batch.size)
                     self.throttler.maybe_throttle(len(data))
                     stats.bytes_read += len(data)
-                    out, batch_horizon = self._filter_batch(data, batch.header, now, retention_ms, producer_last, stats)
+                    out, batch_horizon = self._filter_batch(data, batch.header, now, retention_ms, producer_last,
+                                                            stats, txns)
                     if batch_horizon is not None:
                         horizon = batch_horizon if horizon is None else min(horizon, batch_horizon)
                     if out is None:
@@ -647,13 +674,29 @@ class Cleaner:
         return horizon
 
     def _filter_batch(
-        self, data: bytes, h: BatchHeader, now: int, retention_ms: int, producer_last: set[int], stats: CleanerStats
+        self, data: bytes, h: BatchHeader, now: int, retention_ms: int, producer_last: set[int],
+        stats: CleanerStats, txns: CleanedTransactionMetadata,
     ) -> tuple[bytes | None, int | None]:
-        """(bytes to keep or None, delete horizon of tombstones kept in it or None)."""
+        """(bytes to keep or None, delete horizon of the tombstones or marker kept in it, or None)."""
         m = self.offset_map
-        if h.is_control or (h.base_offset > m.latest_offset and not h.attributes & DELETE_HORIZON_FLAG):
-            return data, None  # wholly past the mapped section (or a marker): nothing in it can go
         has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
+        if h.is_control:
+            if not txns.on_control_batch_read(h, data):
+                return data, None  # its transaction still has batches before it
+            if not has_horizon:
+                return build_retained_batch(h, RecordBatch(data).records(), now + retention_ms), now + retention_ms
+            if now >= h.base_timestamp:
+                stats.markers_removed += 1
+                return None, None
+            return data, h.base_timestamp
+        if txns.on_batch_read(h):
+            stats.records_read += h.records_count
+            stats.aborted_records_removed += h.records_count
+            if h.base_offset + h.last_offset_delta in producer_last:
+                return build_empty_batch(h), None
+            return None, None
+        if h.base_offset > m.latest_offset and not has_horizon:
+            return data, None  # wholly past the mapped section: nothing in it can go
         records = RecordBatch(data).records()
         retained: list[Record] = []
         tombstones_kept = False
@@ -682,6 +725,56 @@ class Cleaner:
                 return build_empty_batch(h), None
             return None, None
         return build_retained_batch(h, retained, new_horizon), horizon
+
+
+class CleanedTransactionMetadata:
+    """What one cleaning pass knows of transactions (Kafka's ``CleanedTransactionMetadata``): the aborted ones from
+    the index, fed in as the pass reaches them, and, per producer, whether the transaction being read is aborted
+    or committed and whether any of its batches was seen before its marker."""
+
+    def __init__(self) -> None:
+        self._aborted: list[tuple[int, int, int]] = []  # heap of (first offset, producer id, marker offset)
+        self._seen_aborted: set[tuple[int, int]] = set()
+        self._ongoing_aborted: dict[int, bool] = {}  # producer id -> a batch of its aborted txn was read
+        self._ongoing_committed: set[int] = set()  # producers with a batch of a (not aborted) txn read
+
+    def add_aborted(self, aborted: list[Any]) -> None:
+        for txn in aborted:
+            key = (txn.producer_id, txn.first_offset)
+            if key not in self._seen_aborted:
+                self._seen_aborted.add(key)
+                heapq.heappush(self._aborted, (txn.first_offset, txn.producer_id, txn.last_offset))
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:
+            _first, pid, _marker = heapq.heappop(self._aborted)
+            self._ongoing_aborted.setdefault(pid, False)
+
+    def on_batch_read(self, h: BatchHeader) -> bool:
+        """A data batch: True when it belongs to an aborted transaction (its records can all go)."""
+        self._consume_aborted_up_to(h.base_offset + h.last_offset_delta)
+        if not h.is_transactional:
+            return False
+        if h.producer_id in self._ongoing_aborted:
+            self._ongoing_aborted[h.producer_id] = True
+            return True
+        self._ongoing_committed.add(h.producer_id)
+        return False
+
+    def on_control_batch_read(self, h: BatchHeader, data: bytes) -> bool:
+        """A marker: True when no batch of its transaction was read before it, so it may go (after a horizon)."""
+        self._consume_aborted_up_to(h.base_offset + h.last_offset_delta)
+        if h.records_count == 0:
+            return True  # an emptied control batch: nothing to keep
+        ctype = RecordBatch(data).control_record_type()
+        if ctype == ControlRecordType.ABORT:
+            return not self._ongoing_aborted.pop(h.producer_id, False)
+        if ctype == ControlRecordType.COMMIT:
+            if h.producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(h.producer_id)
+                return False
+            return True
+        return False
 
 
 def _max_timestamp_of(batch: bytes) -> int:

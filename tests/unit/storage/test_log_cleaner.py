@@ -14,10 +14,12 @@ import pytest
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME
 from strom.record.batch import DELETE_HORIZON_FLAG, RecordBatch
+from strom.record.control import ControlRecordType, build_control_batch
 from strom.storage.log import Log
 from strom.storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT_FILE, CleanerConfig, LogCleaner
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
+from strom.storage.log_validator import AppendOrigin
 
 from ._batches import T0, build_batch, split_batches
 
@@ -480,3 +482,99 @@ def test_log_manager_truncation_lowers_the_cleaner_checkpoint(tmp_path, mock_tim
     assert lm.cleaner.clean_once() is not None  # and cleaning resumes
     assert [(r.offset, r.value) for r in records_of(lg)] == [(101, b"b")]
     lm.shutdown()
+
+
+# --- transactions ------------------------------------------------------------------------------------------------
+
+TXN = 0x10  # the transactional attribute
+
+
+def txn_batch(lg: Log, pid: int, seq: int, key: bytes, value: bytes) -> int:
+    """One transactional record of producer ``pid``; returns its offset."""
+    batch = build_batch([value], keys=[key], attributes=TXN, producer_id=pid, producer_epoch=0, base_sequence=seq)
+    return lg.append_as_leader(batch).first_offset
+
+
+def end_txn(lg: Log, pid: int, kind: ControlRecordType) -> int:
+    info = lg.append_as_leader(build_control_batch(kind, 0, pid, 0, T0), origin=AppendOrigin.COORDINATOR)
+    return info.first_offset
+
+
+def batches_of(lg: Log) -> list[RecordBatch]:
+    out, offset = [], lg.log_start_offset
+    while offset < lg.log_end_offset:
+        batches = split_batches(lg.read(offset, 1 << 20).records)
+        out += [RecordBatch(raw) for _b, _l, raw in batches]
+        offset = batches[-1][1] + 1
+    return out
+
+
+def data_of(lg: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for b in batches_of(lg) if not b.is_control for r in b.records()]
+
+
+def markers_of(lg: Log) -> list[tuple[int, bool]]:
+    """(offset, has a delete horizon) of every transaction marker."""
+    return [(b.base_offset, bool(b.attributes & DELETE_HORIZON_FLAG)) for b in batches_of(lg) if b.is_control]
+
+
+def test_aborted_data_supersedes_nothing_and_goes_then_its_marker_goes_after_the_horizon(tmp_path, mock_time):
+    lg = open_log(tmp_path, mock_time, {"delete.retention.ms": "1000"})
+    lg.append_as_leader(build_batch([b"v1"], keys=[b"k1"]))                   # 0 committed k1
+    assert txn_batch(lg, 7, 0, b"k1", b"aborted") == 1                          # 1 k1 in a txn that aborts
+    assert end_txn(lg, 7, ControlRecordType.ABORT) == 2                         # 2
+    txn_batch(lg, 7, 1, b"k3", b"x")                                            # 3 the next txn of pid 7 ...
+    end_txn(lg, 7, ControlRecordType.COMMIT)                                    # 4 ... commits
+    txn_batch(lg, 8, 0, b"k2", b"c1")                                           # 5 committed, superseded by 7
+    end_txn(lg, 8, ControlRecordType.COMMIT)                                    # 6
+    lg.append_as_leader(build_batch([b"v2"], keys=[b"k2"]))                   # 7
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    cleaner = cleaner_for(tmp_path, mock_time, lg)
+    stats = cleaner.clean_once()
+    assert stats is not None and stats.aborted_records_removed == 1
+    # k1's committed value survives: the aborted write was not taken as its latest value
+    assert data_of(lg) == [(0, b"k1", b"v1"), (3, b"k3", b"x"), (7, b"k2", b"v2")]
+    # pid 8's batch lost its record but stays as an empty batch (it is the producer's last one)
+    assert [(b.base_offset, b.records_count) for b in batches_of(lg) if b.producer_id == 8 and not b.is_control] \
+        == [(5, 0)]
+    # every marker stays: each transaction still had a batch before it in this cleaning
+    assert markers_of(lg) == [(2, False), (4, False), (6, False)]
+
+    # The next cleaning finds no batch of pid 7's aborted transaction before its marker: the marker gets a
+    # delete horizon; the commit markers still follow batches of their transactions.
+    lg.append_as_leader(build_batch([b"z"], keys=[b"k9"]))
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    assert cleaner.clean_once() is not None
+    assert markers_of(lg) == [(2, True), (4, False), (6, False)]
+    abort = next(b for b in batches_of(lg) if b.base_offset == 2)
+    assert abort.base_timestamp == mock_time.milliseconds() + 1000
+    assert abort.control_record_type() == ControlRecordType.ABORT  # still a valid marker
+    mock_time.sleep(1000)
+    stats = cleaner.clean_once()  # the horizon passed: clean to drop it
+    assert stats is not None and stats.markers_removed == 1
+    assert markers_of(lg) == [(4, False), (6, False)]
+    assert data_of(lg) == [(0, b"k1", b"v1"), (3, b"k3", b"x"), (7, b"k2", b"v2"), (8, b"k9", b"z")]
+    lg.close()
+    reopened = open_log(tmp_path, mock_time)  # producer state and the LSO rebuilt from the cleaned log
+    reopened.update_high_watermark(reopened.log_end_offset)
+    assert reopened.last_stable_offset == reopened.log_end_offset
+    reopened.close()
+
+
+def test_an_open_transaction_stops_the_cleaning_at_its_first_record(tmp_path, mock_time):
+    lg = open_log(tmp_path, mock_time)
+    lg.append_as_leader(build_batch([b"a"], keys=[b"k"]))                     # 0
+    lg.append_as_leader(build_batch([b"b"], keys=[b"k"]))                     # 1
+    txn_batch(lg, 9, 0, b"k", b"open")                                          # 2: may still abort
+    lg.append_as_leader(build_batch([b"c"], keys=[b"k"]))                     # 3
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.first_unstable_offset == 2
+    cleaner_for(tmp_path, mock_time, lg).clean_once()
+    # only [0, 2) was cleanable: had offset 3 counted, the open transaction's record and offset 1 would be gone
+    assert data_of(lg) == [(1, b"k", b"b"), (2, b"k", b"open"), (3, b"k", b"c")]
+    with open(tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE) as f:
+        assert f.read().split()[-1] == "2"
+    lg.close()
