@@ -146,12 +146,19 @@ class AdminClient:
     # ------------------------------------------------------------------------------------------ topics
 
     def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
-                      timeout_ms: int | None = None) -> KeyedResult[str, CreatedTopic]:
-        """Create topics; each future resolves to what the broker created (id, partitions, configs)."""
-        return _topics.create_topics(self._runnable, list(new_topics), validate_only, timeout_ms)
+                      timeout_ms: int | None = None, retry_on_quota_violation: bool = True,
+                      ) -> KeyedResult[str, CreatedTopic]:
+        """Create topics; each future resolves to what the broker created (id, partitions, configs). Topics the
+        broker refuses for the principal's ``controller_mutation_rate`` quota are sent again after the throttle
+        time unless ``retry_on_quota_violation`` is False (then, or past the timeout, they fail with
+        ``ThrottlingQuotaExceededError``, whose ``throttle_time_ms`` says how long to wait)."""
+        return _topics.create_topics(self._runnable, list(new_topics), validate_only, timeout_ms,
+                                     retry_on_quota_violation)
 
-    def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None) -> KeyedResult[str, None]:
-        return _topics.delete_topics(self._runnable, list(topics), timeout_ms)
+    def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None,
+                      retry_on_quota_violation: bool = True) -> KeyedResult[str, None]:
+        """Delete topics (``retry_on_quota_violation`` as for :meth:`create_topics`)."""
+        return _topics.delete_topics(self._runnable, list(topics), timeout_ms, retry_on_quota_violation)
 
     def list_topics(self, *, list_internal: bool = False, timeout_ms: int | None = None) -> ListTopicsResult:
         return _topics.list_topics(self._runnable, list_internal, timeout_ms)
@@ -161,11 +168,13 @@ class AdminClient:
         return _topics.describe_topics(self._runnable, list(topics), include_authorized_operations, timeout_ms)
 
     def create_partitions(self, new_partitions: Mapping[str, NewPartitions | int], *, validate_only: bool = False,
-                          timeout_ms: int | None = None) -> KeyedResult[str, None]:
-        """Grow topics to the given partition counts (Kafka refuses to shrink: INVALID_PARTITIONS)."""
+                          timeout_ms: int | None = None, retry_on_quota_violation: bool = True,
+                          ) -> KeyedResult[str, None]:
+        """Grow topics to the given partition counts (Kafka refuses to shrink: INVALID_PARTITIONS;
+        ``retry_on_quota_violation`` as for :meth:`create_topics`)."""
         wanted = {t: (p if isinstance(p, NewPartitions) else NewPartitions.increase_to(int(p)))
                   for t, p in new_partitions.items()}
-        return _topics.create_partitions(self._runnable, wanted, validate_only, timeout_ms)
+        return _topics.create_partitions(self._runnable, wanted, validate_only, timeout_ms, retry_on_quota_violation)
 
     # ----------------------------------------------------------------------------------------- configs
 

@@ -307,7 +307,9 @@ class AdminClientRunnable:
                     return
             except Exception as e:
                 error = e
-        call.next_allowed_try_ms = now + self.retry_backoff.backoff(call.tries)
+        retry_after = getattr(error, "retry_after_ms", None)  # a broker's throttle time says when to come back
+        call.next_allowed_try_ms = now + (retry_after if retry_after is not None else
+                                          self.retry_backoff.backoff(call.tries))
         call.tries += 1
         if now >= call.deadline_ms:
             call.handle_failure(KafkaTimeoutError(f"{call.name} timed out after {call.tries} attempt(s): {error}"))

@@ -3,7 +3,10 @@
 Kafka counterparts: ``KafkaAdminClient.createTopics`` / ``deleteTopics`` / ``listTopics`` / ``describeTopics`` /
 ``createPartitions``. Create, delete and create-partitions go to the controller (NOT_CONTROLLER refreshes the
 metadata and retries the topics concerned); list and describe are Metadata requests to the least loaded broker.
-Per-topic broker errors fail that topic's future with the broker's error class and message.
+Per-topic broker errors fail that topic's future with the broker's error class and message, except
+THROTTLING_QUOTA_EXCEEDED (the principal's ``controller_mutation_rate``, KIP-599): with
+``retry_on_quota_violation`` (the default, as Kafka's options) those topics are sent again once the response's
+throttle time has passed, unless that is past the call's deadline.
 
 I/O: the calls run on the admin client's I/O thread; these functions only build and submit them.
 """
@@ -30,9 +33,10 @@ from strom.common.error_codes import (
     ErrorCode,
     InvalidTopicExceptionError,
     NotControllerError,
+    ThrottlingQuotaExceededError,
     UnknownTopicOrPartitionError,
 )
-from strom.common.errors import for_code
+from strom.common.errors import KafkaError, for_code
 from strom.common.structs import Node
 from strom.protocol.messages import (
     CreatePartitionsRequest,
@@ -62,8 +66,34 @@ def _controller_retry(rt: AdminClientRunnable, retry: list[str]) -> None:
         raise NotControllerError(f"The controller moved; retrying {', '.join(retry)}")
 
 
+class _ThrottledRetry(KafkaError):
+    """Send the call again after ``retry_after_ms`` (the broker's throttle time), not after the usual backoff."""
+
+    retriable = True
+
+    def __init__(self, message: str, retry_after_ms: int) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
+def _quota_retry(rt: AdminClientRunnable, futures: FutureMap, throttled: list[str], throttle_ms: int,
+                 deadline_ms: int, retry_on_quota_violation: bool) -> None:
+    """Topics refused with THROTTLING_QUOTA_EXCEEDED: retried after the throttle time when allowed and in time
+    (Kafka's ``retryOnQuotaViolation``), else failed with the error, which carries ``throttle_time_ms``."""
+    if not throttled:
+        return
+    if retry_on_quota_violation and rt.time.hi_res_milliseconds() + throttle_ms < deadline_ms:
+        raise _ThrottledRetry(f"The throttling quota has been exceeded; retrying {', '.join(throttled)} in "
+                              f"{throttle_ms} ms", throttle_ms)
+    for name in throttled:
+        error = ThrottlingQuotaExceededError(f"The throttling quota has been exceeded (throttle time {throttle_ms} "
+                                             "ms).")
+        error.throttle_time_ms = throttle_ms  # type: ignore[attr-defined]
+        futures.fail(name, error)
+
+
 def create_topics(rt: AdminClientRunnable, new_topics: Iterable[NewTopic], validate_only: bool,
-                  timeout_ms: int | None) -> KeyedResult[str, CreatedTopic]:
+                  timeout_ms: int | None, retry_on_quota_violation: bool = True) -> KeyedResult[str, CreatedTopic]:
     topics = {t.name: t for t in new_topics}
     futures = FutureMap(topics)
     for name in list(topics):
@@ -87,10 +117,12 @@ def create_topics(rt: AdminClientRunnable, new_topics: Iterable[NewTopic], valid
         return T(topics=wanted, timeout_ms=timeout, validate_only=validate_only)
 
     def response(body: Any, version: int) -> None:
-        retry = []
+        retry, throttled = [], []
         for r in body.topics:
             if r.error_code in _RETRY_ON:
                 retry.append(r.name)
+            elif r.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+                throttled.append(r.name)
             elif r.error_code:
                 futures.fail(r.name, for_code(r.error_code, r.error_message))
             else:
@@ -101,38 +133,43 @@ def create_topics(rt: AdminClientRunnable, new_topics: Iterable[NewTopic], valid
                     r.num_partitions if version >= 5 else -1, r.replication_factor if version >= 5 else -1,
                     configs))
         _controller_retry(rt, retry)
+        _quota_retry(rt, futures, throttled, body.throttle_time_ms, deadline, retry_on_quota_violation)
         futures.fail_missing([r.name for r in body.topics], "topic")
 
     rt.submit(Call("createTopics", deadline, ControllerNodeProvider(), request, response, futures.fail_all))
     return KeyedResult(futures.futures)
 
 
-def delete_topics(rt: AdminClientRunnable, topics: Iterable[str], timeout_ms: int | None) -> KeyedResult[str, None]:
+def delete_topics(rt: AdminClientRunnable, topics: Iterable[str], timeout_ms: int | None,
+                  retry_on_quota_violation: bool = True) -> KeyedResult[str, None]:
     futures = FutureMap(topics)
     for name in list(futures.futures):
         if _invalid_name(name):
             futures.fail(name, InvalidTopicExceptionError(f"The given topic name '{name}' cannot be represented "
                                                           "in a request."))
     D = DeleteTopicsRequest
+    deadline = rt.calc_deadline(timeout_ms)
 
     def request(timeout: int) -> Any:
         names = futures.undone()
         return D(topics=[D.DeleteTopicState(name=n) for n in names], topic_names=names, timeout_ms=timeout)
 
     def response(body: Any, version: int) -> None:
-        retry = []
+        retry, throttled = [], []
         for r in body.responses:
             if r.error_code in _RETRY_ON:
                 retry.append(r.name)
+            elif r.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+                throttled.append(r.name)
             elif r.error_code:
                 futures.fail(r.name, for_code(r.error_code, r.error_message if version >= 5 else None))
             else:
                 futures.complete(r.name, None)
         _controller_retry(rt, retry)
+        _quota_retry(rt, futures, throttled, body.throttle_time_ms, deadline, retry_on_quota_violation)
         futures.fail_missing([r.name for r in body.responses], "topic")
 
-    rt.submit(Call("deleteTopics", rt.calc_deadline(timeout_ms), ControllerNodeProvider(), request, response,
-                   futures.fail_all))
+    rt.submit(Call("deleteTopics", deadline, ControllerNodeProvider(), request, response, futures.fail_all))
     return KeyedResult(futures.futures)
 
 
@@ -210,7 +247,7 @@ def describe_topics(rt: AdminClientRunnable, topics: Iterable[str], include_auth
 
 
 def create_partitions(rt: AdminClientRunnable, new_partitions: Mapping[str, NewPartitions], validate_only: bool,
-                      timeout_ms: int | None) -> KeyedResult[str, None]:
+                      timeout_ms: int | None, retry_on_quota_violation: bool = True) -> KeyedResult[str, None]:
     wanted = dict(new_partitions)
     futures = FutureMap(wanted)
     C = CreatePartitionsRequest
@@ -224,20 +261,24 @@ def create_partitions(rt: AdminClientRunnable, new_partitions: Mapping[str, NewP
             out.append(C.CreatePartitionsTopic(name=name, count=np.total_count, assignments=assignments))
         return C(topics=out, timeout_ms=timeout, validate_only=validate_only)
 
+    deadline = rt.calc_deadline(timeout_ms)
+
     def response(body: Any, _version: int) -> None:
-        retry = []
+        retry, throttled = [], []
         for r in body.results:
             if r.error_code in _RETRY_ON:
                 retry.append(r.name)
+            elif r.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+                throttled.append(r.name)
             elif r.error_code:
                 futures.fail(r.name, for_code(r.error_code, r.error_message))
             else:
                 futures.complete(r.name, None)
         _controller_retry(rt, retry)
+        _quota_retry(rt, futures, throttled, body.throttle_time_ms, deadline, retry_on_quota_violation)
         futures.fail_missing([r.name for r in body.results], "topic")
 
     if not wanted:
         return KeyedResult({})
-    rt.submit(Call("createPartitions", rt.calc_deadline(timeout_ms), ControllerNodeProvider(), request, response,
-                   futures.fail_all))
+    rt.submit(Call("createPartitions", deadline, ControllerNodeProvider(), request, response, futures.fail_all))
     return KeyedResult(futures.futures)

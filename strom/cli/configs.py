@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
 _SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-_QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+_QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 
 
 def _parse_user_client_alterations(args: argparse.Namespace, entities: list[tuple[str, str | None]],

@@ -19,6 +19,7 @@ from strom.metrics.stats import (
     Min,
     Rate,
     SampledStats,
+    TokenBucket,
     Total,
     Value,
     WindowedCount,
@@ -28,5 +29,5 @@ from strom.metrics.stats import (
 __all__ = [
     "MetricConfig", "MetricName", "RecordingLevel", "Gauge", "KafkaMetric", "Measurable", "Metrics", "Sensor",
     "metric_values", "Percentile", "Percentiles", "MetricsReporter", "load_reporters", "Avg", "CumulativeCount",
-    "CumulativeSum", "Max", "Meter", "Min", "Rate", "SampledStats", "Total", "Value", "WindowedCount", "WindowedSum",
+    "CumulativeSum", "Max", "Meter", "Min", "Rate", "SampledStats", "TokenBucket", "Total", "Value", "WindowedCount", "WindowedSum",
 ]

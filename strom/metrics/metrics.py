@@ -136,17 +136,25 @@ class Sensor:
             for record in self._stat_records:
                 record(config, value, time_ms)
             if check_quotas:
-                self._check_quotas(time_ms)
+                self.check_quotas(time_ms)
         if self._parents:
             for parent in self._parents:
                 parent.record(value, time_ms, check_quotas)
 
-    def _check_quotas(self, time_ms: int) -> None:
+    def check_quotas(self, time_ms: int | None = None) -> None:
+        """Raise :class:`~strom.metrics.quota.QuotaViolationError` if a metric with a quota is out of bounds now
+        (Kafka's ``checkQuotas``). A :class:`~strom.metrics.stats.TokenBucket` is out of bounds when it holds
+        fewer than zero tokens (its quota's bound is the refill rate, not a limit on the value)."""
+        from strom.metrics.stats import TokenBucket
+
+        if time_ms is None:
+            time_ms = self._time.milliseconds()
         for metric in self._metrics.values():
             quota = metric.config.quota
             if quota is not None and metric.is_measurable():
-                value = metric.measurable().measure(metric.config, time_ms)
-                if not quota.acceptable(value):
+                measurable = metric.measurable()
+                value = measurable.measure(metric.config, time_ms)
+                if value < 0 if isinstance(measurable, TokenBucket) else not quota.acceptable(value):
                     from strom.metrics.quota import QuotaViolationError
 
                     raise QuotaViolationError(metric, value, quota.bound)
@@ -169,7 +177,16 @@ class Sensor:
             for m in new_metrics:
                 self._metrics[m.metric_name()] = m
             self._stats.append(stat)
-            self._stat_records = (*self._stat_records, stat.record)
+            record = stat.record
+            if config is not None and len(new_metrics) == 1:
+                # Kafka's StatAndConfig: the stat records with its metric's config (its windows, its quota), read
+                # at each record since a quota update replaces it, not with the sensor's
+                metric = new_metrics[0]
+
+                def record(_sensor_config: MetricConfig, value: float, time_ms: int, _stat: Any = stat,
+                           _metric: KafkaMetric = metric) -> None:
+                    _stat.record(_metric.config, value, time_ms)
+            self._stat_records = (*self._stat_records, record)
         return True
 
     def has_metric(self, name: MetricName) -> bool:

@@ -22,7 +22,7 @@ from strom.metrics.metric_name import MetricConfig, MetricName
 __all__ = [
     "MeasurableStat", "CompoundStat", "NamedMeasurable", "Sample", "SampledStat", "Avg", "Max", "Min",
     "WindowedSum", "WindowedCount", "Rate", "CumulativeSum", "CumulativeCount", "Total", "Value", "Meter",
-    "SampledStats",
+    "SampledStats", "TokenBucket",
 ]
 
 
@@ -262,6 +262,41 @@ class Rate:
         if num_full_windows < min_full_windows:
             total_elapsed_ms += (min_full_windows - num_full_windows) * window
         return max(total_elapsed_ms, 1)
+
+
+class TokenBucket:
+    """Kafka's ``TokenBucket`` (KIP-599): a bucket of ``quota * samples * window`` tokens refilled at ``quota`` per
+    second; recording takes tokens (the level may go below zero: a burst is let through, later ones wait), and
+    measuring answers the tokens left. Without a quota in the config it records nothing and measures "unlimited"."""
+
+    __slots__ = ("tokens", "last_update_ms", "_unit_ms")
+
+    def __init__(self, unit_ms: int = 1000) -> None:
+        self.tokens = 0.0
+        self.last_update_ms = 0
+        self._unit_ms = unit_ms
+
+    def _burst(self, config: MetricConfig) -> float:
+        assert config.quota is not None
+        return config.samples * config.time_window_ms / self._unit_ms * config.quota.bound
+
+    def _refill(self, config: MetricConfig, now_ms: int) -> None:
+        assert config.quota is not None
+        gained = config.quota.bound * (now_ms - self.last_update_ms) / self._unit_ms
+        self.tokens = min(self._burst(config), self.tokens + gained)
+        self.last_update_ms = now_ms
+
+    def record(self, config: MetricConfig, value: float, time_ms: int) -> None:
+        if config.quota is None:
+            return
+        self._refill(config, time_ms)
+        self.tokens = min(self._burst(config), self.tokens - value)
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        if config.quota is None:
+            return float(2**63 - 1)
+        self._refill(config, now_ms)
+        return self.tokens
 
 
 class CumulativeSum:

@@ -472,3 +472,36 @@ def test_user_quotas_precedence_and_authorization(tmp_path: Path) -> None:
         alice.close(5)
         b.stop()
         b.cleanup()
+
+
+def test_controller_mutation_rate_refuses_then_retries_topic_creation(broker: BrokerProcess) -> None:
+    """KIP-599: ``controller_mutation_rate`` = 2 partitions/s over 2 windows of 1 s is a bucket of 4 partitions for
+    client id "mutator". One creation may empty it (6 partitions go through), the next is refused per topic with
+    THROTTLING_QUOTA_EXCEEDED and the time the bucket needs; strom's AdminClient waits that long and sends it
+    again (Kafka's retryOnQuotaViolation). Another client id is not held back; an old DeleteTopics version that
+    cannot carry the error is carried out and throttled."""
+    from strom.common.error_codes import ThrottlingQuotaExceededError
+    from strom.protocol.messages import DeleteTopicsRequest
+
+    set_quota(broker.bootstrap, {"client-id": "mutator"}, controller_mutation_rate=2.0)
+    mutator = AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": "mutator",
+                           "default.api.timeout.ms": 20000})
+    bystander = AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": "bystander"})
+    try:
+        mutator.create_topics([NewTopic("mutations-a", 6, 1)], retry_on_quota_violation=False).all().result(20)
+        refused = mutator.create_topics([NewTopic("mutations-b", 1, 1)], retry_on_quota_violation=False)
+        with pytest.raises(ThrottlingQuotaExceededError) as info:
+            refused.all().result(20)
+        assert 0 < info.value.throttle_time_ms <= 1000  # 2 missing tokens at 2 per second
+        assert "mutations-b" not in mutator.list_topics().names().result(20)
+        bystander.create_topics([NewTopic("mutations-c", 3, 1)], retry_on_quota_violation=False).all().result(20)
+        mutator.create_topics([NewTopic("mutations-b", 1, 1)]).all().result(20)  # retried after the throttle
+        assert {"mutations-a", "mutations-b", "mutations-c"} <= set(mutator.list_topics().names().result(20))
+    finally:
+        mutator.close(5)
+        bystander.close(5)
+    with RawClient(broker.bootstrap, client_id="mutator") as c:
+        old = c.request(ApiKey.DELETE_TOPICS, 4, DeleteTopicsRequest(topic_names=["mutations-a"], timeout_ms=10000))
+        assert [(r.name, r.error_code) for r in old.responses] == [("mutations-a", ErrorCode.NONE)]
+        assert old.throttle_time_ms > 0  # 6 partitions deleted from a bucket that was just about empty
+    set_quota(broker.bootstrap, {"client-id": "mutator"}, controller_mutation_rate=None)

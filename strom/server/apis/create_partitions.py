@@ -46,8 +46,10 @@ def _plan(t: CreatePartitionsRequest.CreatePartitionsTopic, info: TopicInfo | No
 
 @api(ApiKey.CREATE_PARTITIONS, 0)
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest, *, metadata: MetadataCache,
-                 admin: AdminManager, authorizer: Any) -> CreatePartitionsResponse:
+                 admin: AdminManager, authorizer: Any, quotas: Any) -> CreatePartitionsResponse:
     R = CreatePartitionsResponse.CreatePartitionsTopicResult
+    # KIP-599: v3+ can be told THROTTLING_QUOTA_EXCEEDED per topic; older versions are only throttled afterwards
+    quota = quotas.controller_mutation_quota(ctx, strict=ctx.api_version >= 3) if quotas is not None else None
     results = []
     names = [t.name for t in request.topics]
     for t in request.topics:
@@ -61,9 +63,12 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest, *, metad
             admin.check_capacity(len(new))
             if not request.validate_only:
                 assert info is not None
+                if quota is not None:
+                    quota.record(len(new))
                 await admin.create_partitions(info, new, request.timeout_ms)
         except BrokerResponseError as e:
             results.append(R(name=t.name, error_code=e.errno, error_message=e.message))
             continue
         results.append(R(name=t.name, error_code=ErrorCode.NONE, error_message=None))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=quota.throttle_time_ms if quota is not None else 0,
+                                    results=results)

@@ -63,8 +63,10 @@ def _plan(t: CreateTopicsRequest.CreatableTopic, admin: AdminManager, config: Br
 @api(ApiKey.CREATE_TOPICS, 2)
 async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata: MetadataCache,
                  admin: AdminManager, config: BrokerConfig, default_log_config: LogConfig,
-                 authorizer: Any) -> CreateTopicsResponse:
+                 authorizer: Any, quotas: Any) -> CreateTopicsResponse:
     names = [t.name for t in request.topics]
+    # KIP-599: v6+ can be told THROTTLING_QUOTA_EXCEEDED per topic; older versions are only throttled afterwards
+    quota = quotas.controller_mutation_quota(ctx, strict=ctx.api_version >= 6) if quotas is not None else None
     results: list[Result] = []
     creatable = describable = None  # with an authorizer: CREATE on the cluster or the topic; DESCRIBE_CONFIGS
     if authorizer is not None:
@@ -88,6 +90,8 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata:
             admin.check_capacity(len(assignment))
             topic_id = None
             if not request.validate_only:
+                if quota is not None:
+                    quota.record(len(assignment))
                 info = await admin.create_topic(name, assignment, configs, request.timeout_ms)
                 topic_id = info.topic_id
                 log.info("created topic %s with %d partition(s), replication factor %d", name, len(assignment),
@@ -104,7 +108,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata:
         if topic_id is not None:
             result.topic_id = topic_id
         results.append(result)
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=quota.throttle_time_ms if quota is not None else 0, topics=results)
 
 
 def describe_topic_configs(cfg: LogConfig, overrides: dict[str, str]) -> list[CreateTopicsResponse.CreatableTopicConfigs]:

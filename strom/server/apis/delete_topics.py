@@ -25,7 +25,9 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @api(ApiKey.DELETE_TOPICS, 1)
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest, *, metadata: MetadataCache,
-                 admin: AdminManager, config: BrokerConfig, authorizer: Any) -> DeleteTopicsResponse:
+                 admin: AdminManager, config: BrokerConfig, authorizer: Any, quotas: Any) -> DeleteTopicsResponse:
+    # KIP-599: v5+ can be told THROTTLING_QUOTA_EXCEEDED per topic; older versions are only throttled afterwards
+    quota = quotas.controller_mutation_quota(ctx, strict=ctx.api_version >= 5) if quotas is not None else None
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -54,13 +56,16 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest, *, metadata:
                              error_message=f"Cannot delete internal topic {info.name}"))
             continue
         try:
+            if quota is not None:
+                quota.record(len(info.partitions))
             await admin.delete_topic(info, request.timeout_ms)
         except BrokerResponseError as e:
             results.append(R(name=info.name, topic_id=info.topic_id, error_code=e.errno, error_message=e.message))
             continue
         log.info("deleted topic %s", info.name)
         results.append(R(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=quota.throttle_time_ms if quota is not None else 0,
+                                responses=results)
 
 
 def _refusal(authorizer: Any, ctx: RequestContext, name: str | None, topic_id: uuid.UUID, metadata: MetadataCache,

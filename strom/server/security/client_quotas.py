@@ -1,4 +1,5 @@
-"""Client quotas: byte rates for Produce and Fetch and request-time percentage per (user, client-id).
+"""Client quotas: byte rates for Produce and Fetch, request-time percentage and controller mutations per
+(user, client-id).
 
 Kafka counterparts: ``ClientQuotaManager`` (KIP-13, KIP-55), ``ClientRequestQuotaManager`` (KIP-124),
 ``QuotaUtils.throttleTime`` and the throttling of KIP-219. One :class:`ClientQuotaManager` per quota type keeps a
@@ -18,6 +19,13 @@ Which quota applies to a connection's (user, client-id) is Kafka's precedence, p
 decides which connections share a sensor: a ``users/<user>`` quota is shared by all of the user's client ids, a
 ``clients/<default>`` quota is per client id — Kafka's ``quotaMetricTags``.
 
+Controller mutations (KIP-599, ``controller_mutation_rate``): partitions created (CreateTopics,
+CreatePartitions) or deleted (DeleteTopics) per second, measured by a token bucket holding
+``quota * quota.window.num * quota.window.size.seconds`` partitions. With the newer versions of those APIs
+(CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) the quota is strict: once the bucket is empty a topic is
+refused with THROTTLING_QUOTA_EXCEEDED and the throttle time (the one operation that empties it goes through);
+older versions cannot carry that error, so their mutations are made and only throttled afterwards.
+
 Throttling (KIP-219): the handler answers at once with ``throttle_time_ms`` and the socket server stops reading
 from that connection for that long after sending the response (``ConnectionContext.throttle_ms``). Inter-broker
 requests, follower fetches, ApiVersions and the SASL APIs are exempt, as in Kafka.
@@ -35,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from strom.common.time import SYSTEM_TIME, Time
-from strom.metrics import Avg, MetricConfig, Metrics, Rate, Sensor
+from strom.metrics import Avg, MetricConfig, Metrics, Rate, Sensor, TokenBucket
 from strom.metrics.quota import Quota, QuotaViolationError
 from strom.protocol.api_keys import ApiKey
 
@@ -43,8 +51,9 @@ if TYPE_CHECKING:
     from strom.server.request_context import RequestContext
 
 __all__ = [
-    "DEFAULT", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE", "REQUEST_PERCENTAGE", "QUOTA_KEYS", "QuotaEntity",
-    "QuotaValidationError", "ClientQuotaManager", "ClientQuotaManagers", "validate_quota_value", "entity_from_wire",
+    "DEFAULT", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE", "REQUEST_PERCENTAGE", "CONTROLLER_MUTATION_RATE",
+    "QUOTA_KEYS", "QuotaEntity", "QuotaValidationError", "ClientQuotaManager", "ClientQuotaManagers",
+    "ControllerMutationQuota", "validate_quota_value", "entity_from_wire",
 ]
 
 log = logging.getLogger("strom.server")
@@ -53,8 +62,10 @@ DEFAULT = "<default>"  # the default entity of a type (a null entity name on the
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 # key -> integral (Kafka's LONG) or not (DOUBLE)
-QUOTA_KEYS: dict[str, bool] = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False}
+QUOTA_KEYS: dict[str, bool] = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False,
+                               CONTROLLER_MUTATION_RATE: False}
 USER, CLIENT_ID = "user", "client-id"  # ClientQuotaEntity.USER / CLIENT_ID
 
 _INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000
@@ -119,8 +130,6 @@ def validate_quota_value(key: str, value: float) -> str:
     """The value as stored (``"1024"`` for the integral byte rates, ``"12.5"`` for percentages); Kafka's checks."""
     integral = QUOTA_KEYS.get(key)
     if integral is None:
-        if key == "controller_mutation_rate":
-            raise QuotaValidationError("controller_mutation_rate quotas are not supported by strom")
         raise QuotaValidationError(f"Invalid configuration key {key}")
     if not math.isfinite(value) or value <= 0.0:
         raise QuotaValidationError(f"Quota {key} must be greater than 0")
@@ -164,7 +173,8 @@ class ClientQuotaManager:
     time. ``record_and_get_throttle_time_ms`` records and answers how long to throttle (0 within quota)."""
 
     def __init__(self, quota_type: str, key: str, metrics: Metrics, time: Time, num_samples: int,
-                 window_seconds: int, *, metric_name: str = "byte-rate", max_throttle_ms: int | None = None) -> None:
+                 window_seconds: int, *, metric_name: str = "byte-rate", max_throttle_ms: int | None = None,
+                 stat: Callable[[], Any] = Rate) -> None:
         self.quota_type = quota_type
         self.key = key
         self.metrics = metrics
@@ -173,6 +183,7 @@ class ClientQuotaManager:
         self.window_seconds = window_seconds
         self.metric_name = metric_name
         self.max_throttle_ms = max_throttle_ms
+        self._stat = stat
         self._quotas: dict[QuotaEntity, float] = {}
         self._sensors: dict[tuple[str, str], _Sensors] = {}
         self._last_sweep_ms = time.milliseconds()
@@ -232,7 +243,7 @@ class ClientQuotaManager:
             quota_sensor = self.metrics.sensor(f"{self.quota_type}-{suffix}")
             name = self.metrics.metric_name(self.metric_name, self.quota_type,
                                              f"Tracking {self.metric_name} per user/client-id", tags)
-            quota_sensor.add(name, Rate(), self._metric_config(bound))
+            quota_sensor.add(name, self._stat(), self._metric_config(bound))
             throttle_sensor = self.metrics.sensor(f"{self.quota_type}ThrottleTime-{suffix}")
             throttle_sensor.add(self.metrics.metric_name("throttle-time", self.quota_type,
                                                          "Tracking average throttle-time per user/client-id", tags),
@@ -266,7 +277,10 @@ class ClientQuotaManager:
 
     def throttle_time(self, e: QuotaViolationError, now_ms: int) -> int:
         """Kafka's ``QuotaUtils.throttleTime``: O * W / (W + X) = T gives X = (O - T) / T * W, with W the window
-        the rate was measured over (bounded to one window for request quotas)."""
+        the rate was measured over (bounded to one window for request quotas). For a token bucket: the time to
+        refill the missing tokens (ControllerMutationQuotaManager's ``throttleTimeMs``)."""
+        if isinstance(e.metric.measurable(), TokenBucket):
+            return int(round(-e.value / e.bound * 1000))
         window_ms = e.metric.measurable().window_size(e.metric.config, now_ms)
         throttle = int(round((e.value - e.bound) / e.bound * window_ms))
         return min(throttle, self.max_throttle_ms) if self.max_throttle_ms is not None else throttle
@@ -339,7 +353,9 @@ class ClientQuotaManagers:
         self.fetch = ClientQuotaManager("Fetch", CONSUMER_BYTE_RATE, self.metrics, time, num, size)
         self.request = ClientQuotaManager("Request", REQUEST_PERCENTAGE, self.metrics, time, num, size,
                                           metric_name="request-time", max_throttle_ms=size * 1000)
-        self._by_key = {m.key: m for m in (self.produce, self.fetch, self.request)}
+        self.controller_mutation = ClientQuotaManager("ControllerMutation", CONTROLLER_MUTATION_RATE, self.metrics,
+                                                      time, num, size, metric_name="tokens", stat=TokenBucket)
+        self._by_key = {m.key: m for m in (self.produce, self.fetch, self.request, self.controller_mutation)}
         self.entities: dict[QuotaEntity, dict[str, float]] = {}
         self.store: Any = None  # the QuotaStore (file or ZooKeeper) AlterClientQuotas writes to
 
@@ -392,6 +408,11 @@ class ClientQuotaManagers:
             _mute(ctx, throttle)
         return throttle
 
+    def controller_mutation_quota(self, ctx: RequestContext, strict: bool) -> ControllerMutationQuota:
+        """The mutation quota of one CreateTopics / CreatePartitions / DeleteTopics request (``strict`` for the
+        versions that can carry THROTTLING_QUOTA_EXCEEDED)."""
+        return ControllerMutationQuota(self.controller_mutation, ctx, strict, self.time)
+
     def wrap_handler(self, api_key: int, handler: Callable[[Any, Any], Awaitable[Any]],
                      ) -> Callable[[Any, Any], Awaitable[Any]]:
         """The handler with request-time quotas (KIP-124) around it; exempt APIs are returned unchanged."""
@@ -414,6 +435,44 @@ class ClientQuotaManagers:
             return response
 
         return timed
+
+
+class ControllerMutationQuota:
+    """One request's view of its principal's controller mutation quota (Kafka's ``StrictControllerMutationQuota``
+    / ``PermissiveControllerMutationQuota``). ``record(partitions)`` before each mutation: a strict quota raises
+    :class:`~strom.common.error_codes.ThrottlingQuotaExceededError` when the bucket is already empty, a
+    permissive one only remembers the throttle. ``throttle_time_ms`` goes into the response (and mutes the
+    connection for that long after it, as every quota)."""
+
+    def __init__(self, manager: ClientQuotaManager, ctx: RequestContext, strict: bool, time: Time) -> None:
+        self._manager = manager
+        self._ctx = ctx
+        self.strict = strict
+        self._time = time
+        self.throttle_time_ms = 0
+
+    def record(self, partitions: int) -> None:
+        manager = self._manager
+        if not manager.enabled:
+            return
+        from strom.common.error_codes import ThrottlingQuotaExceededError
+
+        now = self._time.milliseconds()
+        user, client_id = _principal_name(self._ctx), self._ctx.client_id or ""
+        sensors, _bound = manager._sensors_for(user, client_id, now)
+        sensors.last_record_ms = now
+        try:
+            if self.strict:
+                sensors.quota_sensor.check_quotas(now)
+                sensors.quota_sensor.record(partitions, now)
+            else:
+                sensors.quota_sensor.record(partitions, now, check_quotas=True)
+        except QuotaViolationError as e:
+            self.throttle_time_ms = max(self.throttle_time_ms, manager.throttle_time(e, now))
+            sensors.throttle_sensor.record(self.throttle_time_ms, now)
+            _mute(self._ctx, self.throttle_time_ms)
+            if self.strict:
+                raise ThrottlingQuotaExceededError("The throttling quota has been exceeded.") from None
 
 
 def _from_follower(ctx: RequestContext, request: Any) -> bool:
