@@ -119,8 +119,8 @@ def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     for t, _ in given:
         if t not in ENTITY_TYPES:
             raise CliError(f"Invalid entity type {t}, the entity type must be one of {', '.join(ENTITY_TYPES)}", 2)
-        if t not in ("topics", "brokers", "users", "clients"):
-            raise CliError(f"strom supports the entity types topics, brokers, users and clients; {t} is not "
+        if t not in ("topics", "brokers", "users", "clients", "ips"):
+            raise CliError(f"strom supports the entity types topics, brokers, users, clients and ips; {t} is not "
                            "implemented", 2)
     kinds = [t for t, _ in given]
     if len(given) > 1 and (sorted(kinds) != ["clients", "users"]):
@@ -166,13 +166,13 @@ def run(args: argparse.Namespace) -> int:
     action, entity_type, name = _check(args)
     entities = _entities(args)
     quota_changes = scram = None
-    if entity_type in ("users", "clients", "users+clients") and action == "alter":
+    if entity_type in ("users", "clients", "users+clients", "ips") and action == "alter":
         quota_changes, scram = _parse_user_client_alterations(args, entities)
     if args.zookeeper:
         return _run_on_zookeeper(args, action, entity_type, name, quota_changes, scram)
     admin = new_admin(args)
     try:
-        if entity_type in ("users", "clients", "users+clients"):
+        if entity_type in ("users", "clients", "users+clients", "ips"):
             if action == "describe":
                 return _describe_quotas(admin, entities)
             if scram:
@@ -206,6 +206,8 @@ _SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 _QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+_IP_QUOTA_KEYS = ("connection_creation_rate",)
+_QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 
 
 def _parse_user_client_alterations(args: argparse.Namespace, entities: list[tuple[str, str | None]],
@@ -219,7 +221,12 @@ def _parse_user_client_alterations(args: argparse.Namespace, entities: list[tupl
     unknown_add = [k for k in to_add if k not in _QUOTA_KEYS and k.upper() not in _SCRAM_KEYS]
     unknown_delete = [k for k in to_delete if k not in _QUOTA_KEYS and k.upper() not in _SCRAM_KEYS]
     types = [t for t, _ in entities]
-    if "clients" in types:
+    if types == ["ips"]:
+        bad = [k for k in [*to_add, *to_delete] if k not in _IP_QUOTA_KEYS]
+        if bad:
+            raise CliError("Only connection quota configs can be added or deleted for 'ips' using "
+                           f"--bootstrap-server. Unexpected config names: {','.join(bad)}", 2)
+    elif "clients" in types:
         if unknown_add or [k for k in to_add if k.upper() in _SCRAM_KEYS]:
             raise CliError("Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected "
                            f"config names: {','.join(k for k in to_add if k not in _QUOTA_KEYS)}", 2)
@@ -253,7 +260,7 @@ def _parse_user_client_alterations(args: argparse.Namespace, entities: list[tupl
 def _quota_entity(entities: list[tuple[str, str | None]]) -> Any:
     from strom.admin.client_quotas import ClientQuotaEntity
 
-    return ClientQuotaEntity({("user" if t == "users" else "client-id"): (n or None) for t, n in entities})
+    return ClientQuotaEntity({_QUOTA_ENTITY_TYPES[t]: (n or None) for t, n in entities})
 
 
 def _quota_filter(entities: list[tuple[str, str | None]]) -> Any:
@@ -261,7 +268,7 @@ def _quota_filter(entities: list[tuple[str, str | None]]) -> Any:
 
     components = []
     for t, n in entities:
-        entity_type = "user" if t == "users" else "client-id"
+        entity_type = _QUOTA_ENTITY_TYPES[t]
         if n is None:
             components.append(ClientQuotaFilterComponent.of_entity_type(entity_type))
         elif n == "":
@@ -309,23 +316,23 @@ def _describe_quotas(admin: Any, entities: list[tuple[str, str | None]]) -> int:
     try:
         described = wait(admin.describe_client_quotas(_quota_filter(entities)))
     except UnsupportedVersionError:
-        if "clients" in types or "" in names:
+        if "clients" in types or "ips" in types or "" in names:
             raise
         described = {}  # a broker without DescribeClientQuotas: its users' SCRAM credentials still show
 
-    def sort_key(item: tuple[Any, dict[str, float]]) -> tuple[str, str]:
+    def sort_key(item: tuple[Any, dict[str, float]]) -> tuple[str, str, str]:
         e = item[0].entries()
-        return (str(e.get("user", "")), str(e.get("client-id", "")))
+        return (str(e.get("user", "")), str(e.get("client-id", "")), str(e.get("ip", "")))
 
     for entity, values in sorted(described.items(), key=sort_key):
         parts = []
-        for entity_type, label in (("user", "user-principal"), ("client-id", "client-id")):
+        for entity_type, label in (("user", "user-principal"), ("client-id", "client-id"), ("ip", "ip")):
             if entity_type in entity.entries():
                 name = entity.entries()[entity_type]
                 parts.append(f"{label} '{name}'" if name is not None else f"the default {label}")
         text = ", ".join(f"{k}={java_double(v)}" for k, v in sorted(values.items()))
         print(f"Quota configs for {', '.join(parts)} are {text}")
-    if "clients" not in types and "" not in names:
+    if types == ["users"] and "" not in names:
         try:
             return _describe_users(admin, names[0])
         except ResourceNotFoundError:  # a user with quotas and no SCRAM credentials

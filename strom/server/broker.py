@@ -325,7 +325,8 @@ class BrokerServer:
         else:
             self.credentials = default_credential_store(self.config, self.log_dirs[0])
         self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0],
-                                                   credentials=self.credentials)
+                                                   credentials=self.credentials,
+                                                   connection_rate=self.quotas.connection_rate)
         for server in self.socket_servers:
             await server.start()
             self.bound_ports.append(server.bound_port or 0)

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.common.errors import ConfigError, ProtocolError
 from strom.common.time import SYSTEM_TIME, Time
+from strom.metrics import MetricConfig, Metrics, Rate, Sensor
+from strom.metrics.quota import Quota, QuotaViolationError
 from strom.protocol.connection import FrameDecoder
 from strom.protocol.send import MultiSend, TransferableRecords
 from strom.server.security.principal import ANONYMOUS, KafkaPrincipal
@@ -584,22 +586,64 @@ class ConnectionQuotas:
 
     Over ``max.connections.per.ip`` (or the address's override) a new connection is closed at once; at
     ``max.connections`` the listeners stop accepting until a connection closes (new clients wait in the
-    listen backlog), as Kafka's acceptor blocks.
+    listen backlog), as Kafka's acceptor blocks. Over its ``connection_creation_rate`` quota (KIP-612: the IP's
+    own, else the default IP's, measured over ``quota.window.num`` windows of ``quota.window.size.seconds``) a
+    new connection is held unanswered for the throttle time, then closed (:meth:`record_ip_connection`).
     """
 
     def __init__(self, max_connections: int = 2**31 - 1, max_connections_per_ip: int = 2**31 - 1,
-                 overrides: Mapping[str, int] | None = None) -> None:
+                 overrides: Mapping[str, int] | None = None, *,
+                 connection_rate: Callable[[str], float | None] | None = None, quota_window_num: int = 11,
+                 quota_window_size_seconds: int = 1, time: Time = SYSTEM_TIME) -> None:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.overrides = dict(overrides or {})
         self.total = 0
         self._per_ip: dict[str, int] = {}
         self._waiters: list[Callable[[], None]] = []
+        self.connection_rate = connection_rate  # ip -> its connection_creation_rate quota, None: no quota
+        self._rate_samples, self._rate_window_s = quota_window_num, quota_window_size_seconds
+        self._rate_metrics: Metrics | None = None
+        self._rate_sensors: dict[str, Sensor] = {}
+        self._time = time
 
     @classmethod
-    def from_config(cls, config: Any) -> ConnectionQuotas:
+    def from_config(cls, config: Any, connection_rate: Callable[[str], float | None] | None = None,
+                    time: Time = SYSTEM_TIME) -> ConnectionQuotas:
         return cls(int(config["max.connections"]), int(config["max.connections.per.ip"]),
-                   parse_max_connections_per_ip_overrides(str(config["max.connections.per.ip.overrides"] or "")))
+                   parse_max_connections_per_ip_overrides(str(config["max.connections.per.ip.overrides"] or "")),
+                   connection_rate=connection_rate, quota_window_num=int(config["quota.window.num"]),
+                   quota_window_size_seconds=int(config["quota.window.size.seconds"]), time=time)
+
+    def record_ip_connection(self, ip: str) -> int:
+        """Count a connection attempt from ``ip`` against its connection-rate quota; the throttle time (ms) when
+        it is over the quota (the attempt is then not counted: the connection is refused), else 0 (Kafka's
+        ``recordIpConnectionMaybeThrottle``; the throttle is at most one quota window)."""
+        rate = self.connection_rate(ip) if self.connection_rate is not None else None
+        if rate is None:
+            return 0
+        now = self._time.milliseconds()
+        config = MetricConfig(samples=self._rate_samples, time_window_ms=self._rate_window_s * 1000,
+                              quota=Quota.upper_bound(rate))
+        sensor = self._rate_sensors.get(ip)
+        if sensor is None:
+            if self._rate_metrics is None:
+                self._rate_metrics = Metrics(time=self._time)
+            sensor = self._rate_sensors[ip] = self._rate_metrics.sensor(f"ConnectionCreationRate-{ip}")
+            sensor.add(self._rate_metrics.metric_name("connection-creation-rate", "ip-connection-quota",
+                                                      "Connections created per second from an IP", {"ip": ip}),
+                       Rate(), config)
+        for metric in sensor.metrics():
+            if metric.config.quota != config.quota:
+                metric.config = config  # the quota changed since the sensor was made
+        try:
+            sensor.record(1.0, now, check_quotas=True)
+        except QuotaViolationError as e:
+            window_ms = e.metric.measurable().window_size(e.metric.config, now)
+            throttle = min(int(round((e.value - e.bound) / e.bound * window_ms)), self._rate_window_s * 1000)
+            sensor.record(-1.0, now)
+            return max(throttle, 1)
+        return 0
 
     def count(self, ip: str) -> int:
         return self._per_ip.get(ip, 0)
@@ -672,6 +716,7 @@ class SocketServer:
         self._backoff_s = _ACCEPT_BACKOFF_MIN_S
         self._retry: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # connections to close after a throttle
         self._stopped = False
         self.bound_port: int | None = None
         self.on_connection_created: Callable[[], None] | None = None  # socket-server-metrics
@@ -714,6 +759,9 @@ class SocketServer:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        for conn, handle in list(self._throttled.items()):
+            handle.cancel()
+            self._close_throttled(conn)
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -763,6 +811,10 @@ class SocketServer:
                 self._backoff_s = _ACCEPT_BACKOFF_MIN_S
             self._accepted(conn, addr)
 
+    def _close_throttled(self, conn: socket.socket) -> None:
+        self._throttled.pop(conn, None)
+        conn.close()
+
     def _accept_failed(self, e: OSError) -> None:
         """Out of file descriptors (or memory): log once per episode, stop accepting for a while, retry."""
         now = self._time.nanoseconds()
@@ -785,6 +837,15 @@ class SocketServer:
 
     def _accepted(self, conn: socket.socket, addr: Any) -> None:
         ip = addr[0] if isinstance(addr, tuple) else str(addr)
+        throttle_ms = self.quotas.record_ip_connection(ip)
+        if throttle_ms > 0:
+            # KIP-612, as Kafka's acceptor: the connection is held unanswered for the throttle time, then closed,
+            # so a client reconnecting in a loop is slowed down rather than told to retry at once
+            log.debug("delaying the close of a connection from %s on listener %s for %d ms: connection_creation_rate "
+                      "quota exceeded", ip, self.listener.name, throttle_ms)
+            assert self._loop is not None
+            self._throttled[conn] = self._loop.call_later(throttle_ms / 1000, self._close_throttled, conn)
+            return
         if not self.quotas.try_acquire(ip):
             log.info("rejected connection from %s on listener %s: max.connections.per.ip (%d) reached",
                      ip, self.listener.name, self.quotas.overrides.get(ip, self.quotas.max_connections_per_ip))

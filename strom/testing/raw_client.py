@@ -13,9 +13,12 @@ __all__ = ["RawClient"]
 class RawClient:
     """Send a request object, get the decoded response object. Not thread-safe."""
 
-    def __init__(self, bootstrap: str, client_id: str = "strom-raw", timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "strom-raw", timeout: float = 30.0,
+                 source_host: str | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+        # ``source_host``: connect from this local address (e.g. 127.0.0.2, so a broker sees another client IP)
+        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout,
+                                             source_address=(source_host, 0) if source_host else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.conn = KafkaConnection("client", client_id=client_id)
         self._pending: list[Any] = []

@@ -505,3 +505,41 @@ def test_controller_mutation_rate_refuses_then_retries_topic_creation(broker: Br
         assert [(r.name, r.error_code) for r in old.responses] == [("mutations-a", ErrorCode.NONE)]
         assert old.throttle_time_ms > 0  # 6 partitions deleted from a bucket that was just about empty
     set_quota(broker.bootstrap, {"client-id": "mutator"}, controller_mutation_rate=None)
+
+
+def test_connection_creation_rate_of_an_ip(broker: BrokerProcess) -> None:
+    """KIP-612: ``connection_creation_rate`` = 2 per second for 127.0.0.2 (over 2 windows of 1 s). Connections
+    from that address beyond the rate are held unanswered, then closed by the broker; 127.0.0.1 (the admin
+    client's address) is not held back; once the quota is raised the address connects again. Managed with the
+    CLI's ``--entity-type ips`` and described back."""
+    from strom.protocol.messages import ApiVersionsRequest as AV
+
+    def configs(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "strom.cli.main", "configs", "--bootstrap-server",
+                               broker.bootstrap, *args], capture_output=True, text=True, timeout=60)
+
+    done = configs("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.2", "--add-config",
+                   "connection_creation_rate=2")
+    assert done.returncode == 0 and "Completed updating config for ip 127.0.0.2." in done.stdout, done.stderr
+    shown = configs("--describe", "--entity-type", "ips")
+    assert "Quota configs for ip '127.0.0.2' are connection_creation_rate=2.0" in shown.stdout, shown.stderr
+    refused = configs("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.2", "--add-config",
+                      "producer_byte_rate=5")
+    assert refused.returncode != 0 and "Only connection quota configs" in refused.stderr
+    try:
+        answered, closed = 0, 0
+        for _ in range(6):  # at once: more than 2 per second
+            with RawClient(broker.bootstrap, client_id="ip-quota", timeout=10, source_host="127.0.0.2") as c:
+                try:
+                    c.request(ApiKey.API_VERSIONS, 3, AV(client_software_name="t", client_software_version="1"))
+                    answered += 1
+                except ConnectionError:
+                    closed += 1  # accepted, never answered, closed after the throttle time
+        assert answered >= 1 and closed >= 3, (answered, closed)
+        with RawClient(broker.bootstrap, client_id="ip-quota") as c:  # another address: not limited
+            assert c.request(ApiKey.API_VERSIONS, 3, AV(client_software_name="t", client_software_version="1"))
+    finally:
+        assert configs("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.2", "--delete-config",
+                       "connection_creation_rate").returncode == 0
+    with RawClient(broker.bootstrap, client_id="ip-quota", timeout=10, source_host="127.0.0.2") as c:
+        assert c.request(ApiKey.API_VERSIONS, 3, AV(client_software_name="t", client_software_version="1"))

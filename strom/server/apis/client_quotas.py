@@ -24,7 +24,9 @@ from strom.protocol.messages.describe_client_quotas import (
 from strom.server.apis import api
 from strom.server.security.client_quotas import (
     CLIENT_ID,
+    CONNECTION_CREATION_RATE,
     DEFAULT,
+    IP,
     QUOTA_KEYS,
     USER,
     ClientQuotaManagers,
@@ -73,10 +75,10 @@ def _filter(request: DescribeClientQuotasRequest) -> dict[str, Any]:
             raise QuotaValidationError(f"Unexpected match type: {c.match_type}")
         if c.entity_type == "":
             raise QuotaValidationError("Unexpected empty filter component entity type")
-        if c.entity_type not in (USER, CLIENT_ID, "ip"):
+        if c.entity_type not in (USER, CLIENT_ID, IP):
             raise QuotaValidationError(f"Custom entity type '{c.entity_type}' not supported")
         out[c.entity_type] = want
-    if "ip" in out and (USER in out or CLIENT_ID in out):
+    if IP in out and (USER in out or CLIENT_ID in out):
         raise QuotaValidationError("Invalid entity filter component combination, IP filter component should not be "
                                    "used with user or clientId filter component.")
     return out
@@ -102,16 +104,17 @@ async def describe_client_quotas(ctx: RequestContext, request: DescribeClientQuo
         return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                                             error_message=str(e), entries=None)
     entries: list[DescribeClientQuotasResponse.EntryData] = []
-    if "ip" not in wanted:  # strom keeps no IP quotas: an IP filter matches nothing
-        stored = await _blocking(quotas, quotas.store.entities)
-        for entity, values in sorted(stored.items(), key=lambda kv: (str(kv[0].user), str(kv[0].client_id))):
-            if not (_matches(wanted.get(USER), entity.user, request.strict)
-                    and _matches(wanted.get(CLIENT_ID), entity.client_id, request.strict)):
-                continue
-            entries.append(DescribeClientQuotasResponse.EntryData(
-                entity=[DescribeClientQuotasResponse.EntityData(entity_type=t, entity_name=n)
-                        for t, n in entity.to_wire()],
-                values=[DescribeClientQuotasResponse.ValueData(key=k, value=v) for k, v in sorted(values.items())]))
+    stored = await _blocking(quotas, quotas.store.entities)
+    for entity, values in sorted(stored.items(),
+                                 key=lambda kv: (str(kv[0].user), str(kv[0].client_id), str(kv[0].ip))):
+        if not (_matches(wanted.get(USER), entity.user, request.strict)
+                and _matches(wanted.get(CLIENT_ID), entity.client_id, request.strict)
+                and _matches(wanted.get(IP), entity.ip, request.strict)):
+            continue
+        entries.append(DescribeClientQuotasResponse.EntryData(
+            entity=[DescribeClientQuotasResponse.EntityData(entity_type=t, entity_name=n)
+                    for t, n in entity.to_wire()],
+            values=[DescribeClientQuotasResponse.ValueData(key=k, value=v) for k, v in sorted(values.items())]))
     return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                                         entries=entries)
 
@@ -123,11 +126,11 @@ def _changes(entry: AlterClientQuotasRequest.EntryData) -> tuple[QuotaEntity, di
         if op.key in changes:
             raise QuotaValidationError(f"Duplicate quota configuration key {op.key}")
         if op.remove:
-            if op.key not in QUOTA_KEYS:
+            if op.key not in QUOTA_KEYS or (op.key == CONNECTION_CREATION_RATE) != (entity.ip is not None):
                 raise QuotaValidationError(f"Invalid configuration key {op.key}")
             changes[op.key] = None
         else:
-            changes[op.key] = validate_quota_value(op.key, op.value)
+            changes[op.key] = validate_quota_value(op.key, op.value, ip_entity=entity.ip is not None)
     return entity, changes
 
 

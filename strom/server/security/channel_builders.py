@@ -6,6 +6,7 @@ The broker calls :func:`build_socket_servers` once with its dispatcher, then ``s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,13 @@ __all__ = ["build_socket_servers", "build_socket_server"]
 
 
 def build_socket_servers(config: BrokerConfig, dispatch: Dispatcher, *, time: Time = SYSTEM_TIME,
-                         data_dir: str | Path | None = None,
-                         credentials: CredentialStore | None = None) -> list[SocketServer]:
+                         data_dir: str | Path | None = None, credentials: CredentialStore | None = None,
+                         connection_rate: Callable[[str], float | None] | None = None) -> list[SocketServer]:
     """A socket server for every listener in ``listeners``, sharing one set of connection quotas. SCRAM reads
     ``credentials`` (default: the file store in ``data_dir`` / the first log dir); pass the same store to the
-    AlterUserScramCredentials handler so new users can log in at once."""
-    quotas = ConnectionQuotas.from_config(config)
+    AlterUserScramCredentials handler so new users can log in at once. ``connection_rate(ip)`` is the IP's
+    ``connection_creation_rate`` quota (the client quota managers')."""
+    quotas = ConnectionQuotas.from_config(config, connection_rate, time)
     return [build_socket_server(config, lst, dispatch, quotas, time=time, data_dir=data_dir, credentials=credentials)
             for lst in config.listeners]
 

@@ -26,6 +26,10 @@ CreatePartitions) or deleted (DeleteTopics) per second, measured by a token buck
 refused with THROTTLING_QUOTA_EXCEEDED and the throttle time (the one operation that empties it goes through);
 older versions cannot carry that error, so their mutations are made and only throttled afterwards.
 
+Connection creation rate (KIP-612, ``connection_creation_rate``): an IP entity's only key (its own address,
+else the default IP); :meth:`ClientQuotaManagers.connection_rate` answers it and the socket servers'
+``ConnectionQuotas`` measure and enforce it at accept time.
+
 Throttling (KIP-219): the handler answers at once with ``throttle_time_ms`` and the socket server stops reading
 from that connection for that long after sending the response (``ConnectionContext.throttle_ms``). Inter-broker
 requests, follower fetches, ApiVersions and the SASL APIs are exempt, as in Kafka.
@@ -35,6 +39,7 @@ Event loop only (quota updates from ZooKeeper notifications are handed to the lo
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import time as _time
@@ -63,10 +68,11 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-# key -> integral (Kafka's LONG) or not (DOUBLE)
+CONNECTION_CREATION_RATE = "connection_creation_rate"  # IP entities only (KIP-612)
+# key -> integral (Kafka's LONG / INT) or not (DOUBLE)
 QUOTA_KEYS: dict[str, bool] = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False,
-                               CONTROLLER_MUTATION_RATE: False}
-USER, CLIENT_ID = "user", "client-id"  # ClientQuotaEntity.USER / CLIENT_ID
+                               CONTROLLER_MUTATION_RATE: False, CONNECTION_CREATION_RATE: True}
+USER, CLIENT_ID, IP = "user", "client-id", "ip"  # ClientQuotaEntity.USER / CLIENT_ID / IP
 
 _INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000
 _NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
@@ -83,10 +89,12 @@ class QuotaValidationError(ValueError):
 @dataclass(frozen=True, slots=True)
 class QuotaEntity:
     """A quota entity (Kafka's ``ClientQuotaEntity``): ``user`` and ``client_id`` are each ``None`` (not part of
-    the entity), :data:`DEFAULT` (the type's default) or a name."""
+    the entity), :data:`DEFAULT` (the type's default) or a name; an ``ip`` entity (an address or :data:`DEFAULT`)
+    stands alone and carries only ``connection_creation_rate``."""
 
     user: str | None = None
     client_id: str | None = None
+    ip: str | None = None
 
     def to_wire(self) -> list[tuple[str, str | None]]:
         """``[(entity type, name or None for the default)]`` as DescribeClientQuotas / AlterClientQuotas carry it."""
@@ -95,9 +103,13 @@ class QuotaEntity:
             out.append((USER, None if self.user == DEFAULT else self.user))
         if self.client_id is not None:
             out.append((CLIENT_ID, None if self.client_id == DEFAULT else self.client_id))
+        if self.ip is not None:
+            out.append((IP, None if self.ip == DEFAULT else self.ip))
         return out
 
     def __str__(self) -> str:
+        if self.ip is not None:
+            return "default ip" if self.ip == DEFAULT else f"ip {self.ip}"
         parts = []
         if self.user is not None:
             parts.append("default user" if self.user == DEFAULT else f"user {self.user}")
@@ -112,24 +124,31 @@ def entity_from_wire(components: Iterable[tuple[str, str | None]]) -> QuotaEntit
     for entity_type, name in components:
         if entity_type in seen:
             raise QuotaValidationError(f"Invalid client quota entity, duplicate entity entry {entity_type}")
-        if entity_type == "ip":
-            raise QuotaValidationError("IP quotas (connection_creation_rate) are not supported by strom")
-        if entity_type not in (USER, CLIENT_ID):
+        if entity_type not in (USER, CLIENT_ID, IP):
             raise QuotaValidationError(f"Unhandled client quota entity type: {entity_type}")
         if name is not None and name == "":
             raise QuotaValidationError(f"Empty {entity_type} not supported")
         if name == DEFAULT:
             raise QuotaValidationError(f"{DEFAULT} is reserved for the default {entity_type}; send a null name")
+        if entity_type == IP and name is not None:
+            try:
+                ipaddress.ip_address(name)
+            except ValueError:
+                raise QuotaValidationError(f"{name} is not a valid IP") from None
         seen[entity_type] = DEFAULT if name is None else name
     if not seen:
         raise QuotaValidationError("Invalid empty client quota entity")
-    return QuotaEntity(seen.get(USER), seen.get(CLIENT_ID))
+    if IP in seen and (USER in seen or CLIENT_ID in seen):
+        raise QuotaValidationError("Invalid quota entity combination, IP entity should not be used with "
+                                   "user/client ID entity.")
+    return QuotaEntity(seen.get(USER), seen.get(CLIENT_ID), seen.get(IP))
 
 
-def validate_quota_value(key: str, value: float) -> str:
-    """The value as stored (``"1024"`` for the integral byte rates, ``"12.5"`` for percentages); Kafka's checks."""
+def validate_quota_value(key: str, value: float, ip_entity: bool = False) -> str:
+    """The value as stored (``"1024"`` for the integral byte rates, ``"12.5"`` for percentages); Kafka's checks.
+    An IP entity takes ``connection_creation_rate`` only, and only an IP entity takes it."""
     integral = QUOTA_KEYS.get(key)
-    if integral is None:
+    if integral is None or (key == CONNECTION_CREATION_RATE) != ip_entity:
         raise QuotaValidationError(f"Invalid configuration key {key}")
     if not math.isfinite(value) or value <= 0.0:
         raise QuotaValidationError(f"Quota {key} must be greater than 0")
@@ -356,15 +375,24 @@ class ClientQuotaManagers:
         self.controller_mutation = ClientQuotaManager("ControllerMutation", CONTROLLER_MUTATION_RATE, self.metrics,
                                                       time, num, size, metric_name="tokens", stat=TokenBucket)
         self._by_key = {m.key: m for m in (self.produce, self.fetch, self.request, self.controller_mutation)}
+        self.num_samples, self.window_seconds = num, size
+        self.connection_rates: dict[str, float] = {}  # ip (or DEFAULT) -> connection_creation_rate
         self.entities: dict[QuotaEntity, dict[str, float]] = {}
         self.store: Any = None  # the QuotaStore (file or ZooKeeper) AlterClientQuotas writes to
 
     # -- quota values ------------------------------------------------------------------------------------------
     def set_entity(self, entity: QuotaEntity, quotas: Mapping[str, float]) -> None:
         """Make ``quotas`` the whole set of quota values of ``entity`` (an empty mapping removes them all)."""
-        quotas = {k: float(v) for k, v in quotas.items() if k in self._by_key}
-        for key, manager in self._by_key.items():
-            manager.update_quota(entity, quotas.get(key))
+        if entity.ip is not None:
+            quotas = {k: float(v) for k, v in quotas.items() if k == CONNECTION_CREATION_RATE}
+            if quotas:
+                self.connection_rates[entity.ip] = quotas[CONNECTION_CREATION_RATE]
+            else:
+                self.connection_rates.pop(entity.ip, None)
+        else:
+            quotas = {k: float(v) for k, v in quotas.items() if k in self._by_key}
+            for key, manager in self._by_key.items():
+                manager.update_quota(entity, quotas.get(key))
         if quotas:
             self.entities[entity] = quotas
         else:
@@ -376,6 +404,12 @@ class ClientQuotaManagers:
                 self.set_entity(entity, {})
         for entity, quotas in entities.items():
             self.set_entity(entity, quotas)
+
+    def connection_rate(self, ip: str) -> float | None:
+        """The ``connection_creation_rate`` that applies to connections from ``ip``: its own, else the default
+        IP's (Kafka's ``ConnectionQuotas.connectionRateForIp``); None when neither is set."""
+        rates = self.connection_rates
+        return rates.get(ip, rates.get(DEFAULT)) if rates else None
 
     # -- what the handlers call --------------------------------------------------------------------------------
     def record_produce(self, ctx: RequestContext, request: Any) -> int:

@@ -1,9 +1,9 @@
 """Where client quotas live: a file in a standalone broker's data dir, ZooKeeper's ``/config`` in a cluster.
 
 Kafka counterparts: ``AdminZkClient.changeConfigs`` / ``fetchEntityConfig`` for ``/config/users/<user>``,
-``/config/clients/<client-id>`` and ``/config/users/<user>/clients/<client-id>`` (``<default>`` for a type's
-default), each change announced on ``/config/changes`` as ``users/<user>``, ``clients/<client-id>`` or
-``users/<user>/clients/<client-id>`` so every broker's ``ClientIdConfigHandler`` / ``UserConfigHandler`` re-reads
+``/config/clients/<client-id>``, ``/config/users/<user>/clients/<client-id>`` and ``/config/ips/<ip>`` (``<default>``
+for a type's default), each change announced on ``/config/changes`` as ``users/<user>``, ``clients/<client-id>``,
+``users/<user>/clients/<client-id>`` or ``ips/<ip>`` so every broker's ``ClientIdConfigHandler`` / ``UserConfigHandler`` re-reads
 it and updates its quota managers. A user's znode also holds its SCRAM credentials: writes here keep every
 non-quota key as it is.
 
@@ -71,7 +71,7 @@ class FileQuotaStore:
             try:
                 data = json.loads(self.path.read_text())
                 for item in data.get("entities", []):
-                    entity = QuotaEntity(item.get("user"), item.get("client_id"))
+                    entity = QuotaEntity(item.get("user"), item.get("client_id"), item.get("ip"))
                     self._entities[entity] = {str(k): str(v) for k, v in item.get("quotas", {}).items()}
             except (ValueError, AttributeError, TypeError) as e:
                 # An OSError: the broker refuses to start with this one line rather than run without its quotas.
@@ -87,8 +87,9 @@ class FileQuotaStore:
             entities[entity] = updated
         else:
             entities.pop(entity, None)
-        items = [{"user": e.user, "client_id": e.client_id, "quotas": q}
-                 for e, q in sorted(entities.items(), key=lambda kv: (str(kv[0].user), str(kv[0].client_id)))]
+        items = [{"user": e.user, "client_id": e.client_id, **({"ip": e.ip} if e.ip is not None else {}), "quotas": q}
+                 for e, q in sorted(entities.items(),
+                                    key=lambda kv: (str(kv[0].user), str(kv[0].client_id), str(kv[0].ip)))]
         atomic_write(str(self.path), json.dumps({"version": 1, "entities": items}, indent=1).encode())
         self._entities = entities
         return _quota_values(updated)
@@ -96,6 +97,8 @@ class FileQuotaStore:
 
 def _zk_location(entity: QuotaEntity) -> tuple[str, str, str]:
     """(config type, entity name for ``ConfigEntityZNode.path``, sanitized notification path)."""
+    if entity.ip is not None:
+        return ConfigType.IP, entity.ip, f"ips/{sanitize(entity.ip)}"
     if entity.user is not None and entity.client_id is not None:
         name = f"{entity.user}/clients/{entity.client_id}"
         return ConfigType.USER, name, f"users/{sanitize(entity.user)}/clients/{sanitize(entity.client_id)}"
@@ -136,6 +139,10 @@ class ZkQuotaStore:
             configs = self.zk.get_entity_configs(ConfigType.CLIENT, _name(client))
             if _quota_values(configs):
                 out[QuotaEntity(None, _name(client))] = _quota_values(configs)
+        for ip in self.zk.get_all_entities_with_config(ConfigType.IP):
+            configs = self.zk.get_entity_configs(ConfigType.IP, _name(ip))
+            if _quota_values(configs):
+                out[QuotaEntity(ip=_name(ip))] = _quota_values(configs)
         return out
 
     def read(self, entity: QuotaEntity) -> dict[str, float]:
@@ -161,6 +168,8 @@ class ZkQuotaStore:
             entity = QuotaEntity(_name(parts[0]), None)
         elif kind == "clients" and len(parts) == 1:
             entity = QuotaEntity(None, _name(parts[0]))
+        elif kind == "ips" and len(parts) == 1:
+            entity = QuotaEntity(ip=_name(parts[0]))
         else:
             return
         quotas = self.read(entity)

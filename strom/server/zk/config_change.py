@@ -53,7 +53,7 @@ class ConfigChangeWatcher:
                 log.warning("unreadable config change notification %s", name)
                 continue
             kind, _, entity_name = entity.partition("/")
-            if kind in ("users", "clients") and entity_name and self.on_quota_change is not None:
+            if kind in ("users", "clients", "ips") and entity_name and self.on_quota_change is not None:
                 self.on_quota_change(kind, entity_name)
             if kind == "users" and entity_name and self.on_user_change is not None:
                 self.on_user_change(entity_name)

@@ -129,7 +129,15 @@ def test_validation_messages() -> None:
         with pytest.raises(QuotaValidationError, match=message):
             validate_quota_value(key, value)
     assert entity_from_wire([("user", "alice"), ("client-id", None)]) == QuotaEntity("alice", DEFAULT)
+    assert entity_from_wire([("ip", "10.0.0.1")]) == QuotaEntity(ip="10.0.0.1")
+    assert entity_from_wire([("ip", None)]) == QuotaEntity(ip=DEFAULT)
+    assert validate_quota_value("connection_creation_rate", 5.0, ip_entity=True) == "5"
+    for key, ip_entity in (("connection_creation_rate", False), ("producer_byte_rate", True)):
+        with pytest.raises(QuotaValidationError, match=f"Invalid configuration key {key}"):
+            validate_quota_value(key, 5.0, ip_entity=ip_entity)  # each kind of entity takes its own keys only
     for components, message in [([], "empty client quota entity"), ([("user", "a"), ("user", "b")], "duplicate"),
+                                ([("ip", "not-an-ip")], "not-an-ip is not a valid IP"),
+                                ([("ip", "10.0.0.1"), ("user", "a")], "IP entity should not be used with"),
                                 ([("group", "g")], "Unhandled client quota entity type"),
                                 ([("client-id", "")], "Empty client-id")]:
         with pytest.raises(QuotaValidationError, match=message):

@@ -30,3 +30,25 @@ def test_overrides_parsing() -> None:
                          ("127.0.0.1:-1", "at least 0"), ("no-such-host.invalid:3", "cannot resolve")):
         with pytest.raises(ConfigError, match=message):
             parse_max_connections_per_ip_overrides(bad)
+
+
+def test_connection_creation_rate_per_ip() -> None:
+    """KIP-612: 2 connections per second over 2 windows of 1 s for 10.0.0.9 (a specific quota) and 100 for every
+    other address (the default IP quota). The third connection within a second is throttled for the time that
+    brings the rate back to 2 (at most one window) and not counted; once the burst's window has rolled out of the
+    two the rate covers, the address may connect again."""
+    from strom.testing.mock_time import MockTime
+
+    time = MockTime()
+    rates = {"10.0.0.9": 2.0, "<default>": 100.0}
+    q = ConnectionQuotas(connection_rate=lambda ip: rates.get(ip, rates["<default>"]), quota_window_num=2,
+                         quota_window_size_seconds=1, time=time)
+    assert [q.record_ip_connection("10.0.0.9") for _ in range(2)] == [0, 0]
+    assert q.record_ip_connection("10.0.0.9") == 500  # (3 - 2) / 2 per second over the 1 s window
+    assert q.record_ip_connection("10.0.0.9") == 500  # the refused attempt was not counted
+    assert [q.record_ip_connection("10.0.0.1") for _ in range(5)] == [0] * 5  # other addresses: the default
+    time.sleep(2000)
+    assert q.record_ip_connection("10.0.0.9") == 0
+    rates["10.0.0.9"] = 1000.0  # a raised quota applies to the live sensor at once
+    assert [q.record_ip_connection("10.0.0.9") for _ in range(5)] == [0] * 5
+    assert ConnectionQuotas().record_ip_connection("10.0.0.9") == 0  # no quota: nothing measured
