@@ -13,7 +13,7 @@ from strom.admin.admin_client import AdminClient
 from strom.admin.client_quotas import ClientQuotaAlteration, ClientQuotaEntity
 from strom.admin.models import NewTopic
 from strom.protocol.api_keys import ApiKey
-from strom.protocol.messages import ProduceRequest
+from strom.protocol.messages import MetadataRequest, ProduceRequest
 from strom.record import MemoryRecordsBuilder
 from strom.server.zk.kafka_zk_client import KafkaZkClient
 from strom.testing.cluster import LocalCluster, wait_until
@@ -73,6 +73,23 @@ def test_quota_set_on_one_broker_applies_on_another(cluster: LocalCluster) -> No
         _alter(first, {"client-id": "capped"}, producer_byte_rate=None)
         wait_until(lambda: max(_burst(cluster.bootstrap_of(2), "capped", "on-two", 10)) == 0, 60,
                    "broker 2 to stop throttling client capped")
+        # An IP quota (KIP-612) travels the same way: /config/ips/<ip>, notification ips/<ip>, applied on broker 2
+        _alter(first, {"ip": "127.0.0.2"}, connection_creation_rate=1)
+        with KafkaZkClient.connect(cluster.zk_connect) as zk:
+            assert zk.get_entity_configs("ips", "127.0.0.2") == {"connection_creation_rate": "1"}
+        assert second.describe_client_quotas().result(30)[ClientQuotaEntity({"ip": "127.0.0.2"})] == {
+            "connection_creation_rate": 1.0}
+
+        def refused_from_127_0_0_2() -> bool:
+            for _ in range(4):
+                with RawClient(cluster.bootstrap_of(2), timeout=10, source_host="127.0.0.2") as c:
+                    try:
+                        c.request(ApiKey.METADATA, 1, MetadataRequest(topics=[]))
+                    except ConnectionError:
+                        return True
+            return False
+
+        wait_until(refused_from_127_0_0_2, 60, "broker 2 to hold back connections from 127.0.0.2")
     finally:
         first.close(5)
         second.close(5)
