@@ -109,6 +109,7 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "max.connections": (_int(0), _INT_MAX),
     "max.connections.per.ip": (_int(0), _INT_MAX),
     "max.connections.per.ip.overrides": (_str, ""),
+    "max.connection.creation.rate": (_int(0), _INT_MAX),
     "connections.max.reauth.ms": (_int(0), 0),
     "quota.window.num": (_int(1), 11),
     "quota.window.size.seconds": (_int(1), 1),

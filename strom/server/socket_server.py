@@ -581,6 +581,9 @@ def parse_max_connections_per_ip_overrides(value: str) -> dict[str, int]:
     return result
 
 
+_INT_MAX = 2**31 - 1
+
+
 class ConnectionQuotas:
     """Connection counts shared by every listener of a broker (Kafka's ``ConnectionQuotas``). Event loop only.
 
@@ -588,7 +591,10 @@ class ConnectionQuotas:
     ``max.connections`` the listeners stop accepting until a connection closes (new clients wait in the
     listen backlog), as Kafka's acceptor blocks. Over its ``connection_creation_rate`` quota (KIP-612: the IP's
     own, else the default IP's, measured over ``quota.window.num`` windows of ``quota.window.size.seconds``) a
-    new connection is held unanswered for the throttle time, then closed (:meth:`record_ip_connection`).
+    new connection is held unanswered for the throttle time, then closed (:meth:`record_ip_connection`). Over
+    ``max.connection.creation.rate`` (the whole broker; the inter-broker listener is exempt) or a listener's
+    ``listener.name.<l>.max.connection.creation.rate``, the listener stops accepting for the throttle time and
+    the connection just accepted waits that long (:meth:`record_listener_connection`), as Kafka's acceptor blocks.
     """
 
     def __init__(self, max_connections: int = 2**31 - 1, max_connections_per_ip: int = 2**31 - 1,
@@ -606,14 +612,74 @@ class ConnectionQuotas:
         self._rate_metrics: Metrics | None = None
         self._rate_sensors: dict[str, Sensor] = {}
         self._time = time
+        self.broker_connection_rate: float | None = None  # max.connection.creation.rate
+        self.listener_connection_rates: dict[str, float] = {}  # listener name -> its own rate
 
     @classmethod
     def from_config(cls, config: Any, connection_rate: Callable[[str], float | None] | None = None,
                     time: Time = SYSTEM_TIME) -> ConnectionQuotas:
-        return cls(int(config["max.connections"]), int(config["max.connections.per.ip"]),
-                   parse_max_connections_per_ip_overrides(str(config["max.connections.per.ip.overrides"] or "")),
-                   connection_rate=connection_rate, quota_window_num=int(config["quota.window.num"]),
-                   quota_window_size_seconds=int(config["quota.window.size.seconds"]), time=time)
+        q = cls(int(config["max.connections"]), int(config["max.connections.per.ip"]),
+                parse_max_connections_per_ip_overrides(str(config["max.connections.per.ip.overrides"] or "")),
+                connection_rate=connection_rate, quota_window_num=int(config["quota.window.num"]),
+                quota_window_size_seconds=int(config["quota.window.size.seconds"]), time=time)
+        broker_rate = int(config["max.connection.creation.rate"])
+        q.broker_connection_rate = float(broker_rate) if broker_rate < _INT_MAX else None
+        for listener in getattr(config, "listeners", []):
+            prefixed = f"listener.name.{listener.name.lower()}.max.connection.creation.rate"
+            value = getattr(config, "originals", {}).get(prefixed)
+            if value is not None:
+                try:
+                    rate = int(value)
+                except (TypeError, ValueError):
+                    raise ConfigError(f"Invalid value {value} for configuration {prefixed}: Not a number of type "
+                                      "INT") from None
+                if rate < 0:
+                    raise ConfigError(f"Invalid value {value} for configuration {prefixed}: Value must be at "
+                                      "least 0")
+                if rate < _INT_MAX:
+                    q.listener_connection_rates[listener.name] = float(rate)
+        return q
+
+    def _rate_sensor(self, key: str, rate: float, name: str, tags: dict[str, str]) -> Sensor:
+        """The connection-rate sensor of ``key`` with ``rate`` as its quota (updated when the quota changed)."""
+        config = MetricConfig(samples=self._rate_samples, time_window_ms=self._rate_window_s * 1000,
+                              quota=Quota.upper_bound(rate))
+        sensor = self._rate_sensors.get(key)
+        if sensor is None:
+            if self._rate_metrics is None:
+                self._rate_metrics = Metrics(time=self._time)
+            sensor = self._rate_sensors[key] = self._rate_metrics.sensor(key)
+            sensor.add(self._rate_metrics.metric_name(name, "connection-quota", "Connections created per second",
+                                                      tags), Rate(), config)
+        for metric in sensor.metrics():
+            if metric.config.quota != config.quota:
+                metric.config = config  # the quota changed since the sensor was made
+        return sensor
+
+    def _throttle_ms(self, e: QuotaViolationError, now: int) -> int:
+        """Kafka's ``QuotaUtils.boundedThrottleTime``: the time that brings the rate back to the quota, at most one
+        quota window (and at least 1 ms)."""
+        window_ms = e.metric.measurable().window_size(e.metric.config, now)
+        return max(1, min(int(round((e.value - e.bound) / e.bound * window_ms)), self._rate_window_s * 1000))
+
+    def record_listener_connection(self, listener: str, inter_broker: bool = False) -> int:
+        """Count a connection accepted on ``listener`` against the broker's and the listener's connection
+        creation rates; how long the listener must wait before going on (0 within both). Counted either way, as
+        in Kafka: the connection is served, later."""
+        now = self._time.milliseconds()
+        throttle = 0
+        limits = [] if inter_broker or self.broker_connection_rate is None else \
+            [("connection-rate:broker", self.broker_connection_rate, {})]
+        listener_rate = self.listener_connection_rates.get(listener)
+        if listener_rate is not None:
+            limits.append((f"connection-rate:listener:{listener}", listener_rate, {"listener": listener}))
+        for key, rate, tags in limits:
+            sensor = self._rate_sensor(key, rate, "connection-creation-rate", tags)
+            try:
+                sensor.record(1.0, now, check_quotas=True)
+            except QuotaViolationError as e:
+                throttle = max(throttle, self._throttle_ms(e, now))
+        return throttle
 
     def record_ip_connection(self, ip: str) -> int:
         """Count a connection attempt from ``ip`` against its connection-rate quota; the throttle time (ms) when
@@ -623,26 +689,12 @@ class ConnectionQuotas:
         if rate is None:
             return 0
         now = self._time.milliseconds()
-        config = MetricConfig(samples=self._rate_samples, time_window_ms=self._rate_window_s * 1000,
-                              quota=Quota.upper_bound(rate))
-        sensor = self._rate_sensors.get(ip)
-        if sensor is None:
-            if self._rate_metrics is None:
-                self._rate_metrics = Metrics(time=self._time)
-            sensor = self._rate_sensors[ip] = self._rate_metrics.sensor(f"ConnectionCreationRate-{ip}")
-            sensor.add(self._rate_metrics.metric_name("connection-creation-rate", "ip-connection-quota",
-                                                      "Connections created per second from an IP", {"ip": ip}),
-                       Rate(), config)
-        for metric in sensor.metrics():
-            if metric.config.quota != config.quota:
-                metric.config = config  # the quota changed since the sensor was made
+        sensor = self._rate_sensor(f"connection-rate:ip:{ip}", rate, "connection-creation-rate", {"ip": ip})
         try:
             sensor.record(1.0, now, check_quotas=True)
         except QuotaViolationError as e:
-            window_ms = e.metric.measurable().window_size(e.metric.config, now)
-            throttle = min(int(round((e.value - e.bound) / e.bound * window_ms)), self._rate_window_s * 1000)
             sensor.record(-1.0, now)
-            return max(throttle, 1)
+            return self._throttle_ms(e, now)
         return 0
 
     def count(self, ip: str) -> int:
@@ -715,6 +767,9 @@ class SocketServer:
         self._accept_episode_logged = False
         self._backoff_s = _ACCEPT_BACKOFF_MIN_S
         self._retry: asyncio.TimerHandle | None = None
+        self._held: socket.socket | None = None  # accepted, waiting out the listener's connection creation rate
+        # the inter-broker listener is exempt from the broker-wide max.connection.creation.rate (Kafka's)
+        self.inter_broker = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # connections to close after a throttle
         self._stopped = False
@@ -756,6 +811,9 @@ class SocketServer:
         self._pause_accepting()
         if self._retry is not None:
             self._retry.cancel()
+        if self._held is not None:
+            self._held.close()
+            self._held = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -809,7 +867,25 @@ class SocketServer:
                 self._accept_failures = 0
                 self._accept_episode_logged = False
                 self._backoff_s = _ACCEPT_BACKOFF_MIN_S
+            throttle_ms = self.quotas.record_listener_connection(self.listener.name, self.inter_broker)
+            if throttle_ms > 0:
+                # max.connection.creation.rate: this connection and the ones behind it wait (Kafka's acceptor)
+                log.debug("listener %s over its connection creation rate: accepting again in %d ms",
+                          self.listener.name, throttle_ms)
+                self._pause_accepting()
+                assert self._loop is not None
+                self._held = conn
+                self._retry = self._loop.call_later(throttle_ms / 1000, self._accept_after_throttle, conn, addr)
+                return
             self._accepted(conn, addr)
+
+    def _accept_after_throttle(self, conn: socket.socket, addr: Any) -> None:
+        self._retry = self._held = None
+        if self._stopped:
+            conn.close()
+            return
+        self._accepted(conn, addr)
+        self._resume_accepting()
 
     def _close_throttled(self, conn: socket.socket) -> None:
         self._throttled.pop(conn, None)

@@ -543,3 +543,33 @@ def test_connection_creation_rate_of_an_ip(broker: BrokerProcess) -> None:
                        "connection_creation_rate").returncode == 0
     with RawClient(broker.bootstrap, client_id="ip-quota", timeout=10, source_host="127.0.0.2") as c:
         assert c.request(ApiKey.API_VERSIONS, 3, AV(client_software_name="t", client_software_version="1"))
+
+
+def test_max_connection_creation_rate_delays_accepting(tmp_path: Path) -> None:
+    """A listener's ``max.connection.creation.rate`` = 2 per second (2 windows of 1 s; the broker-wide setting
+    spares the inter-broker listener, which the harness's single listener is): six connections opened at once
+    are all served (none is refused), but the broker stops accepting while over the rate, so the last answer
+    comes at least about 1.5 s after the first connection (a lower bound: a slow machine only adds to it)."""
+    from strom.protocol.messages import ApiVersionsRequest as AV
+
+    b = BrokerProcess(data_dir=tmp_path / "data", overrides={
+        "listener.name.plaintext.max.connection.creation.rate": "2", "quota.window.num": "2",
+        "quota.window.size.seconds": "1"})
+    b.start()  # the harness's own readiness checks used connections too: let their windows pass
+    try:
+        time.sleep(2.1)
+        start = time.monotonic()
+        clients = [RawClient(b.bootstrap, client_id=f"c{i}", timeout=30) for i in range(6)]
+        try:
+            for c in clients:
+                c.send(ApiKey.API_VERSIONS, 3, AV(client_software_name="t", client_software_version="1"))
+            answers = [c.receive() for c in clients]
+        finally:
+            for c in clients:
+                c.close()
+        elapsed = time.monotonic() - start
+        assert all(a.error_code == ErrorCode.NONE for a in answers)
+        assert elapsed >= 1.4, elapsed
+    finally:
+        b.stop()
+        b.cleanup()

@@ -47,4 +47,6 @@ def build_socket_server(config: BrokerConfig, listener: Listener, dispatch: Disp
 
         kwargs["authenticator_factory"] = authenticator_factory(config, listener.name, time=time, data_dir=data_dir,
                                                                 credentials=credentials)
-    return SocketServer.from_config(listener, dispatch, config, quotas, **kwargs)
+    server = SocketServer.from_config(listener, dispatch, config, quotas, **kwargs)
+    server.inter_broker = listener.name == getattr(config, "inter_broker_listener_name", None)
+    return server

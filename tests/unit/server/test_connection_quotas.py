@@ -52,3 +52,22 @@ def test_connection_creation_rate_per_ip() -> None:
     rates["10.0.0.9"] = 1000.0  # a raised quota applies to the live sensor at once
     assert [q.record_ip_connection("10.0.0.9") for _ in range(5)] == [0] * 5
     assert ConnectionQuotas().record_ip_connection("10.0.0.9") == 0  # no quota: nothing measured
+
+
+def test_broker_and_listener_connection_creation_rates() -> None:
+    """max.connection.creation.rate (all listeners but the inter-broker one) and a listener's own rate: every
+    connection is counted, and the throttle is the longer of the two waits (at most one quota window)."""
+    from strom.testing.mock_time import MockTime
+
+    time = MockTime()
+    q = ConnectionQuotas(quota_window_num=2, quota_window_size_seconds=1, time=time)
+    q.broker_connection_rate = 2.0
+    q.listener_connection_rates["EXTERNAL"] = 1.0
+    assert [q.record_listener_connection("INTERNAL") for _ in range(2)] == [0, 0]
+    assert q.record_listener_connection("INTERNAL") == 500  # the broker's 2 per second
+    assert q.record_listener_connection("REPLICATION", inter_broker=True) == 0  # exempt from the broker's rate
+    assert q.record_listener_connection("EXTERNAL") == 1000  # the broker's: 4 per second now (bounded: 1 window)
+    time.sleep(2000)
+    assert q.record_listener_connection("EXTERNAL") == 0
+    assert q.record_listener_connection("EXTERNAL") == 1000  # its own 1 per second, while the broker's 2 holds
+    assert q.record_listener_connection("INTERNAL") == 500  # the broker's: 3 per second
