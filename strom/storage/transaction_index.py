@@ -8,12 +8,15 @@ Entry layout (34 bytes, big-endian, Kafka's): ``version INT16 = 0, producerId IN
 lastOffset INT64, lastStableOffset INT64``. Kafka keeps one file per segment; strom keeps one per partition
 (deleted segments leave entries whose ``lastOffset`` is below the log start: they are dropped on load and on
 truncation rewrites, and they never overlap a read). Appends are fsynced with the log's own flushes (the
-index is rebuilt from the log when an entry is missing: replaying the log's batch headers re-adds it).
+index is rebuilt from the log when an entry is missing: replaying the log's batch headers re-adds it). Entries
+are kept in marker-offset order, so a read finds the first that can overlap it by bisection and looks only at
+those after it (a consumer at the tail looks at a handful, not at every abort of the partition's life).
 Thread-safety: called under the owning ``Log``'s lock.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import struct
@@ -40,7 +43,8 @@ class AbortedTxn:
 class TransactionIndex:
     def __init__(self, log_dir: str) -> None:
         self.path = os.path.join(log_dir, TXN_INDEX_FILE)
-        self.entries: list[AbortedTxn] = []
+        self.entries: list[AbortedTxn] = []  # sorted by last_offset (the marker's offset)
+        self._lasts: list[int] = []  # their last offsets, for bisection
         self._load()
 
     def _load(self) -> None:
@@ -58,11 +62,15 @@ class TransactionIndex:
                 log.warning("%s: unknown entry version %d, ignoring the rest", self.path, version)
                 break
             self.entries.append(AbortedTxn(pid, first, last, lso))
+        self.entries.sort(key=lambda e: e.last_offset)
+        self._lasts = [e.last_offset for e in self.entries]
 
     def append(self, txn: AbortedTxn) -> None:
-        if any(e.last_offset == txn.last_offset for e in self.entries[-8:]):
+        at = bisect.bisect_left(self._lasts, txn.last_offset)
+        if at < len(self._lasts) and self._lasts[at] == txn.last_offset:
             return  # replayed after a restart: already indexed
-        self.entries.append(txn)
+        self.entries.insert(at, txn)
+        self._lasts.insert(at, txn.last_offset)
         with open(self.path, "ab") as f:
             f.write(_ENTRY.pack(0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset))
 
@@ -80,13 +88,15 @@ class TransactionIndex:
 
     def _rewrite(self, entries: list[AbortedTxn]) -> None:
         self.entries = entries
+        self._lasts = [e.last_offset for e in entries]
         atomic_write(self.path, b"".join(_ENTRY.pack(0, e.producer_id, e.first_offset, e.last_offset,
                                                      e.last_stable_offset) for e in entries))
 
     def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions that overlap ``[fetch_offset, upper_bound_offset)`` (Kafka's
         ``collectAbortedTxns``): begun before the upper bound and ended at or after the fetch offset."""
-        return [e for e in self.entries if e.last_offset >= fetch_offset and e.first_offset < upper_bound_offset]
+        start = bisect.bisect_left(self._lasts, fetch_offset)
+        return [e for e in self.entries[start:] if e.first_offset < upper_bound_offset]
 
     def flush(self) -> None:
         """Nothing to do: every rewrite is an fsynced atomic replace (kept for the log's flush protocol)."""

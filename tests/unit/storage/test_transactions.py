@@ -95,3 +95,26 @@ def test_stale_marker_is_refused(make_log):
     lg.append_as_leader(marker(7, ControlRecordType.ABORT, epoch=4), origin=AppendOrigin.COORDINATOR)
     lg.update_high_watermark(lg.log_end_offset)
     assert lg.last_stable_offset == 3
+
+
+def test_aborted_index_lookup_finds_long_transactions_and_skips_replays(tmp_path):
+    """A read asks for the aborted transactions overlapping [fetch offset, upper bound): those whose marker is at
+    or after the fetch offset and which began before the upper bound, however long ago they began; entries
+    arrive in marker order, and a replayed one (after a restart) is not added twice."""
+    from strom.storage.transaction_index import AbortedTxn, TransactionIndex
+
+    idx = TransactionIndex(str(tmp_path))
+    long_txn = AbortedTxn(1, 5, 900, 5)  # began at 5, aborted at 900
+    short = [AbortedTxn(2, 100 * i, 100 * i + 10, 100 * i) for i in range(1, 9)]  # markers 110 .. 810
+    for e in sorted([long_txn, *short], key=lambda e: e.last_offset):
+        idx.append(e)
+    idx.append(short[3])  # replayed
+    assert len(idx.entries) == 9
+    assert idx.collect_aborted(850, 1000) == [long_txn]
+    assert idx.collect_aborted(505, 620) == [short[4], short[5], long_txn]  # markers 510, 610; 710 began at 700
+    assert idx.collect_aborted(0, 5) == []  # nothing had begun before offset 5
+    assert idx.collect_aborted(901, 2000) == []
+    again = TransactionIndex(str(tmp_path))  # reloaded from the file: same answers
+    assert again.collect_aborted(505, 620) == [short[4], short[5], long_txn]
+    again.truncate_to(700)
+    assert again.collect_aborted(0, 2000) == short[:6]
