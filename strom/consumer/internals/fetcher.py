@@ -96,10 +96,10 @@ class Fetcher:
         self._next_in_line: CompletedFetch | None = None
         self._nodes_with_pending_fetch: set[int] = set()
         self._session_handlers: dict[int, FetchSessionHandler] = {}  # per node; used under self._lock
-        # KIP-392: the replica a leader told us to fetch a partition from, and until when (metadata.max.age.ms
-        # after it said so, as Java); used under self._lock
+        # KIP-392: the replica a leader told us to fetch a partition from, until when (metadata.max.age.ms
+        # after it said so, as Java) and in which leader epoch; used under self._lock
         self.metadata_max_age_ms = metadata_max_age_ms
-        self._preferred_read_replicas: dict[TopicPartition, tuple[int, int]] = {}
+        self._preferred_read_replicas: dict[TopicPartition, tuple[int, int, int]] = {}
         self.metrics_manager = metrics if metrics is not None else FetchMetricsManager(Metrics(time=time))
         # Compares positions with the leaders of fresh metadata (KIP-320): a partition whose leader changed is not
         # fetched until its position is validated (the consumer's OffsetFetcher.validate_positions_on_metadata_change)
@@ -175,13 +175,14 @@ class Fetcher:
 
     def _select_read_replica(self, tp: TopicPartition, leader: Node, cluster: Any, now: int) -> Node:
         """Java's ``selectReadReplica`` (KIP-392): the preferred read replica the leader named, while it has not
-        expired and our metadata knows it; else the leader (a replica gone from the metadata is forgotten)."""
+        expired, the leader is the same one (a new leader epoch forgets it, as Java's position validation does) and
+        our metadata knows it; else the leader (a replica gone from the metadata is forgotten)."""
         with self._lock:
             preferred = self._preferred_read_replicas.get(tp)
             if preferred is None:
                 return leader
-            node_id, expires_ms = preferred
-            if now >= expires_ms:
+            node_id, expires_ms, leader_epoch = preferred
+            if now >= expires_ms or leader_epoch != self._leader_epoch(tp):
                 del self._preferred_read_replicas[tp]
                 return leader
         node = cluster.node_by_id(node_id)
@@ -278,7 +279,8 @@ class Fetcher:
                 if replica != self._preferred_read_replicas.get(tp, (None,))[0]:
                     log.debug("Fetching %s from replica %d from now on (the leader's preferred read replica)", tp,
                               replica)
-                self._preferred_read_replicas[tp] = (replica, now + self.metadata_max_age_ms)
+                self._preferred_read_replicas[tp] = (replica, now + self.metadata_max_age_ms,
+                                                     self._leader_epoch(tp))
         self.metrics_manager.record_fetch_response(now - sent_ms if sent_ms is not None else 0, bytes_by_topic,
                                                    getattr(response, "throttle_time_ms", 0) or 0, now)
 
@@ -291,7 +293,7 @@ class Fetcher:
             self._nodes_with_pending_fetch.discard(node.node_id)
             # a follower we read from failed: its partitions go back to their leaders (Java clears the preferred
             # replica of every partition of the failed request)
-            for tp in [tp for tp, (n, _e) in self._preferred_read_replicas.items() if n == node.node_id]:
+            for tp in [tp for tp, (n, _e, _l) in self._preferred_read_replicas.items() if n == node.node_id]:
                 del self._preferred_read_replicas[tp]
 
     def close_fetch_sessions(self, timer: Timer) -> None:

@@ -63,8 +63,11 @@ class FakeBroker:
         self.extra_members: dict[str, bytes] = {}
         self.assignments: dict[str, bytes] = {}
         self.received: list[Any] = []
+        self.destinations: list[tuple[int, Any]] = []  # (api key, node id) of each answered request
+        self.preferred_read_replica = -1  # named in Fetch answers (KIP-392)
         self.member_seq = 0
         self.leader_epoch: int | None = None  # named in metadata answers (None: metadata_update_with's default)
+        self.num_nodes = 1  # brokers named in metadata answers
 
     def consumer(self, **configs: Any) -> KafkaConsumer:
         configs.setdefault("bootstrap.servers", "localhost:1969")
@@ -111,7 +114,7 @@ class FakeBroker:
         metadata = self.client.metadata
         if metadata is not None and metadata.update_requested():
             epoch = {} if self.leader_epoch is None else {"leader_epoch": self.leader_epoch}
-            self.client.prepare_metadata_update(metadata_update_with(1, self.topics, **epoch))
+            self.client.prepare_metadata_update(metadata_update_with(self.num_nodes, self.topics, **epoch))
 
     def pump(self, rounds: int = 1) -> int:
         """Answer every pending request (``rounds`` times); returns how many were answered."""
@@ -123,6 +126,7 @@ class FakeBroker:
                 if response is None:
                     continue
                 self.received.append(request.request)
+                self.destinations.append((request.api_key, request.destination))
                 self.client.respond_to_request(request, response)
                 answered += 1
         return answered
@@ -234,7 +238,8 @@ class FakeBroker:
                     batch for base, batch in self.logs[tp] if _next_offset(batch) > p.fetch_offset)
                 parts.append(FetchResponse.PartitionData(partition_index=p.partition, error_code=code,
                                                          high_watermark=end, last_stable_offset=end,
-                                                         log_start_offset=self.log_start[tp], records=data))
+                                                         log_start_offset=self.log_start[tp], records=data,
+                                                         preferred_read_replica=self.preferred_read_replica))
             responses.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts))
         return FetchResponse(responses=responses)
 

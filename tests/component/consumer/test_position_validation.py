@@ -42,7 +42,7 @@ def read_five_at_epoch_7(**configs: Any) -> tuple[FakeBroker, Any]:
 def new_leader(broker: FakeBroker, epoch: int = 8) -> int:
     """The metadata now names leader epoch ``epoch``; returns how many fetches were sent before."""
     broker.leader_epoch = epoch
-    broker.client.update_metadata(metadata_update_with(1, broker.topics, leader_epoch=epoch))
+    broker.client.update_metadata(metadata_update_with(broker.num_nodes, broker.topics, leader_epoch=epoch))
     return len(broker.requests_of(ApiKey.FETCH))
 
 
@@ -159,4 +159,28 @@ def test_a_committed_offset_with_its_epoch_is_validated_before_fetching() -> Non
     (validation,) = broker.requests_of(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     assert [(p.current_leader_epoch, p.leader_epoch) for t in validation.topics for p in t.partitions] == [(8, 7)]
     assert [r.offset for r in got] == [0, 1, 2]
+    consumer.close()
+
+
+def test_a_new_leader_epoch_forgets_the_preferred_read_replica() -> None:
+    """KIP-392 with KIP-320: the replica a leader named is used until the leader changes (Java clears it when the
+    position is checked against a new leader), then fetching goes to the leader of the new epoch."""
+    broker = FakeBroker({TP.topic: 1})
+    broker.num_nodes, broker.leader_epoch = 2, 7
+    consumer = broker.consumer(**{"auto.offset.reset": "earliest", "client.rack": "rack-b"})
+    broker.client.update_metadata(metadata_update_with(2, broker.topics, leader_epoch=7))  # leader: node 0
+    consumer.assign([TP])
+    broker.preferred_read_replica = 1
+    broker.produce(TP, 2, leader_epoch=7)
+    assert len(broker.run(consumer, lambda rs: len(rs) >= 2)) == 2
+    broker.preferred_read_replica = -1
+    broker.produce(TP, 1, leader_epoch=7)
+    assert len(broker.run(consumer, lambda rs: len(rs) >= 1)) == 1
+    fetched_from = [node for api, node in broker.destinations if api == ApiKey.FETCH]
+    assert fetched_from[0] == 0 and fetched_from[-1] == 1  # the leader named replica 1
+    before = len(fetched_from)
+    new_leader(broker)
+    broker.produce(TP, 1, leader_epoch=8)
+    assert [r.offset for r in broker.run(consumer, lambda rs: len(rs) >= 1)] == [3]
+    assert set([node for api, node in broker.destinations if api == ApiKey.FETCH][before:]) == {0}
     consumer.close()
