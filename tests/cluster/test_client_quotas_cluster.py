@@ -40,6 +40,8 @@ def _burst(bootstrap: str, client_id: str, topic: str, batches: int) -> list[int
             resp = c.request(ApiKey.PRODUCE, 8, request)
             assert resp.responses[0].partition_responses[0].error_code == 0
             out.append(resp.throttle_time_ms)
+            if resp.throttle_time_ms > 0:
+                break  # throttled: the broker now mutes this connection for that long, nothing more to learn
         return out
 
 

@@ -76,7 +76,19 @@ def test_parked_acks_all_produce_lets_the_next_one_append_and_answers_in_order(c
             sent.append(client.send(ApiKey.METADATA, 9, MetadataRequest(topics=None)))
             # All three appended while the first still waits for the ISR (one at a time, the second would only
             # be read after the first was answered) ...
-            wait_until(lambda: _batches_in_log(cluster, leader) == 3, 10.0, "the 3 produces appended on the leader")
+            def appended() -> bool:
+                readable, _, _ = select.select([client.sock], [], [], 0)
+                if readable:  # an answer this early says what went wrong (e.g. the partition moved)
+                    raise AssertionError(f"answered before replication: {client.receive()!r}")
+                return _batches_in_log(cluster, leader) == 3
+
+            deadline = time.monotonic() + 10
+            while not appended():
+                assert time.monotonic() < deadline, (
+                    f"the 3 produces were not appended on leader {leader} in 10 s: "
+                    f"{_batches_in_log(cluster, leader)} batches; leader log tail: "
+                    f"{cluster.brokers[leader].read_log().splitlines()[-30:]}")
+                time.sleep(0.05)
             # ... and nothing answered yet: the responses wait for the replicas, the Metadata for the produces.
             readable, _, _ = select.select([client.sock], [], [], 0)
             assert not readable, "a response arrived before any follower could have replicated the records"

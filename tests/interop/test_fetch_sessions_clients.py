@@ -61,7 +61,9 @@ def _fetch_errors(b: BrokerProcess, error: str) -> float:
 def _create(b: BrokerProcess, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     try:
-        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        # Created before any consumer asks: a kafka-python group leader that finds no metadata for the topic
+        # assigns nothing and does not look again for metadata.max.age.ms.
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).all().result(30)
     finally:
         admin.close()
 
