@@ -50,9 +50,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
             for pd in td.partition_data:
                 errors[(name, pd.index)] = (denied_code, None)
             continue
+        hosted = False
         if acks in (-1, 0, 1) and validate_topic_name(name) is None:
             info = metadata.topic(name)
-            if info is None and _may_create(authorizer, ctx, name):
+            # A partition this broker was told to lead is served even before the UpdateMetadata naming its topic
+            # arrives (Kafka's ReplicaManager decides, not the metadata cache); nothing is auto-created for it.
+            hosted = info is None and any(replica_manager.get_partition(TopicPartition(name, pd.index)) is not None
+                                          for pd in td.partition_data)
+            if info is None and not hosted and _may_create(authorizer, ctx, name):
                 try:
                     info = await admin.auto_create_topic(name)
                 except BrokerResponseError:
@@ -63,7 +68,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                 errors[key] = (ErrorCode.INVALID_REQUIRED_ACKS, None)
             elif validate_topic_name(name) is not None:
                 errors[key] = (ErrorCode.INVALID_TOPIC_EXCEPTION, None)
-            elif info is None or not 0 <= pd.index < info.num_partitions:
+            elif (info is None and not hosted) or (info is not None and not 0 <= pd.index < info.num_partitions):
                 errors[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
             elif pd.records is None or len(pd.records) == 0:
                 errors[key] = (ErrorCode.CORRUPT_MESSAGE, "Produce request carried no record batch")
