@@ -119,11 +119,13 @@ class StromMember(Member):
             self.consumer.close()
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
+def wait_for(condition, timeout: float, what: str, *members: Member) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            state = "; ".join(f"{m.name}: assignment {sorted(m.assignment)}, error {m.error!r}, events "
+                              f"{m.events[-6:]}" for m in members)
+            raise AssertionError(f"timed out waiting for {what} ({state})")
         time.sleep(0.05)
 
 
@@ -141,12 +143,12 @@ def run_scenario(bootstrap: str, topic: str, strategy: str, first: type, second:
     b = second(bootstrap, group, topic, strategy)
     b.start()
     try:
-        wait_for(lambda: split_evenly(a, b), 40, "the partitions to be shared 3/3")
+        wait_for(lambda: split_evenly(a, b), 40, "the partitions to be shared 3/3", a, b)
         produce(bootstrap, topic, 600, 600)
         wait_for(lambda: len(set(a.seen) | set(b.seen)) >= 1200, 30, "every record while shared")
         b.stop.set()  # b leaves the group (close sends LeaveGroup): a takes everything back
         b.join(20)
-        wait_for(lambda: len(a.assignment) == 6, 40, f"{a.name} to take every partition back")
+        wait_for(lambda: len(a.assignment) == 6, 40, f"{a.name} to take every partition back", a, b)
         produce(bootstrap, topic, 1200, 600)
         wait_for(lambda: len(set(a.seen) | set(b.seen)) >= 1800, 30, "every record after the hand-back")
         # One end marker per partition: a partition is read in offset order, so a record consumed twice
