@@ -143,7 +143,7 @@ def run_scenario(bootstrap: str, topic: str, strategy: str, first: type, second:
     b = second(bootstrap, group, topic, strategy)
     b.start()
     try:
-        wait_for(lambda: split_evenly(a, b), 40, "the partitions to be shared 3/3", a, b)
+        wait_for(lambda: split_evenly(a, b), 90, "the partitions to be shared 3/3", a, b)
         produce(bootstrap, topic, 600, 600)
         wait_for(lambda: len(set(a.seen) | set(b.seen)) >= 1200, 30, "every record while shared")
         b.stop.set()  # b leaves the group (close sends LeaveGroup): a takes everything back
