@@ -115,7 +115,11 @@ class LocalCluster:
         self._tmp.cleanup()
 
     def __enter__(self) -> LocalCluster:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:  # a cluster that failed to start leaves no process or directory behind
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         try:

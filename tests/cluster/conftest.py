@@ -34,12 +34,5 @@ def zk_connect(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> st
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     """One real ZooKeeper + 3 ``strom broker`` processes (ids 1, 2, 3) shared by a module's tests."""
-    c = LocalCluster(3)
-    try:
-        c.start()
+    with LocalCluster(3) as c:
         yield c
-    finally:
-        try:
-            c.stop()
-        finally:
-            c.cleanup()

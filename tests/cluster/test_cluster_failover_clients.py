@@ -27,15 +27,8 @@ CLI = [sys.executable, "-m", "strom.cli.main"]
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     """Brokers die here: a cluster of this module's own."""
-    c = LocalCluster(3)
-    try:
-        c.start()
+    with LocalCluster(3) as c:
         yield c
-    finally:
-        try:
-            c.stop()
-        finally:
-            c.cleanup()
 
 
 @pytest.fixture(autouse=True)

@@ -33,15 +33,8 @@ TOPIC = "pipelined"
 def cluster() -> Iterator[LocalCluster]:
     """The followers stay in the ISR for 15 s without fetching (the harness's default is 4 s): time enough for
     the leader to take all three produces on a loaded machine before the ISR shrinks and answers them."""
-    c = LocalCluster(3, overrides={"replica.lag.time.max.ms": "15000"})
-    try:
-        c.start()
+    with LocalCluster(3, overrides={"replica.lag.time.max.ms": "15000"}) as c:
         yield c
-    finally:
-        try:
-            c.stop()
-        finally:
-            c.cleanup()
 
 
 def _produce_request(value: bytes) -> ProduceRequest:

@@ -173,27 +173,38 @@ def test_leader_failover_keeps_acknowledged_records(cluster: LocalCluster) -> No
     assert logs[1] == logs[2] == logs[3]
 
 
-def test_divergent_old_leader_is_truncated(cluster: LocalCluster) -> None:
-    """An old leader with records past the new leader's log drops them on return (KIP-101 / KIP-279)."""
-    create_topic(cluster, "diverge", **{"min.insync.replicas": "1"})
-    acked, errors = produce(cluster.bootstrap, "diverge", list(range(10)))
+def leader_alone_with_records_only_it_has(cluster: LocalCluster, topic: str) -> tuple[int, list[int]]:
+    """Values 0..9 on every replica of ``topic`` (replication 3, min.insync.replicas 1), then the followers killed
+    and 100..119 written (acks=1) to the leader alone. Returns (leader, followers)."""
+    create_topic(cluster, topic, **{"min.insync.replicas": "1"})
+    acked, errors = produce(cluster.bootstrap, topic, list(range(10)))
     assert len(acked) == 10 and not errors
-    leader = partition_meta(cluster, "diverge").leader
+    leader = partition_meta(cluster, topic).leader
     followers = [n for n in (1, 2, 3) if n != leader]
-    # Cut the followers off, let the leader take writes only it has, then kill it.
     for n in followers:
         cluster.brokers[n].kill()
-    wait_until(lambda: isr_is(cluster, "diverge", {leader}, nodes=(leader,)), 60, "ISR shrink to the old leader")
-    acked, errors = produce(cluster.bootstrap_of(leader), "diverge", list(range(100, 120)), acks="1")
-    assert len(acked) == 20
+    wait_until(lambda: isr_is(cluster, topic, {leader}, nodes=(leader,)), 60, "ISR shrink to the old leader")
+    acked, errors = produce(cluster.bootstrap_of(leader), topic, list(range(100, 120)), acks="1")
+    assert len(acked) == 20 and not errors
+    return leader, followers
+
+
+def unclean_election_among(cluster: LocalCluster, topic: str, leader: int, followers: list[int]) -> None:
+    """Kill ``leader`` and restart ``followers`` with unclean.leader.election.enable: one of them leads."""
     cluster.brokers[leader].kill()
-    # The followers come back; with unclean election one of them leads (the old leader is down).
-    admin_cfg = {"unclean.leader.election.enable": "true"}
     for n in followers:
-        cluster.brokers[n].overrides.update(admin_cfg)
+        cluster.brokers[n].overrides["unclean.leader.election.enable"] = "true"
         cluster.brokers[n].start(timeout=60)
-    wait_until(lambda: partition_meta(cluster, "diverge", nodes=tuple(followers)).leader in followers, 60,
+    wait_until(lambda: partition_meta(cluster, topic, nodes=tuple(followers)).leader in followers, 60,
                "a follower elected leader")
+
+
+def test_divergent_old_leader_is_truncated(cluster: LocalCluster) -> None:
+    """An old leader with records past the new leader's log drops them on return (KIP-101 / KIP-279)."""
+    # Cut the followers off, let the leader take writes only it has, then kill it; the followers come back and,
+    # with unclean election, one of them leads (the old leader is down).
+    leader, followers = leader_alone_with_records_only_it_has(cluster, "diverge")
+    unclean_election_among(cluster, "diverge", leader, followers)
     acked, errors = produce(cluster.bootstrap_of(*followers), "diverge", list(range(200, 205)), acks="1")
     assert len(acked) == 5 and not errors
     cluster.brokers[leader].start(timeout=60)
@@ -215,16 +226,7 @@ def test_consumers_detect_the_truncation_of_an_unclean_election(cluster: LocalCl
     from strom.consumer import KafkaConsumer
     from strom.consumer.errors import LogTruncationError
 
-    create_topic(cluster, "truncated", **{"min.insync.replicas": "1"})
-    acked, errors = produce(cluster.bootstrap, "truncated", list(range(10)))
-    assert len(acked) == 10 and not errors
-    leader = partition_meta(cluster, "truncated").leader
-    followers = [n for n in (1, 2, 3) if n != leader]
-    for n in followers:
-        cluster.brokers[n].kill()
-    wait_until(lambda: isr_is(cluster, "truncated", {leader}, nodes=(leader,)), 60, "ISR shrink to the old leader")
-    acked, errors = produce(cluster.bootstrap_of(leader), "truncated", list(range(100, 120)), acks="1")
-    assert len(acked) == 20 and not errors
+    leader, followers = leader_alone_with_records_only_it_has(cluster, "truncated")
     tp = TopicPartition("truncated", 0)
 
     def consumer(reset: str) -> KafkaConsumer:
@@ -249,12 +251,7 @@ def test_consumers_detect_the_truncation_of_an_unclean_election(cluster: LocalCl
             assert c.position(tp) == 30
         # the epoch of the records every replica has (the new leader's log ends with them)
         shared_epoch = records[9].leader_epoch
-        cluster.brokers[leader].kill()
-        for n in followers:
-            cluster.brokers[n].overrides["unclean.leader.election.enable"] = "true"
-            cluster.brokers[n].start(timeout=60)
-        wait_until(lambda: partition_meta(cluster, "truncated", nodes=tuple(followers)).leader in followers, 60,
-                   "a follower elected leader")
+        unclean_election_among(cluster, "truncated", leader, followers)
         acked, errors = produce(cluster.bootstrap_of(*followers), "truncated", list(range(200, 205)), acks="1")
         assert [(o, v) for _, o, v in acked] == [(10 + i, 200 + i) for i in range(5)] and not errors
 

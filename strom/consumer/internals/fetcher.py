@@ -48,6 +48,7 @@ from strom.consumer.errors import offset_out_of_range
 from strom.consumer.internals.completed_fetch import CompletedFetch, RecordConverter
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
 from strom.consumer.internals.fetch_metrics import FetchMetricsManager
+from strom.consumer.internals.offset_fetcher import current_leader
 from strom.consumer.internals.subscription_state import SubscriptionState
 from strom.consumer.internals.timer import Timer
 from strom.metrics import Metrics
@@ -463,8 +464,7 @@ class Fetcher:
         """The leader epoch our metadata names (KIP-320 fencing): a broker still acting on an older epoch answers
         FENCED_LEADER_EPOCH (metadata is refreshed) and one not yet told of ours UNKNOWN_LEADER_EPOCH (retried),
         instead of serving us from a stale leadership. -1 (no check) when the metadata has no epoch."""
-        current_leader = getattr(self.metadata, "current_leader", None)
-        epoch = current_leader(tp)[1] if current_leader is not None else None
+        epoch = current_leader(self.metadata, tp)[1]
         return -1 if epoch is None else epoch
 
     def clear_buffered_data_for_unassigned_partitions(self, assigned: set[TopicPartition]) -> None:

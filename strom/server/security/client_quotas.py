@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from strom.common.error_codes import ThrottlingQuotaExceededError
 from strom.common.time import SYSTEM_TIME, Time
 from strom.metrics import Avg, MetricConfig, Metrics, Rate, Sensor, TokenBucket
 from strom.metrics.quota import Quota, QuotaViolationError
@@ -375,7 +376,6 @@ class ClientQuotaManagers:
         self.controller_mutation = ClientQuotaManager("ControllerMutation", CONTROLLER_MUTATION_RATE, self.metrics,
                                                       time, num, size, metric_name="tokens", stat=TokenBucket)
         self._by_key = {m.key: m for m in (self.produce, self.fetch, self.request, self.controller_mutation)}
-        self.num_samples, self.window_seconds = num, size
         self.connection_rates: dict[str, float] = {}  # ip (or DEFAULT) -> connection_creation_rate
         self.entities: dict[QuotaEntity, dict[str, float]] = {}
         self.store: Any = None  # the QuotaStore (file or ZooKeeper) AlterClientQuotas writes to
@@ -489,8 +489,6 @@ class ControllerMutationQuota:
         manager = self._manager
         if not manager.enabled:
             return
-        from strom.common.error_codes import ThrottlingQuotaExceededError
-
         now = self._time.milliseconds()
         user, client_id = _principal_name(self._ctx), self._ctx.client_id or ""
         sensors, _bound = manager._sensors_for(user, client_id, now)
