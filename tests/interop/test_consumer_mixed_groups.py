@@ -55,6 +55,7 @@ class Member(threading.Thread):
         self.events: list[tuple[str, frozenset[int]]] = []
         self.stop = threading.Event()
         self.error: BaseException | None = None
+        self.refused_commits: list[str] = []
 
 
 class ConfluentMember(Member):
@@ -71,6 +72,27 @@ class ConfluentMember(Member):
 
     def _revoked(self, consumer, partitions) -> None:
         self.events.append(("revoked", frozenset(p.partition for p in partitions)))
+        # The usual hand-over: commit what was read before the partitions go (they are still assigned here).
+        # The group may still be completing the rebalance that revoked them: retry until the other member syncs.
+        deadline = time.monotonic() + 10
+        while not self._commit() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _commit(self) -> bool:
+        """Commit the positions read; False when the group's rebalance refused it (the application goes on, as
+        with Kafka: a member that commits while its JoinGroup is pending may be a generation behind once the
+        coordinator handles the commit, and the next commit carries the same positions)."""
+        try:
+            self.consumer.commit(asynchronous=False)
+        except ck.KafkaException as exc:
+            code = exc.args[0].code()
+            if code == ck.KafkaError._NO_OFFSET:
+                return True
+            if code not in (ck.KafkaError.ILLEGAL_GENERATION, ck.KafkaError.REBALANCE_IN_PROGRESS):
+                raise
+            self.refused_commits.append(exc.args[0].name())
+            return False
+        return True
 
     def run(self) -> None:
         try:
@@ -78,7 +100,7 @@ class ConfluentMember(Member):
                 messages = [m for m in self.consumer.consume(100, 0.2) if not m.error()]
                 self.seen.extend(int(m.value()) for m in messages)
                 if messages:
-                    self.consumer.commit(asynchronous=False)
+                    self._commit()
                 self.assignment = {p.partition for p in self.consumer.assignment()}
         except BaseException as exc:
             self.error = exc
@@ -124,7 +146,7 @@ def wait_for(condition, timeout: float, what: str, *members: Member) -> None:
     while not condition():
         if time.monotonic() > deadline:
             state = "; ".join(f"{m.name}: assignment {sorted(m.assignment)}, error {m.error!r}, events "
-                              f"{m.events[-6:]}" for m in members)
+                              f"{m.events[-6:]}, refused commits {m.refused_commits}" for m in members)
             raise AssertionError(f"timed out waiting for {what} ({state})")
         time.sleep(0.05)
 
