@@ -1,6 +1,6 @@
 """``spark.read.format("strom")`` works without ``strom.spark.register(spark)`` in every install mode, as a
-new user would try it: strom installed into a fresh venv, editable (``pip install -e``) and as a regular
-wheel, read on ``local[*]`` and on a Spark standalone master with one worker (started with pyspark's own
+new user would try it: strom installed into a fresh venv, editable (``pip install -e``, read on ``local[*]``)
+and as a regular wheel (read on a Spark standalone master with one worker, started with pyspark's own
 ``spark-class``). Spark finds Python data sources by listing the modules on ``sys.path`` (``pyspark_*``
 with a ``DefaultSource``); an editable install must therefore put ``pyspark_strom`` on ``sys.path``
 (see ``pyproject.toml``).
@@ -76,7 +76,7 @@ def _venv(path: Path, *install: str) -> Path:
     return python
 
 
-@pytest.fixture(scope="module", params=["editable", "wheel"])
+@pytest.fixture(scope="module")
 def install(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """A fresh venv with strom and its spark extra: ``pip install -e REPO[spark]`` or ``pip install REPO[spark]``
     (pip builds the wheel and installs it into site-packages)."""
@@ -130,7 +130,10 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 p.kill()
 
 
-@pytest.mark.parametrize("cluster", ["local[*]", "standalone"])
+# Each install mode once and each cluster kind once (a driver run costs a JVM start; the two axes are independent:
+# the install decides what is on sys.path, the cluster where the Python workers run).
+@pytest.mark.parametrize(("install", "cluster"), [("editable", "local[*]"), ("wheel", "standalone")],
+                         indirect=["install"])
 def test_format_strom_is_found_without_register(install: tuple[str, Path], cluster: str,
                                                 topic_broker: BrokerProcess, request: pytest.FixtureRequest,
                                                 tmp_path: Path) -> None:
