@@ -68,7 +68,6 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
             for group in self.manager.load(range(self.offset_config.offsets_topic_num_partitions)):
                 for member in group.members.values():
                     self._schedule_heartbeat(group, member)
-            self.manager.maybe_compact_all()
         self._schedule_retention_check()
         self.active = True
 
@@ -462,7 +461,6 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         def check() -> None:
             try:
                 self.manager.cleanup_expired_offsets()
-                self.manager.maybe_compact_all()
             finally:
                 self._schedule_retention_check()
 

@@ -5,19 +5,16 @@ Kafka counterpart: ``GroupMetadataManager`` — ``storeGroup``, ``storeOffsets``
 ``partitionFor`` (``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``).
 
 Writes are synchronous: an append to the local log is done (and flushed as the log's policy says) when
-``append`` returns, so the group coordinator answers right after it. strom has no log cleaner, so the topic is
-not compacted by key. Replay keeps the last value of each key and drops keys whose last record is a tombstone
-(the result of replaying a compacted log), and :meth:`GroupMetadataManager.compact` bounds the replay instead
-of the cleaner: when a partition holds many more records than live keys, it appends a snapshot of the live
-values (the last written group record of each group and every committed offset) and moves the log start
-offset to the snapshot (DeleteRecords), so everything before it is dropped. Event loop only.
+``append`` returns, so the group coordinator answers right after it. The topic is compacted by the log cleaner
+(``cleanup.policy=compact``), as in Kafka: replay keeps the last value of each key and drops keys whose last
+record is a tombstone, so it gives the same result on a cleaned log as on the whole history. Event loop only.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import strom.server.coordinator.records as rec
 from strom.common.error_codes import ErrorCode
@@ -38,8 +35,6 @@ __all__ = ["GroupMetadataManager", "OffsetsLog", "java_string_hash", "partition_
 log = logging.getLogger("strom.coordinator")
 
 Record = tuple[bytes, bytes | None]
-COMPACT_MIN_RECORDS = 10_000  # below this a partition replays fast enough as it is
-_SNAPSHOT_BATCH = 500
 
 
 class OffsetsLog(Protocol):
@@ -51,19 +46,6 @@ class OffsetsLog(Protocol):
 
     def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
         """Every key/value in the partition, oldest first (control records and aborted data left out)."""
-        ...
-
-
-@runtime_checkable
-class TruncatableOffsetsLog(OffsetsLog, Protocol):
-    """An offsets log whose old records can be dropped (what :meth:`GroupMetadataManager.compact` needs)."""
-
-    def offset_range(self, partition: int) -> tuple[int, int]:
-        """(log start offset, log end offset) of the partition."""
-        ...
-
-    def delete_before(self, partition: int, offset: int) -> None:
-        """Move the log start offset of the partition to ``offset``."""
         ...
 
 
@@ -267,42 +249,3 @@ class GroupMetadataManager:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    # -- snapshots (instead of a log cleaner) -----------------------------------------------------------------
-    def live_records(self, partition: int) -> list[Record]:
-        """The records a compacted partition would hold: each group's last group record and its offsets."""
-        out: list[Record] = []
-        for group_id, group in self.groups.items():
-            if self.partition_for(group_id) != partition:
-                continue
-            raw = self._group_values.get(group_id)
-            if raw is not None:
-                out.append((rec.group_metadata_key(group_id), raw))
-            out.extend((rec.offset_commit_key(group_id, tp.topic, tp.partition), rec.offset_commit_value(off))
-                       for tp, off in group.offsets.items())
-        return out
-
-    def compact(self, partition: int, force: bool = False) -> bool:
-        """Snapshot the live records of ``partition`` and drop everything before them; True when done.
-
-        Runs when the partition holds more than ``COMPACT_MIN_RECORDS`` and over twice as many records as live
-        keys (or ``force``). A crash half-way leaves the old records in place, and replaying them followed by a
-        partial snapshot still yields the last value of every key.
-        """
-        if not isinstance(self.log, TruncatableOffsetsLog):
-            return False
-        start, end = self.log.offset_range(partition)
-        live = self.live_records(partition)
-        if not force and (end - start <= COMPACT_MIN_RECORDS or end - start <= 2 * len(live)):
-            return False
-        for i in range(0, len(live), _SNAPSHOT_BATCH):
-            code = self.log.append(partition, live[i:i + _SNAPSHOT_BATCH])
-            if code:
-                log.warning("snapshot of __consumer_offsets-%d failed with error %d", partition, code)
-                return False
-        self.log.delete_before(partition, end)
-        log.info("compacted __consumer_offsets-%d: %d record(s) replaced by a snapshot of %d", partition,
-                 end - start, len(live))
-        return True
-
-    def maybe_compact_all(self) -> int:
-        return sum(self.compact(p) for p in range(self.config.offsets_topic_num_partitions))

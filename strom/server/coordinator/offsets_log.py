@@ -97,17 +97,6 @@ class ReplicaOffsetsLog:
         except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT
 
-    def offset_range(self, partition: int) -> tuple[int, int]:
-        lg = self._log(partition)
-        return (0, 0) if lg is None else (lg.log_start_offset, lg.log_end_offset)
-
-    def delete_before(self, partition: int, offset: int) -> None:
-        lg = self._log(partition)
-        if lg is not None:
-            # Never past an open transaction's first record (TxnOffsetCommit): its offsets apply at its marker.
-            unstable = lg.first_unstable_offset
-            lg.delete_records_before(offset if unstable is None else min(offset, unstable))
-
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """Every data record of the partition in the order it took effect; control batches are skipped and
         transactional records are held back until their producer's marker: yielded at a COMMIT, dropped at an

@@ -18,7 +18,6 @@ class MemoryOffsetsLog:
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
-        self.starts: dict[int, int] = {}
         self.fail_with = 0
         self.appends = 0
 
@@ -31,15 +30,6 @@ class MemoryOffsetsLog:
 
     def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
         return list(self.partitions.get(partition, []))
-
-    def offset_range(self, partition: int) -> tuple[int, int]:
-        start = self.starts.get(partition, 0)
-        return start, start + len(self.partitions.get(partition, []))
-
-    def delete_before(self, partition: int, offset: int) -> None:
-        start = self.starts.get(partition, 0)
-        del self.partitions.setdefault(partition, [])[:offset - start]
-        self.starts[partition] = offset
 
 
 def subscription(*topics: str) -> bytes:

@@ -155,28 +155,3 @@ def test_list_and_describe_groups() -> None:
     assert s.members[0].assignment == b"a" and s.members[0].metadata[:2] == b"\x00\x00"
     assert (p.state, p.protocol, p.members[0].assignment) == ("PreparingRebalance", "", b"")
     assert (missing.error, missing.state) == (0, "Dead")
-
-
-def test_snapshot_compaction_keeps_state_and_bounds_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
-    from strom.server.coordinator import group_metadata_manager as gmm
-
-    monkeypatch.setattr(gmm, "COMPACT_MIN_RECORDS", 50)
-    coord, time, log = make_coordinator(partitions=1)
-    member, gen = stable(coord, "live")
-    for i in range(100):
-        coord.handle_commit_offsets("live", member, None, gen, offs(("t", 0, i), ("t", 1, 2 * i)))
-    coord.handle_commit_offsets("dead", "", None, -1, offs(("t", 0, 5)))
-    coord.handle_delete_groups(["dead"])
-    assert log.offset_range(0)[1] > 200
-    for _ in range(12):
-        time.sleep(5_000)
-        assert coord.handle_heartbeat("live", member, None, gen) == 0
-        coord.poll()  # the retention check (every 60 s here) also compacts
-    start, end = log.offset_range(0)
-    assert end - start == 3  # live's group record and its two offsets
-    coord2, _, _ = make_coordinator(time, log, partitions=1)
-    group = coord2.manager.get_group("live")
-    assert {tp: o.offset for tp, o in group.offsets.items()} == {tp("t", 0): 99, tp("t", 1): 198}
-    assert group.generation_id == gen and group.get(member).assignment == b"a"
-    assert coord2.manager.get_group("dead") is None
-    assert not coord2.manager.compact(0)  # nothing to gain now
