@@ -224,6 +224,13 @@ class AdminClient:
         """Set committed offsets of an inactive group (the broker refuses while it has members)."""
         return _groups.alter_consumer_group_offsets(self._runnable, group_id, offsets, timeout_ms)
 
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition], *,
+                                      timeout_ms: int | None = None) -> KeyedResult[TopicPartition, None]:
+        """Delete committed offsets of ``partitions`` (Kafka's ``deleteConsumerGroupOffsets``, KIP-496). Refused
+        per partition with ``GroupSubscribedToTopicError`` while a member of the group consumes its topic, and for
+        every partition with the group's error (e.g. ``GroupIdNotFoundError``)."""
+        return _groups.delete_consumer_group_offsets(self._runnable, group_id, list(partitions), timeout_ms)
+
     # ---------------------------------------------------------------------------------------- records
 
     def list_offsets(self, topic_partition_offsets: Mapping[TopicPartition, OffsetSpec], *,

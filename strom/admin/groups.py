@@ -42,6 +42,7 @@ from strom.protocol.messages import (
     ListGroupsRequest,
     MetadataRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
 )
 
@@ -317,6 +318,49 @@ def alter_consumer_group_offsets(rt: AdminClientRunnable, group_id: str,
     if not values:
         return KeyedResult({})
     group_future = _per_group(rt, "alterConsumerGroupOffsets", [group_id], timeout_ms, build, handle)
+    group_future.futures[group_id].add_done_callback(
+        lambda f: partition_futures.fail_all(f.exception()) if f.exception() is not None else None)
+    return KeyedResult(partition_futures.futures)
+
+
+def delete_consumer_group_offsets(rt: AdminClientRunnable, group_id: str, partitions: Iterable[TopicPartition],
+                                  timeout_ms: int | None) -> KeyedResult[TopicPartition, None]:
+    """OffsetDelete (KIP-496): drop the committed offsets of ``partitions``. The broker refuses a group with
+    members subscribed to the topic (GROUP_SUBSCRIBED_TO_TOPIC for its partitions) and answers a group-level error
+    (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for a non-consumer group with members, ...) for every partition."""
+    wanted = list(dict.fromkeys(partitions))
+    partition_futures: FutureMap[TopicPartition] = FutureMap(wanted)
+    R = OffsetDeleteRequest
+
+    def build(group: str) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for tp in partition_futures.undone():
+            by_topic.setdefault(tp.topic, []).append(R.OffsetDeleteRequestPartition(partition_index=tp.partition))
+        return R(group_id=group, topics=[R.OffsetDeleteRequestTopic(name=t, partitions=ps)
+                                         for t, ps in by_topic.items()])
+
+    def handle(group: str, provider: CoordinatorProvider, body: Any, _version: int, futures: FutureMap[str]) -> None:
+        _check_group_error(provider, body.error_code)
+        if body.error_code:
+            error = for_code(body.error_code)
+            partition_futures.fail_all(error)
+            futures.fail(group, error)
+            return
+        seen = []
+        for t in body.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                seen.append(tp)
+                if p.error_code:
+                    partition_futures.fail(tp, for_code(p.error_code))
+                else:
+                    partition_futures.complete(tp, None)
+        partition_futures.fail_missing(seen, "partition")
+        futures.complete(group, None)
+
+    if not wanted:
+        return KeyedResult({})
+    group_future = _per_group(rt, "deleteConsumerGroupOffsets", [group_id], timeout_ms, build, handle)
     group_future.futures[group_id].add_done_callback(
         lambda f: partition_futures.fail_all(f.exception()) if f.exception() is not None else None)
     return KeyedResult(partition_futures.futures)

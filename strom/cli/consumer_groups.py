@@ -12,6 +12,7 @@ Examples:
   strom consumer-groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group g1 --topic sanguo:0,1 \\
       --to-datetime 2024-01-01T00:00:00.000 --execute
   strom consumer-groups --bootstrap-server 127.0.0.1:9092 --delete --group g1
+  strom consumer-groups --bootstrap-server 127.0.0.1:9092 --delete-offsets --group g1 --topic sanguo
 
 --describe prints Kafka's table: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST
 CLIENT-ID ("-" where there is no value). --reset-offsets only shows the new offsets (a dry run) unless
@@ -40,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     actions.add_argument("--describe", action="store_true", help="describe consumer groups: offsets and lag")
     actions.add_argument("--delete", action="store_true", help="delete consumer groups (they must be empty)")
     actions.add_argument("--reset-offsets", action="store_true", help="reset a group's committed offsets")
+    actions.add_argument("--delete-offsets", action="store_true",
+                         help="delete a group's committed offsets of --topic (not while it consumes the topic)")
     p.add_argument("--group", action="append", metavar="<String: consumer group>", help="the group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="apply to all consumer groups")
     p.add_argument("--members", action="store_true", help="with --describe: the members of the group")
@@ -49,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=int, default=5000, metavar="<Long: timeout (ms)>",
                    help="timeout of some operations, e.g. describing a group (default: 5000)")
     p.add_argument("--topic", action="append", metavar="<String: topic>",
-                   help="with --reset-offsets: topic or topic:p1,p2 (repeatable)")
+                   help="with --reset-offsets or --delete-offsets: topic or topic:p1,p2 (repeatable)")
     p.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic of the group")
     p.add_argument("--to-earliest", action="store_true", help="reset to the earliest offset")
     p.add_argument("--to-latest", action="store_true", help="reset to the latest offset")
@@ -66,15 +69,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _action(args: argparse.Namespace) -> str:
-    chosen = [a for a in ("list", "describe", "delete", "reset_offsets") if getattr(args, a)]
+    chosen = [a for a in ("list", "describe", "delete", "reset_offsets", "delete_offsets") if getattr(args, a)]
     if len(chosen) != 1:
-        raise CliError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets", 2)
+        raise CliError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
+                       "--delete-offsets", 2)
     action = chosen[0]
     if action in ("describe", "delete", "reset_offsets") and not args.group and not args.all_groups:
         raise CliError(f"Option [{action.replace('_', '-')}] takes one of these options: [all-groups], [group]", 2)
     if args.group and args.all_groups:
         raise CliError("Option [all-groups] can't be used with option [group]", 2)
-    if action == "reset_offsets":
+    if action == "delete_offsets":
+        if not args.group or len(args.group) != 1 or not args.topic:
+            raise CliError("Option [delete-offsets] takes the following options: [group], [topic]", 2)
+        if args.all_topics or args.execute or args.dry_run:
+            raise CliError("Options --all-topics, --dry-run and --execute need --reset-offsets", 2)
+    elif action == "reset_offsets":
         scenarios = [s for s in RESET_SCENARIOS if getattr(args, s) not in (None, False)]
         if len(scenarios) != 1:
             raise CliError("Option [reset-offsets] takes exactly one of these options: [to-datetime], "
@@ -85,7 +94,8 @@ def _action(args: argparse.Namespace) -> str:
         if args.dry_run and args.execute:
             raise CliError("Option [dry-run] can't be used with option [execute]", 2)
     elif args.execute or args.dry_run or args.topic or args.all_topics:
-        raise CliError("Options --topic, --all-topics, --dry-run and --execute need --reset-offsets", 2)
+        raise CliError("Options --topic, --all-topics, --dry-run and --execute need --reset-offsets "
+                       "(--topic: or --delete-offsets)", 2)
     if args.members and args.offsets:
         raise CliError("Option [members] can't be used with option [offsets]", 2)
     return action
@@ -102,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
             return _describe(admin, args, groups)
         if action == "delete":
             return _delete(admin, groups)
+        if action == "delete_offsets":
+            return _delete_offsets(admin, args, groups[0])
         from strom.cli.consumer_groups_reset import reset_offsets
 
         return reset_offsets(admin, args, groups)
@@ -173,6 +185,36 @@ def _delete(admin: Any, groups: list[str]) -> int:
         names = "', '".join(ok)
         print(f"Deletion of requested consumer groups ('{names}') was successful.")
     return 1 if failed else 0
+
+
+def _delete_offsets(admin: Any, args: argparse.Namespace, group: str) -> int:
+    """Kafka's ``ConsumerGroupCommand.deleteOffsets``: a summary line, then one row per partition."""
+    from strom.cli.consumer_groups_reset import _partitions
+    from strom.common.error_codes import GroupSubscribedToTopicError
+
+    partitions = _partitions(admin, args, group, {})
+    result = admin.delete_consumer_group_offsets(group, partitions)
+    errors: dict[Any, BaseException | None] = {}
+    for tp in partitions:
+        try:
+            wait(result[tp])
+            errors[tp] = None
+        except Exception as e:  # noqa: BLE001 - reported per partition
+            errors[tp] = e
+    failures = [e for e in errors.values() if e is not None]
+    topics = ", ".join(dict.fromkeys(tp.topic for tp in partitions))
+    if not failures:
+        print(f"Request succeed for deleting offsets with topic {topics} group {group}")
+    elif len(failures) == len(errors) and len({type(e) for e in failures}) == 1 and not isinstance(
+            failures[0], GroupSubscribedToTopicError):
+        raise CliError(f"Deleting offsets of group '{group}' failed: {error_message(failures[0])}")
+    else:
+        print("Error: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
+    print("\n" + _row([30, 15], ["TOPIC", "PARTITION", "STATUS"]))
+    for tp in sorted(errors):
+        e = errors[tp]
+        print(_row([30, 15], [tp.topic, tp.partition, "Successful" if e is None else f"Error: {error_message(e)}"]))
+    return 1 if failures else 0
 
 
 # -------------------------------------------------------------------------------------------- describe

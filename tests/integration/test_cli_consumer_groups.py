@@ -164,3 +164,54 @@ def test_unknown_group_and_bad_states(broker: BrokerProcess) -> None:
     assert bad_state.returncode == 2 and bad_state.stderr.startswith("Error: Invalid state list 'Sleepy'")
     no_topic = groups(broker, "--reset-offsets", "--group", "ghost", "--topic", "nosuch", "--to-earliest")
     assert no_topic.returncode == 1 and "Topic 'nosuch' does not exist" in no_topic.stderr
+
+
+def test_delete_offsets_of_an_inactive_and_an_active_group(broker: BrokerProcess) -> None:
+    from strom.admin import AdminClient, TopicPartition
+    from strom.consumer import KafkaConsumer
+
+    consumed = strom("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "orders", "--group",
+                     "audit", "--from-beginning", "--max-messages", "10")
+    assert consumed.returncode == 0, consumed.stderr
+    tps = [TopicPartition("orders", p) for p in (0, 1)]
+
+    def committed(group: str) -> dict[int, int | None]:
+        with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+            found = admin.list_consumer_group_offsets(group, partitions=tps).partitions_to_offset_and_metadata(
+                group).result(10)
+        return {tp.partition: None if om is None else om.offset for tp, om in found.items()}
+
+    before = committed("audit")
+    assert None not in before.values()
+    deleted = groups(broker, "--delete-offsets", "--group", "audit", "--topic", "orders:0")
+    assert deleted.returncode == 0, deleted.stderr
+    assert table(deleted.stdout) == [["Request", "succeed", "for", "deleting", "offsets", "with", "topic", "orders",
+                                      "group", "audit"], ["TOPIC", "PARTITION", "STATUS"], ["orders", "0", "Successful"]]
+    assert committed("audit") == {0: None, 1: before[1]}
+
+    # a member consuming the topic: the broker refuses each of its partitions (GROUP_SUBSCRIBED_TO_TOPIC)
+    live = KafkaConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "live", "auto.offset.reset": "earliest"},
+                         key_deserializer="bytes", value_deserializer="bytes")
+    try:
+        live.subscribe(["orders"])
+        deadline = time.monotonic() + 30
+        while len(live.assignment()) < 2:
+            assert time.monotonic() < deadline, "the member never got both partitions"
+            live.poll(0.2)
+        live.commit_sync({tp: 1 for tp in tps})
+        refused = groups(broker, "--delete-offsets", "--group", "live", "--topic", "orders")
+        assert refused.returncode == 1
+        assert "Encounter some partition level error" in refused.stderr
+        rows = table(refused.stdout)
+        assert rows[0] == ["TOPIC", "PARTITION", "STATUS"] and [r[:3] for r in rows[1:]] == [
+            ["orders", "0", "Error:"], ["orders", "1", "Error:"]]
+        assert all("subscribed" in " ".join(r).lower() for r in rows[1:]), rows
+        assert committed("live") == {0: 1, 1: 1}
+    finally:
+        live.close()
+
+    unknown = groups(broker, "--delete-offsets", "--group", "no-such-group", "--topic", "orders")
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert len(unknown.stderr.strip().splitlines()) == 1 and "no-such-group" in unknown.stderr
+    usage = groups(broker, "--delete-offsets", "--group", "audit")
+    assert usage.returncode == 2 and "[group], [topic]" in usage.stderr
