@@ -91,3 +91,34 @@ def test_produce_every_codec_and_consume_in_group(broker) -> None:  # type: igno
             assert value == _value(codec, i)
             assert headers == [("h", str(i).encode()), ("codec", codec.encode())]
         assert all(seen[i][1] == _value(codec, i) for i in range(N))
+
+
+def test_admin_group_offsets_alter_list_delete(broker) -> None:  # type: ignore[no-untyped-def]
+    """Group-offset admin calls of other clients against strom's coordinator: librdkafka's
+    AlterConsumerGroupOffsets (a simple commit) and ListConsumerGroupOffsets (OffsetFetch); kafka-python's
+    delete_group_offsets (OffsetDelete, KIP-496; confluent-kafka's Python binding has no such call)."""
+    import kafka
+    import kafka.errors
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    _wait_futures(admin.create_topics([NewTopic("ck-offsets", num_partitions=2, replication_factor=1)]))
+    group = "ck-offsets-group"
+    tps = [TopicPartition("ck-offsets", 0, 5), TopicPartition("ck-offsets", 1, 9)]
+    _wait_futures(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)]))
+
+    def listed() -> dict[int, int]:
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition("ck-offsets", p) for p in (0, 1)])]
+        result = admin.list_consumer_group_offsets(request)[group].result(30)
+        return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+    assert listed() == {0: 5, 1: 9}
+    kp = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        deleted = kp.delete_group_offsets(group, [kafka.TopicPartition("ck-offsets", 1)])
+        assert deleted == {kafka.TopicPartition("ck-offsets", 1): kafka.errors.NoError}
+        assert listed() == {0: 5, 1: ck.OFFSET_INVALID}
+        with pytest.raises(kafka.errors.GroupIdNotFoundError):
+            kp.delete_group_offsets("no-such-group", [kafka.TopicPartition("ck-offsets", 0)])
+    finally:
+        kp.close()
