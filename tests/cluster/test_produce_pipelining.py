@@ -60,6 +60,13 @@ def test_parked_acks_all_produce_lets_the_next_one_append_and_answers_in_order(c
         admin.close(10)
     followers = [n for n in cluster.brokers if n != leader]
     with RawClient(cluster.brokers[leader].bootstrap) as client:
+        # The metadata (from any broker) can name the leader before the leader has acted on its LeaderAndIsr
+        # (NOT_LEADER_OR_FOLLOWER "does not host" then): one produce that succeeds first, offset 0.
+        def leads() -> bool:
+            r = client.request(ApiKey.PRODUCE, 9, _produce_request(b"first"))
+            return r.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+        wait_until(leads, 60, f"broker {leader} to take produces for {TOPIC}-0")
         # The followers are stopped, so no acks=all produce can complete: every one of them parks on the leader
         # (they stay in the ISR for replica.lag.time.max.ms, 15 s here, far longer than the appends take).
         for n in followers:
@@ -67,18 +74,18 @@ def test_parked_acks_all_produce_lets_the_next_one_append_and_answers_in_order(c
         try:
             sent = [client.send(ApiKey.PRODUCE, 9, _produce_request(b"r%d" % i)) for i in range(3)]
             sent.append(client.send(ApiKey.METADATA, 9, MetadataRequest(topics=None)))
-            # All three appended while the first still waits for the ISR (one at a time, the second would only
+            # All three appended (after the first record) while the first of them still waits for the ISR (one at a time, the second would only
             # be read after the first was answered) ...
             def appended() -> bool:
                 readable, _, _ = select.select([client.sock], [], [], 0)
                 if readable:  # an answer this early says what went wrong (e.g. the partition moved)
                     raise AssertionError(f"answered before replication: {client.receive()!r}")
-                return _batches_in_log(cluster, leader) == 3
+                return _batches_in_log(cluster, leader) == 4
 
             deadline = time.monotonic() + 10
             while not appended():
                 assert time.monotonic() < deadline, (
-                    f"the 3 produces were not appended on leader {leader} in 10 s: "
+                    f"the 3 produces were not appended on leader {leader} in 10 s (4 batches expected): "
                     f"{_batches_in_log(cluster, leader)} batches; leader log tail: "
                     f"{cluster.brokers[leader].read_log().splitlines()[-30:]}")
                 time.sleep(0.05)
@@ -93,6 +100,6 @@ def test_parked_acks_all_produce_lets_the_next_one_append_and_answers_in_order(c
     assert all(isinstance(r, ProduceResponse) for r in produce_responses)
     parts = [r.responses[0].partition_responses[0] for r in produce_responses]
     assert [p.error_code for p in parts] == [ErrorCode.NONE] * 3
-    assert [p.base_offset for p in parts] == [0, 1, 2]  # appended and answered in the order sent
+    assert [p.base_offset for p in parts] == [1, 2, 3]  # appended and answered in the order sent
     assert isinstance(responses[3], MetadataResponse)
     assert [t.name for t in responses[3].topics if t.name == TOPIC] == [TOPIC]
