@@ -35,6 +35,7 @@ from strom.admin import cluster as _cluster
 from strom.admin import configs as _configs
 from strom.admin import elections as _elections
 from strom.admin import groups as _groups
+from strom.admin import log_dirs as _log_dirs
 from strom.admin import reassignments as _reassignments
 from strom.admin import records as _records
 from strom.admin import scram as _scram
@@ -52,6 +53,7 @@ from strom.admin.models import (
     DeletedRecords,
     ElectionType,
     ListOffsetsResultInfo,
+    LogDirDescription,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -230,6 +232,14 @@ class AdminClient:
         per partition with ``GroupSubscribedToTopicError`` while a member of the group consumes its topic, and for
         every partition with the group's error (e.g. ``GroupIdNotFoundError``)."""
         return _groups.delete_consumer_group_offsets(self._runnable, group_id, list(partitions), timeout_ms)
+
+    # --------------------------------------------------------------------------------------- log dirs
+
+    def describe_log_dirs(self, broker_ids: Iterable[int], *,
+                          timeout_ms: int | None = None) -> KeyedResult[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories with the replicas in them (Kafka's ``describeLogDirs``): per broker id,
+        ``{log dir: LogDirDescription}``. Needs DESCRIBE on the cluster (else ``ClusterAuthorizationFailedError``)."""
+        return _log_dirs.describe_log_dirs(self._runnable, list(broker_ids), timeout_ms)
 
     # ---------------------------------------------------------------------------------------- records
 

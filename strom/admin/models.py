@@ -20,6 +20,8 @@ from enum import Enum, IntEnum
 from strom.common.structs import Node, TopicPartition
 
 __all__ = [
+    "ReplicaInfo",
+    "LogDirDescription",
     "ElectionType",
     "NewTopic",
     "NewPartitions",
@@ -375,3 +377,25 @@ class ClusterDescription:
 
 def sorted_nodes(nodes: Iterable[Node]) -> tuple[Node, ...]:
     return tuple(sorted(nodes, key=lambda n: n.node_id))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """A replica in a log directory (Kafka's ``ReplicaInfo``): bytes on disk, how far its log end is behind the
+    high watermark, and whether it is a future replica (being moved between directories)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of a broker (Kafka's ``LogDirDescription``): ``error`` is None or the directory's error
+    (``KafkaStorageError`` for an offline one); total and usable bytes are None from brokers before
+    DescribeLogDirs v4."""
+
+    error: BaseException | None
+    replica_infos: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None

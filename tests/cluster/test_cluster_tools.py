@@ -86,6 +86,23 @@ def test_documents_commands_create_describe_alter_produce_consume(cluster: Local
              "--max-messages", "30", "--group", "readers")
     assert sorted(out.splitlines()) == sorted(lines)
 
+    # kafka-log-dirs.sh: every broker holds a replica of each partition, of the same size once replicated
+    def sizes() -> dict[str, set[int]] | None:
+        doc = json.loads(ok("log-dirs", "--bootstrap-server", bs, "--describe", "--topic-list", "sanguo")
+                         .splitlines()[-1])
+        assert sorted(b["broker"] for b in doc["brokers"]) == [1, 2, 3]
+        by_partition: dict[str, set[int]] = {}
+        for b in doc["brokers"]:
+            (log_dir,) = b["logDirs"]
+            assert log_dir["error"] is None
+            for p in log_dir["partitions"]:
+                by_partition.setdefault(p["partition"], set()).add(p["size"])
+        assert sorted(by_partition) == ["sanguo-0", "sanguo-1", "sanguo-2"]
+        return by_partition if all(len(s) == 1 for s in by_partition.values()) else None
+
+    replicated = wait_until(sizes, 30, "the same partition sizes on every broker")
+    assert sum(next(iter(s)) for s in replicated.values()) > sum(map(len, lines))
+
 
 def test_describe_partition_filters(cluster: LocalCluster) -> None:
     bs = cluster.bootstrap

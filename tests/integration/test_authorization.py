@@ -5,6 +5,7 @@ and hand-built requests (for exact per-partition codes)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -429,11 +430,21 @@ def test_group_and_admin_apis_matrix(broker: BrokerProcess) -> None:
     from strom.protocol import messages as m
 
     with raw(broker, "admin") as c:  # a group with a committed offset, made by the super user
-        r = c.request(ApiKey.OFFSET_COMMIT, 8, OffsetCommitRequest(
-            group_id="matrix-g", generation_id_or_member_epoch=-1, member_id="", topics=[
-                OffsetCommitRequest.OffsetCommitRequestTopic(name="events", partitions=[
-                    OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
-        assert r.topics[0].partitions[0].error_code == ErrorCode.NONE
+        def commit() -> int:
+            r = c.request(ApiKey.OFFSET_COMMIT, 8, OffsetCommitRequest(
+                group_id="matrix-g", generation_id_or_member_epoch=-1, member_id="", topics=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name="events", partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
+            return r.topics[0].partitions[0].error_code
+
+        # as a client does, FindCoordinator first: on a broker no earlier test used for groups it creates
+        # __consumer_offsets, and the coordinator is available once its partitions are loaded
+        c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="matrix-g", key_type=0))
+        deadline = time.monotonic() + 30
+        while (code := commit()) in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            assert time.monotonic() < deadline, "the group coordinator never became available"
+            time.sleep(0.1)
+        assert code == ErrorCode.NONE
         listed = c.request(ApiKey.LIST_GROUPS, 4, m.ListGroupsRequest(states_filter=[]))
         assert "matrix-g" in {g.group_id for g in listed.groups}
         cluster = c.request(ApiKey.DESCRIBE_CLUSTER, 0, m.DescribeClusterRequest(
@@ -459,6 +470,8 @@ def test_group_and_admin_apis_matrix(broker: BrokerProcess) -> None:
         cluster = c.request(ApiKey.DESCRIBE_CLUSTER, 0, m.DescribeClusterRequest(
             include_cluster_authorized_operations=True))
         assert cluster.error_code == ErrorCode.NONE and cluster.cluster_authorized_operations == 0
+        dirs = c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, m.DescribeLogDirsRequest(topics=None))
+        assert (dirs.error_code, dirs.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
 
         lo = c.request(ApiKey.LIST_OFFSETS, 7, m.ListOffsetsRequest(replica_id=-1, topics=[
             m.ListOffsetsRequest.ListOffsetsTopic(name=n, partitions=[

@@ -48,6 +48,7 @@ _MODULES = (
     "configs",
     "delete_records",
     "describe_cluster",
+    "describe_log_dirs",
     "init_producer_id",
     "find_coordinator",
     "join_group",
