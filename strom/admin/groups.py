@@ -298,26 +298,44 @@ def alter_consumer_group_offsets(rt: AdminClientRunnable, group_id: str,
                  topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     def handle(group: str, provider: CoordinatorProvider, body: Any, _version: int, futures: FutureMap[str]) -> None:
-        seen = []
-        retry = None
-        for t in body.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition_index)
-                seen.append(tp)
-                if p.error_code in _RETRIABLE_GROUP:
-                    retry = p.error_code
-                elif p.error_code:
-                    partition_futures.fail(tp, for_code(p.error_code))
-                else:
-                    partition_futures.complete(tp, None)
+        retry = _partition_results(body.topics, partition_futures, _RETRIABLE_GROUP)
         if retry is not None:
             _check_group_error(provider, retry)
-        partition_futures.fail_missing(seen, "partition")
         futures.complete(group, None)
 
-    if not values:
+    return _one_group_by_partition(rt, "alterConsumerGroupOffsets", group_id, partition_futures, timeout_ms, build,
+                                   handle)
+
+
+def _partition_results(topics: Any, partition_futures: FutureMap[TopicPartition],
+                       retriable: Iterable[int] = ()) -> int | None:
+    """Complete or fail each partition of a response's ``topics`` (and fail those it left out); a partition with a
+    ``retriable`` error stays undone and its code is returned (the call is then retried)."""
+    retriable = set(retriable)
+    seen = []
+    retry = None
+    for t in topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            seen.append(tp)
+            if p.error_code in retriable:
+                retry = p.error_code
+            elif p.error_code:
+                partition_futures.fail(tp, for_code(p.error_code))
+            else:
+                partition_futures.complete(tp, None)
+    if retry is None:
+        partition_futures.fail_missing(seen, "partition")
+    return retry
+
+
+def _one_group_by_partition(rt: AdminClientRunnable, name: str, group_id: str,
+                            partition_futures: FutureMap[TopicPartition], timeout_ms: int | None, build: Any,
+                            handle: Any) -> KeyedResult[TopicPartition, None]:
+    """A call for one group whose results are per partition: a failure of the call fails every partition."""
+    if not partition_futures.futures:
         return KeyedResult({})
-    group_future = _per_group(rt, "alterConsumerGroupOffsets", [group_id], timeout_ms, build, handle)
+    group_future = _per_group(rt, name, [group_id], timeout_ms, build, handle)
     group_future.futures[group_id].add_done_callback(
         lambda f: partition_futures.fail_all(f.exception()) if f.exception() is not None else None)
     return KeyedResult(partition_futures.futures)
@@ -346,21 +364,8 @@ def delete_consumer_group_offsets(rt: AdminClientRunnable, group_id: str, partit
             partition_futures.fail_all(error)
             futures.fail(group, error)
             return
-        seen = []
-        for t in body.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition_index)
-                seen.append(tp)
-                if p.error_code:
-                    partition_futures.fail(tp, for_code(p.error_code))
-                else:
-                    partition_futures.complete(tp, None)
-        partition_futures.fail_missing(seen, "partition")
+        _partition_results(body.topics, partition_futures)
         futures.complete(group, None)
 
-    if not wanted:
-        return KeyedResult({})
-    group_future = _per_group(rt, "deleteConsumerGroupOffsets", [group_id], timeout_ms, build, handle)
-    group_future.futures[group_id].add_done_callback(
-        lambda f: partition_futures.fail_all(f.exception()) if f.exception() is not None else None)
-    return KeyedResult(partition_futures.futures)
+    return _one_group_by_partition(rt, "deleteConsumerGroupOffsets", group_id, partition_futures, timeout_ms, build,
+                                   handle)
