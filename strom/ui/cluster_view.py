@@ -20,7 +20,7 @@ import threading
 import time as _time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from strom.admin import AdminClient, NewTopic, OffsetSpec
@@ -51,6 +51,7 @@ class PartitionRow:
     isr: tuple[int, ...]
     start_offset: int
     end_offset: int
+    size: int | None = None  # bytes on disk on the leader (DescribeLogDirs; None when the cluster does not tell)
 
     @property
     def messages(self) -> int:
@@ -82,6 +83,12 @@ class TopicRow:
     @property
     def offline(self) -> int:
         return sum(1 for p in self.partitions if p.leader is None)
+
+    @property
+    def size(self) -> int | None:
+        """Bytes on disk of the leaders' replicas, when every partition's is known."""
+        sizes = [p.size for p in self.partitions]
+        return None if not sizes or None in sizes else sum(s for s in sizes if s is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +263,23 @@ class ClusterView:
         rows = self._load_topics([name])
         if not rows:
             raise NotFound(f"Topic {name!r} does not exist")
-        return rows[0]
+        return self._with_sizes(rows[0])
+
+    def _with_sizes(self, row: TopicRow) -> TopicRow:
+        """Each partition's size on its leader (DescribeLogDirs, the sizes Kafka consoles show); the row as it is
+        when the cluster does not tell (a broker without the API, no DESCRIBE on the cluster)."""
+        leaders = sorted({p.leader for p in row.partitions if p.leader is not None})
+        if not leaders:
+            return row
+        try:
+            found = self.admin.describe_log_dirs(leaders).all().result(_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001 - sizes are optional on the page
+            log.debug("no log dir sizes for %s: %s", row.name, e)
+            return row
+        sizes = {(broker, tp.partition): r.size for broker, dirs in found.items() for d in dirs.values()
+                 for tp, r in d.replica_infos.items() if tp.topic == row.name and not r.is_future}
+        return replace(row, partitions=tuple(replace(p, size=sizes.get((p.leader, p.partition)))
+                                             for p in row.partitions))
 
     def _load_topics(self, names: Iterable[str]) -> list[TopicRow]:
         names = list(names)

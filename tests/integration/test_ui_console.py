@@ -161,6 +161,12 @@ def test_every_page_against_a_live_broker(cluster: str, browser: webdriver.Chrom
         partitions = cells(browser, "partitions")
         assert [(p[0], p[1], p[2], p[3], p[5]) for p in partitions] == [
             ("0", "1", "1", "1", "22"), ("1", "1", "1", "1", "20")]
+        # each partition's size on disk (DescribeLogDirs), as the files in the broker's log dir have it
+        with AdminClient({"bootstrap.servers": cluster}) as admin:
+            (log_dir,) = admin.describe_log_dirs([1]).all().result(30)[1]
+        on_disk = [sum(f.stat().st_size for f in Path(log_dir, f"orders-{p}").glob("*.log")) for p in (0, 1)]
+        assert min(on_disk) > 0 and [int(p[7].replace(",", "")) for p in partitions] == on_disk
+        assert int(browser.find_element(By.ID, "size").text.replace(",", "")) == sum(on_disk)
         wait_until(lambda: int(browser.find_element(By.CSS_SELECTOR, "canvas[data-series]")
                                .get_attribute("data-points") or 0) > 0)
         browser.save_screenshot(str(ARTIFACTS / "topic-orders-chart.png"))
