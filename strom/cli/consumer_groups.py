@@ -94,8 +94,8 @@ def _action(args: argparse.Namespace) -> str:
         if args.dry_run and args.execute:
             raise CliError("Option [dry-run] can't be used with option [execute]", 2)
     elif args.execute or args.dry_run or args.topic or args.all_topics:
-        raise CliError("Options --topic, --all-topics, --dry-run and --execute need --reset-offsets "
-                       "(--topic: or --delete-offsets)", 2)
+        raise CliError("Options --all-topics, --dry-run and --execute need --reset-offsets; --topic needs "
+                       "--reset-offsets or --delete-offsets", 2)
     if args.members and args.offsets:
         raise CliError("Option [members] can't be used with option [offsets]", 2)
     return action
@@ -189,10 +189,10 @@ def _delete(admin: Any, groups: list[str]) -> int:
 
 def _delete_offsets(admin: Any, args: argparse.Namespace, group: str) -> int:
     """Kafka's ``ConsumerGroupCommand.deleteOffsets``: a summary line, then one row per partition."""
-    from strom.cli.consumer_groups_reset import _partitions
+    from strom.cli.consumer_groups_reset import topic_partitions
     from strom.common.error_codes import GroupSubscribedToTopicError
 
-    partitions = _partitions(admin, args, group, {})
+    partitions = topic_partitions(admin, args.topic)
     result = admin.delete_consumer_group_offsets(group, partitions)
     errors: dict[Any, BaseException | None] = {}
     for tp in partitions:

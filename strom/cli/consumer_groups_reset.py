@@ -19,7 +19,7 @@ from typing import Any
 from strom.cli.common import wait
 from strom.cli.errors import CliError
 
-__all__ = ["reset_offsets", "parse_datetime", "parse_duration", "format_reset_table"]
+__all__ = ["reset_offsets", "parse_datetime", "parse_duration", "format_reset_table", "topic_partitions"]
 
 _DURATION = re.compile(r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
                        re.IGNORECASE)
@@ -59,14 +59,14 @@ def format_reset_table(rows: list[tuple[str, str, int, int]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _partitions(admin: Any, args: argparse.Namespace, group: str, committed: dict[Any, Any]) -> list[Any]:
+def topic_partitions(admin: Any, specs: list[str]) -> list[Any]:
+    """The partitions ``--topic`` names (``topic`` = all of its partitions, ``topic:p1,p2`` = those), sorted;
+    a one-line error for a malformed spec or a topic that does not exist."""
     from strom.common.structs import TopicPartition
 
-    if args.all_topics:
-        return sorted(committed)
     out: list[TopicPartition] = []
     whole: list[str] = []
-    for spec in args.topic:
+    for spec in specs:
         topic, sep, parts = spec.partition(":")
         if not sep:
             whole.append(topic)
@@ -158,7 +158,7 @@ def reset_offsets(admin: Any, args: argparse.Namespace, groups: list[str]) -> in
             continue
         committed = {tp: o for tp, o in wait(admin.list_consumer_group_offsets(group)
                                              .partitions_to_offset_and_metadata()).items() if o is not None}
-        partitions = _partitions(admin, args, group, committed)
+        partitions = sorted(committed) if args.all_topics else topic_partitions(admin, args.topic)
         if not partitions:
             continue
         new = _prepare(admin, args, partitions, committed)
