@@ -25,9 +25,37 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+_RESERVED_FOR_S = 600.0
+
+
+def claim_path(port: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"strom-ports-{os.getuid()}" / str(port)
+
+
+def _reserve(port: int) -> bool:
+    """Claim ``port`` for this caller among every process of this user that calls :func:`free_port` (e.g. the
+    parallel test workers): a port picked but not yet bound is invisible to a bind probe, so two workers could
+    otherwise pick the same one and the second server fails with EADDRINUSE. A claim lapses after 10 minutes."""
+    claim = claim_path(port)
+    claim.parent.mkdir(exist_ok=True)
+    for _ in range(2):
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - claim.stat().st_mtime < _RESERVED_FOR_S:
+                    return False
+                claim.unlink()  # lapsed: take it over (one O_EXCL create wins)
+            except FileNotFoundError:
+                pass
+    return False
+
+
 def free_port() -> int:
-    """A loopback port free now, for a server started a moment later. Picked below the kernel's ephemeral range:
-    a port from that range (what binding port 0 gives) can meanwhile become the local end of some outgoing
+    """A loopback port free now, for a server started a moment later, and claimed so that no other caller of this
+    function (in any process of this user) gets it in the next 10 minutes. Picked below the kernel's ephemeral
+    range: a port from that range (what binding port 0 gives) can meanwhile become the local end of some outgoing
     connection, and the server's bind then fails with EADDRINUSE (seen on a busy machine)."""
     low, _high = _ephemeral_range()
     rng = random.SystemRandom()
@@ -38,6 +66,7 @@ def free_port() -> int:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _reserve(port):
             return port
     with socket.socket() as s:  # crowded: let the kernel choose
         s.bind(("127.0.0.1", 0))

@@ -26,6 +26,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from strom.broker_process import free_port
 from strom.cli.errors import CliError
 
 __all__ = ["add_arguments", "run", "write_configs", "CHROOT"]
@@ -45,12 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ZooKeeper's client port (default 2181; 0 = any free port)")
     p.add_argument("--broker-port", type=int, default=9092, metavar="PORT",
                    help="the first broker's port; broker i listens on PORT+i (default 9092; 0 = free ports)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def _check_free(port: int, what: str) -> None:
@@ -79,9 +74,9 @@ def _broker_files(base: Path) -> list[Path]:
 
 def write_configs(base: Path, brokers: int, zookeeper_port: int, broker_port: int) -> tuple[Path, list[Path]]:
     """Write zookeeper.properties and server-<id>.properties under ``base``; the files' paths."""
-    zk_port = zookeeper_port or _free_port()
+    zk_port = zookeeper_port or free_port()
     _check_free(zk_port, "ZooKeeper")
-    ports = [_free_port() for _ in range(brokers)] if broker_port == 0 else [broker_port + i for i in range(brokers)]
+    ports = [free_port() for _ in range(brokers)] if broker_port == 0 else [broker_port + i for i in range(brokers)]
     for i, port in enumerate(ports):
         _check_free(port, f"broker {i}")
     zk = base / ZK_FILE
