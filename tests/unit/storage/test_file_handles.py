@@ -168,3 +168,20 @@ def test_new_log_dir_does_not_report_an_unclean_shutdown(tmp_path, caplog):
     lm.shutdown()
     assert "clean shutdown: False" not in caplog.text
     assert f"no logs in {tmp_path / 'fresh'}" in caplog.text
+
+
+def test_a_pinned_file_skipped_by_eviction_keeps_its_least_recently_used_place(tmp_path):
+    cache = FileHandleCache(3)
+    files = [PooledFile(str(tmp_path / f"f{i}"), cache) for i in range(3)]
+    files[0].acquire()  # pinned, then the others used after it: LRU order f0 (pinned), f1, f2
+    for f in files[1:]:
+        f.acquire()
+        f.release()
+    f3 = PooledFile(str(tmp_path / "f3"), cache)
+    assert [f.is_open for f in files] == [True, False, True] and f3.is_open  # f1 went, not the pinned f0
+    files[0].release()
+    f4 = PooledFile(str(tmp_path / "f4"), cache)  # f0 is still the least recently used: it goes next
+    assert [f.is_open for f in (*files, f3, f4)] == [False, False, True, True, True]
+    assert len(cache) == 3
+    for f in (*files, f3, f4):
+        f.close()
