@@ -61,7 +61,7 @@ class AppendOrigin(enum.Enum):
 
 @dataclass(slots=True)
 class ValidationResult:
-    records: bytearray
+    records: bytes | bytearray | memoryview
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -80,8 +80,13 @@ def validate_and_assign_offsets(
     leader_epoch: int = 0,
     origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> ValidationResult:
-    """Check every batch of ``records`` and return a copy with offsets assigned from ``next_offset``."""
-    buf = bytearray(records)
+    """Check every batch of ``records`` and return them with offsets assigned from ``next_offset``.
+
+    Client records in a writable memoryview (what the Produce handler passes: a slice of the request's own
+    receive buffer, used for nothing else afterwards) are rewritten in place; anything else is copied first. A
+    copy of every produced byte was a fifth of the broker's time under a 1 KiB-record produce load."""
+    in_place = origin is AppendOrigin.CLIENT and isinstance(records, memoryview) and not records.readonly
+    buf = records if in_place else bytearray(records)
     total = len(buf)
     if total > config.segment_bytes:
         raise RecordListTooLargeError(
@@ -164,7 +169,7 @@ def validate_replicated(records: bytes | bytearray | memoryview) -> ValidationRe
     ``analyzeAndValidateRecords`` for a follower append): whole headers and lengths, magic 2, the CRC-32C and
     strictly increasing offsets. Nothing is rewritten. Offsets may have gaps (compaction removes records), and
     ``recordsCount`` may be below ``lastOffsetDelta + 1`` for the same reason. Raises CorruptMessageError."""
-    buf = bytearray(records)
+    buf = records
     total = len(buf)
     max_ts = NO_TIMESTAMP
     offset_of_max_ts = -1
