@@ -9,6 +9,7 @@ Writers: confluent-kafka (librdkafka, idempotent, acks=all) and strom's own Kafk
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -126,8 +127,34 @@ def strom_writer(bootstrap: str) -> Writer:
     return w
 
 
+class _ClientErrors(logging.Handler):
+    """ERROR records of strom's clients in this process (e.g. "Uncaught error in request completion" from the
+    network client running the producer's callbacks), printed with the summary: a writer whose records expire
+    after delivery.timeout.ms leaves its cause here."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f" {type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        self.lines.append(text)
+
+
 def test_acknowledged_writes_survive_kills_and_zookeeper_restart() -> None:
     rnd = random.Random(int(os.environ.get("STROM_JEPSEN_SEED", "20261123")))
+    client_errors = _ClientErrors()
+    strom_logger = logging.getLogger("strom")  # the sender, and the network client running its callbacks
+    strom_logger.addHandler(client_errors)
+    try:
+        _run(rnd, client_errors)
+    finally:
+        strom_logger.removeHandler(client_errors)
+
+
+def _run(rnd: random.Random, client_errors: _ClientErrors) -> None:
     with LocalCluster(3, overrides={"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}) as c:
         create_topic(c, TOPIC, partitions=PARTITIONS)
         writers = [confluent_writer(c.bootstrap), strom_writer(c.bootstrap)]
@@ -195,4 +222,5 @@ def test_acknowledged_writes_survive_kills_and_zookeeper_restart() -> None:
             assert logs[1][:shortest] == logs[2][:shortest] == logs[3][:shortest], f"replicas of {p} diverge"
         print(f"{total_acked} acknowledged records checked; {summary}; "
               f"errors: {[(w.name, len(w.errors), sorted(set(w.errors))) for w in writers]}; "
-              f"refused sends: {[(w.name, len(w.send_errors)) for w in writers]}")
+              f"refused sends: {[(w.name, len(w.send_errors)) for w in writers]}; "
+              f"client errors logged: {client_errors.lines[:10]}")

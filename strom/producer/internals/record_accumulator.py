@@ -441,6 +441,18 @@ class RecordAccumulator:
             else:
                 dq.batches.appendleft(batch)
 
+    def discard_queued(self, batch: ProducerBatch) -> bool:
+        """Take ``batch`` out of its deque if it is queued there (Sender thread only); whether it was."""
+        dq = self._batches.get(batch.topic_partition)
+        if dq is None:
+            return False
+        with dq.lock:
+            try:
+                dq.batches.remove(batch)
+            except ValueError:
+                return False
+            return True
+
     def _insert_in_sequence_order(self, batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
         if batch.base_sequence == NO_SEQUENCE:
             raise IllegalStateError("Trying to re-enqueue a batch which doesn't have a sequence even though "

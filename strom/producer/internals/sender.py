@@ -323,27 +323,44 @@ class Sender:
             log.debug("%sCancelled request with header %s due to node %s being disconnected", self.log_context,
                       response.request_header, response.destination)
             for batch in batches.values():
-                self._complete_batch(batch, _PartitionResponse(error_code=code, error_message=reason, base_offset=-1),
-                                     correlation_id, now)
+                self._complete_batch_or_fail(batch, _PartitionResponse(error_code=code, error_message=reason,
+                                                                       base_offset=-1), correlation_id, now)
         elif response.version_mismatch is not None:
             log.warning("%sCancelled request %s due to a version mismatch with node %s", self.log_context,
                         response.request_header, response.destination)
             for batch in batches.values():
-                self._complete_batch(batch, _PartitionResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
-                                                               base_offset=-1), correlation_id, now)
+                self._complete_batch_or_fail(batch, _PartitionResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                                                       base_offset=-1), correlation_id, now)
         elif response.has_response():
             body = response.response_body
             for topic in body.responses:
                 for p in topic.partition_responses:
                     batch = batches.get(TopicPartition(topic.name, p.index))
                     if batch is not None:
-                        self._complete_batch(batch, p, correlation_id, now)
+                        self._complete_batch_or_fail(batch, p, correlation_id, now)
             self.sensors.request_time.record(response.request_latency_ms, now)
             self.sensors.throttle_time.record(body.throttle_time_ms, now)
         else:  # acks=0: complete on send
             for batch in batches.values():
-                self._complete_batch(batch, _PartitionResponse(error_code=ErrorCode.NONE, base_offset=-1),
-                                     correlation_id, now)
+                self._complete_batch_or_fail(batch, _PartitionResponse(error_code=ErrorCode.NONE, base_offset=-1),
+                                             correlation_id, now)
+
+    def _complete_batch_or_fail(self, batch: ProducerBatch, response: Any, correlation_id: int, now: int) -> None:
+        """:meth:`_complete_batch`, and should it raise (a bug, or state it did not expect), the batch fails now
+        with that error instead of staying in flight until delivery.timeout.ms -- and the other batches of the
+        same response are still completed."""
+        try:
+            self._complete_batch(batch, response, correlation_id, now)
+        except Exception as e:
+            log.error("%sUncaught error handling the produce response (correlation id %d) for %s; failing its batch",
+                      self.log_context, correlation_id, batch.topic_partition, exc_info=True)
+            self.accumulator.discard_queued(batch)  # in case it was put back for a retry before the error
+            if not batch.is_done():
+                self._fail_batch(batch, KafkaError(f"Unexpected error handling the produce response for "
+                                                   f"{batch.topic_partition}: {type(e).__name__}: {e}"), None, False)
+            self._maybe_remove_from_inflight_batches(batch)
+            if self.guarantee_message_order:
+                self.accumulator.unmute_partition(batch.topic_partition)
 
     def _complete_batch(self, batch: ProducerBatch, response: Any, correlation_id: int, now: int) -> None:
         error = response.error_code

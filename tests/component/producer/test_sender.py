@@ -405,3 +405,36 @@ def test_metrics_reported() -> None:
     topic = h.metric_values("producer-topic-metrics", topic="t")
     assert (topic["record-send-total"], topic["byte-total"]) == (2, len(sent))
     assert math.isnan(topic["compression-rate"])
+
+
+def test_an_error_while_completing_one_batch_fails_it_now_and_completes_the_others(caplog, monkeypatch) -> None:
+    """A batch whose response handling raises (here: putting it back for a retry) fails at once with that error,
+    instead of staying in flight until delivery.timeout.ms, and the other partitions of the same response are
+    completed; the error is logged."""
+    from strom.common.error_codes import ErrorCode
+    from strom.protocol.messages import ProduceResponse
+
+    h = make_harness(nodes=1, retry_backoff_ms=100)
+    f0, f1 = h.append(TP0), h.append(TP1)
+    h.run_once()
+    assert len(h.produce_requests()) == 1  # both partitions in one request
+
+    def broken_reenqueue(batch, now_ms):  # type: ignore[no-untyped-def]
+        raise RuntimeError("reenqueue broke")
+
+    monkeypatch.setattr(h.accumulator, "reenqueue", broken_reenqueue)
+    part = ProduceResponse.PartitionProduceResponse
+    partitions = [part(index=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, base_offset=-1, log_append_time_ms=-1,
+                       log_start_offset=-1, record_errors=[], error_message=None),
+                  part(index=1, error_code=ErrorCode.NONE, base_offset=7, log_append_time_ms=-1, log_start_offset=-1,
+                       record_errors=[], error_message=None)]
+    h.client.respond(ProduceResponse(throttle_time_ms=0, responses=[
+        ProduceResponse.TopicProduceResponse(name="t", partition_responses=partitions)]))
+    with caplog.at_level(logging.ERROR):
+        h.run_once()
+    assert f1.get().offset == 7
+    with pytest.raises(KafkaError, match="Unexpected error handling the produce response for t-0: RuntimeError"):
+        f0.get()
+    assert "Uncaught error handling the produce response" in caplog.text
+    assert not h.sender.in_flight_batches
+    assert h.accumulator.buffer_pool_available_memory() == h.pool.total_memory()
