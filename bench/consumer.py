@@ -9,9 +9,11 @@ subprocess, one after the other, as a group member (fresh group id, ``auto.offse
 auto-commit, ``max.poll.records``-style limit 500 where the client has one) and reads every record, touching
 each value (sum of the value lengths is checked). The clients take turns for R rounds (the machine is shared
 and noisy: the median of the rounds is reported). Per client: steady-state records/s (clock from the first
-record to the last), total records/s (clock from creating the consumer, so connecting and the group join are
-included; importing the client library is not), CPU seconds of the consumer process and records per CPU
-second; then strom's ratios. ``strom-arrow`` is strom's columnar path (``poll_arrow``, up to --arrow-max-records
+record to the last), total records/s (clock from creating the consumer to the last record, so connecting and the
+group join are included; importing the client library is not), CPU seconds of the consumer process over the same
+span and records per CPU second, and the seconds ``close`` took after the last record (not counted above: strom's
+consumer, as Java's, closes its fetch sessions and so waits for the fetch already parked at the broker, up to
+``fetch.max.wait.ms``); then strom's ratios. ``strom-arrow`` is strom's columnar path (``poll_arrow``, up to --arrow-max-records
 rows per call, default 500 as the others; values touched as one column).
 """
 
@@ -29,6 +31,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 VALUE_SIZE = 100
 CLIENTS = ("strom", "strom-arrow", "kafka-python", "aiokafka", "confluent-kafka")
 MAX_RECORDS_ARROW = 500
+
+# (first record's perf_counter, (perf_counter, process_time) after the last record, records, value bytes)
+Run = tuple[float | None, tuple[float, float], int, int]
+
+
+def _mark() -> tuple[float, float]:
+    """Wall and CPU clocks when the last record has been read: closing the client (leaving the group, closing
+    fetch sessions) is not part of reading."""
+    return time.perf_counter(), time.process_time()
 
 
 def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
@@ -56,7 +67,7 @@ def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
 # --------------------------------------------------------------------------------------------- clients
 
 
-def run_strom(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+def run_strom(bootstrap: str, topic: str, n: int) -> Run:
     from strom.consumer import KafkaConsumer
 
     c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": f"bench-strom-{time.time()}"},
@@ -73,11 +84,12 @@ def run_strom(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, in
         for r in records:
             nbytes += len(r.value)
         got += len(records)
+    last = _mark()
     c.close()
-    return first, got, nbytes
+    return first, last, got, nbytes
 
 
-def run_strom_arrow(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+def run_strom_arrow(bootstrap: str, topic: str, n: int) -> Run:
     """strom's columnar path: ``poll_arrow`` (same consumer settings, 500 records per poll; whole value
     column summed with pyarrow)."""
     import pyarrow.compute as pc
@@ -98,11 +110,12 @@ def run_strom_arrow(bootstrap: str, topic: str, n: int) -> tuple[float | None, i
         if table.num_rows:
             nbytes += pc.sum(pc.binary_length(table.column("value"))).as_py()
         got += table.num_rows
+    last = _mark()
     c.close()
-    return first, got, nbytes
+    return first, last, got, nbytes
 
 
-def run_kafka_python(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+def run_kafka_python(bootstrap: str, topic: str, n: int) -> Run:
     import kafka
 
     c = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-kp-{time.time()}",
@@ -118,16 +131,17 @@ def run_kafka_python(bootstrap: str, topic: str, n: int) -> tuple[float | None, 
             got += len(records)
             for r in records:
                 nbytes += len(r.value)
+    last = _mark()
     c.close()
-    return first, got, nbytes
+    return first, last, got, nbytes
 
 
-def run_aiokafka(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+def run_aiokafka(bootstrap: str, topic: str, n: int) -> Run:
     import asyncio
 
     import aiokafka
 
-    async def main() -> tuple[float | None, int, int]:
+    async def main() -> Run:
         c = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-aio-{time.time()}",
                                       auto_offset_reset="earliest", enable_auto_commit=False)
         await c.start()
@@ -142,13 +156,14 @@ def run_aiokafka(bootstrap: str, topic: str, n: int) -> tuple[float | None, int,
                 got += len(records)
                 for r in records:
                     nbytes += len(r.value)
+        last = _mark()
         await c.stop()
-        return first, got, nbytes
+        return first, last, got, nbytes
 
     return asyncio.run(main())
 
 
-def run_confluent(bootstrap: str, topic: str, n: int) -> tuple[float | None, int, int]:
+def run_confluent(bootstrap: str, topic: str, n: int) -> Run:
     import confluent_kafka as ck
 
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ck-{time.time()}",
@@ -165,8 +180,9 @@ def run_confluent(bootstrap: str, topic: str, n: int) -> tuple[float | None, int
                 first = time.perf_counter()
             got += 1
             nbytes += len(m.value())
+    last = _mark()
     c.close()
-    return first, got, nbytes
+    return first, last, got, nbytes
 
 
 RUNNERS = {"strom": run_strom, "strom-arrow": run_strom_arrow, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
@@ -184,10 +200,11 @@ def child(client: str, bootstrap: str, topic: str, n: int) -> None:
     importlib.import_module(IMPORTS[client])
     cpu0 = time.process_time()
     t0 = time.perf_counter()
-    first, got, nbytes = RUNNERS[client](bootstrap, topic, n)
+    first, (last, last_cpu), got, nbytes = RUNNERS[client](bootstrap, topic, n)
     end = time.perf_counter()
-    print(json.dumps({"client": client, "records": got, "bytes": nbytes, "total_s": end - t0,
-                      "steady_s": end - first if first else None, "cpu_s": time.process_time() - cpu0}))
+    print(json.dumps({"client": client, "records": got, "bytes": nbytes, "total_s": last - t0,
+                      "steady_s": last - first if first else None, "cpu_s": last_cpu - cpu0,
+                      "close_s": end - last}))
 
 
 def main() -> None:
@@ -236,13 +253,14 @@ def main() -> None:
             "cpu": statistics.median(r["cpu_s"] for r in rs),
             "per_cpu": statistics.median(r["records"] / r["cpu_s"] for r in rs),
             "all_steady": [round(r["records"] / r["steady_s"]) for r in rs],
+            "close": statistics.median(r["close_s"] for r in rs),
         }
     print()
     print(f"medians of {args.rounds} rounds")
-    print("| client | records/s (steady) | records/s (incl. join) | CPU s | records per CPU s |")
-    print("|---|---:|---:|---:|---:|")
+    print("| client | records/s (steady) | records/s (incl. join) | CPU s | records per CPU s | close s |")
+    print("|---|---:|---:|---:|---:|---:|")
     for client, r in results.items():
-        print(f"| {client} | {r['steady']:,.0f} | {r['total']:,.0f} | {r['cpu']:.2f} | {r['per_cpu']:,.0f} |")
+        print(f"| {client} | {r['steady']:,.0f} | {r['total']:,.0f} | {r['cpu']:.2f} | {r['per_cpu']:,.0f} | {r['close']:.2f} |")
     for client, r in results.items():
         print(f"{client} steady rounds: {r['all_steady']}")
     for mine in ("strom", "strom-arrow"):
