@@ -256,6 +256,10 @@ def _row(target: str, size: int, acks: str, client: str, r: dict[str, Any]) -> s
             f"peak RSS {r['peak_rss_mb']:.0f} MB")
 
 
+def _ratio(x: float) -> str:
+    return "—" if x != x else f"{x:.2f}×"  # a client not run (or failed): no ratio
+
+
 def _table(results: list[tuple[str, int, str, str, dict[str, Any]]], clients: list[str]) -> str:
     lines = ["| broker | record | acks | client | records/s | MB/s | peak RSS MB | strom ÷ client | "
              "strom-bulk ÷ client |", "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
@@ -267,7 +271,7 @@ def _table(results: list[tuple[str, int, str, str, dict[str, Any]]], clients: li
                   for rates in (strom_rates, bulk_rates)]
         rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "-"
         lines.append(f"| {target} | {size} B | {acks} | {client} | {rate:,.0f} | {rate * size / 1e6:.1f} | {rss} | "
-                     f"{ratios[0]:.2f}× | {ratios[1]:.2f}× |")
+                     f"{_ratio(ratios[0])} | {_ratio(ratios[1])} |")
     return "\n".join(lines)
 
 

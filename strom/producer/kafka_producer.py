@@ -136,6 +136,11 @@ class KafkaProducer:
         self._value_serializer = make_serializer(values["value.serializer"], False, configs)
         self._interceptors = interceptors if interceptors is not None else make_interceptors(
             values["interceptor.classes"], configs)
+        # Checked on every send: a plain attribute (ProducerInterceptors' __bool__ is a Python call), and whether
+        # the serializers are the pass-through ones (bytes and None are then used as they are, without a call).
+        self._intercepting = bool(self._interceptors)
+        self._raw_key = type(self._key_serializer) is ByteArraySerializer
+        self._raw_value = type(self._value_serializer) is ByteArraySerializer
         self._max_request_size: int = values["max.request.size"]
         self._total_memory_size: int = values["buffer.memory"]
         self._compression = cfg.compression_type
@@ -198,8 +203,9 @@ class KafkaProducer:
         if type(record) is str:
             if callback is not None and not callable(callback):
                 value, callback = callback, None
-            if (not interceptors and headers is None and record and _natural_or_none(partition)
-                    and _natural_or_none(timestamp)):
+            if (not self._intercepting and headers is None and record
+                    and (partition is None or (type(partition) is int and partition >= 0))
+                    and (timestamp is None or (type(timestamp) is int and timestamp >= 0))):
                 # Fast path: no interceptor needs a ProducerRecord and the fields are valid as given.
                 return self._do_send(record, partition, key, value, None, timestamp, callback, None)
             record = ProducerRecord(record, value, key, partition, timestamp, headers)
@@ -232,18 +238,24 @@ class KafkaProducer:
             if waited_ms:
                 now += waited_ms
             remaining_wait_ms = self._max_block_time_ms - waited_ms
-            try:
-                key_bytes = self._key_serializer.serialize(topic, key, headers)
-            except TypeError as e:
-                raise SerializationError(
-                    f"Can't convert key of class {type(key).__name__} to class "
-                    f"{type(self._key_serializer).__name__} specified in key.serializer") from e
-            try:
-                value_bytes = self._value_serializer.serialize(topic, value, headers)
-            except TypeError as e:
-                raise SerializationError(
-                    f"Can't convert value of class {type(value).__name__} to class "
-                    f"{type(self._value_serializer).__name__} specified in value.serializer") from e
+            if self._raw_key and (key is None or type(key) is bytes):
+                key_bytes = key
+            else:
+                try:
+                    key_bytes = self._key_serializer.serialize(topic, key, headers)
+                except TypeError as e:
+                    raise SerializationError(
+                        f"Can't convert key of class {type(key).__name__} to class "
+                        f"{type(self._key_serializer).__name__} specified in key.serializer") from e
+            if self._raw_value and (value is None or type(value) is bytes):
+                value_bytes = value
+            else:
+                try:
+                    value_bytes = self._value_serializer.serialize(topic, value, headers)
+                except TypeError as e:
+                    raise SerializationError(
+                        f"Can't convert value of class {type(value).__name__} to class "
+                        f"{type(self._value_serializer).__name__} specified in value.serializer") from e
             partitioner = self._partitioner
             explicit_partition = partition is not None
             if partition is None:
@@ -260,7 +272,7 @@ class KafkaProducer:
                                                                 self._compression))
             if timestamp is None:
                 timestamp = now
-            intercept_callback = InterceptorCallback(callback, interceptors, tp) if interceptors else callback
+            intercept_callback = InterceptorCallback(callback, interceptors, tp) if self._intercepting else callback
             accumulator = self._accumulator
             result = accumulator.append(tp, timestamp, key_bytes, value_bytes, header_array, intercept_callback,
                                         remaining_wait_ms, True, now)
@@ -272,7 +284,7 @@ class KafkaProducer:
                 if not explicit_partition:
                     partition = partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
                     tp = self._topic_partition(topic, partition)
-                if interceptors:
+                if self._intercepting:
                     intercept_callback = InterceptorCallback(callback, interceptors, tp)
                 result = accumulator.append(tp, timestamp, key_bytes, value_bytes, header_array, intercept_callback,
                                             remaining_wait_ms, False, now)

@@ -480,9 +480,12 @@ class MemoryRecordsBuilder:
         """Closed, or holds a record and has reached ``write_limit`` (Kafka's ``isFull``)."""
         if self._built is not None:
             return True
-        if self.write_limit is None:
+        limit = self.write_limit
+        if limit is None:
             return False
-        return self._n > 0 and self.write_limit <= self.estimated_size_in_bytes()
+        if not self.compression_type:  # uncompressed: the size is exact (estimated_size_in_bytes inlined)
+            return self._n > 0 and limit <= self._pos
+        return self._n > 0 and limit <= self.estimated_size_in_bytes()
 
     def estimated_size_in_bytes(self) -> int:
         """The built size once closed, else the estimate (exact when uncompressed)."""

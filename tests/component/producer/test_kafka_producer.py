@@ -207,6 +207,31 @@ def test_serialization_errors_are_raised(setup: Setup) -> None:
         s.close()
 
 
+def test_bytes_serializer_records_on_the_fast_path_and_off_it() -> None:
+    """With the pass-through ``bytes`` serializers, ``send`` uses bytes and None keys/values as they are (no
+    serializer call) and still converts a bytearray or memoryview and refuses other types with Kafka's message."""
+    s = Setup({"t": 1}, **{"key.serializer": "bytes", "value.serializer": "bytes"})
+    try:
+        futures = [s.producer.send("t", b"v1", key=b"k1"), s.producer.send("t", None, key=None),
+                   s.producer.send("t", bytearray(b"v3"), key=memoryview(b"k3")),
+                   s.producer.send(ProducerRecord("t", b"v4", key=b"k4"))]
+        with pytest.raises(SerializationError, match="^Can't convert value of class str to class "
+                                                      "ByteArraySerializer specified in value.serializer$"):
+            s.producer.send("t", "text")
+        with pytest.raises(SerializationError, match="^Can't convert key of class int to class "
+                                                      "ByteArraySerializer specified in key.serializer$"):
+            s.producer.send("t", b"v", key=7)
+        eventually(lambda: s.client.requests)
+        from strom.record.records import MemoryRecords
+        request = next(r.request for r in s.client.requests if isinstance(r.request, ProduceRequest))
+        got = [(r.key, r.value) for r in MemoryRecords(request_partitions(request)[TopicPartition("t", 0)]).records()]
+        assert got == [(b"k1", b"v1"), (None, None), (b"k3", b"v3"), (b"k4", b"v4")]
+        s.respond_all(offset=0)
+        assert [f.get(10).serialized_value_size for f in futures] == [2, -1, 2, 2]
+    finally:
+        s.close()
+
+
 def test_send_after_close_raises(setup: Setup) -> None:
     """§18 item 13: send on a closed producer fails (IllegalStateException in Kafka)."""
     setup.producer.close()
