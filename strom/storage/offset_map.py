@@ -2,7 +2,8 @@
 
 Kafka counterpart: ``SkimpyOffsetMap``. Keys are stored as their 16-byte MD5 digest (as Kafka does), so memory
 per entry does not grow with key size; two keys colliding on MD5 would let the older one be removed, which Kafka
-accepts too. The capacity follows Kafka's sizing: ``memory / (16 + 8)`` slots of which ``load_factor`` are used,
+accepts too. A key shorter than 16 bytes is stored as itself: no larger than its digest, cheaper than hashing it,
+and it cannot equal a digest of another key (digests are 16 bytes long). The capacity follows Kafka's sizing: ``memory / (16 + 8)`` slots of which ``load_factor`` are used,
 so ``log.cleaner.dedupe.buffer.size`` bounds how many distinct keys one cleaning round can map (a Python dict
 spends more than 24 bytes per entry; the setting keeps Kafka's meaning, not its exact footprint).
 
@@ -16,6 +17,8 @@ import hashlib
 __all__ = ["OffsetMap", "BYTES_PER_ENTRY"]
 
 BYTES_PER_ENTRY = 16 + 8  # MD5 digest + offset, as Kafka's SkimpyOffsetMap
+_DIGEST_SIZE = 16
+_md5 = hashlib.md5
 
 
 class OffsetMap:
@@ -44,13 +47,13 @@ class OffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         """Record ``offset`` for ``key`` (offsets are put in increasing order)."""
-        self._map[hashlib.md5(key, usedforsecurity=False).digest()] = offset
+        self._map[key if len(key) < _DIGEST_SIZE else _md5(key, usedforsecurity=False).digest()] = offset
         if offset > self.latest_offset:
             self.latest_offset = offset
 
     def get(self, key: bytes) -> int:
         """The offset recorded for ``key``, or -1."""
-        return self._map.get(hashlib.md5(key, usedforsecurity=False).digest(), -1)
+        return self._map.get(key if len(key) < _DIGEST_SIZE else _md5(key, usedforsecurity=False).digest(), -1)
 
     def clear(self) -> None:
         self._map.clear()
