@@ -60,7 +60,7 @@ from strom.storage.log_manager import LogManager
 __all__ = ["BrokerServer", "pid_file_path"]
 
 log = logging.getLogger("strom.server")
-_SWITCH_INTERVAL_S = 0.0001
+_SWITCH_INTERVAL_S = 0.0005
 
 
 class BrokerServer:
@@ -113,10 +113,8 @@ class BrokerServer:
         raise_open_file_limit()
         # Disk work runs in threads (the log flusher, the cleaner, executor jobs) that need the GIL back for a
         # moment after each fsync while the event loop thread is busy: with CPython's default 5 ms switch interval
-        # every such handoff can wait 5 ms, which would hold every flush.messages ack that long. The other way round,
-        # while the log cleaner thread computes, the event loop waits up to the interval for the GIL at each of the
-        # several callbacks a request needs: 0.1 ms took produce p99 during a cleaning from 12x to 3.8x of an idle
-        # broker's (bench/compaction.py), at no cost measured in produce throughput (bench/broker.py's workloads).
+        # every such handoff can wait 5 ms, which would hold every flush.messages ack that long. (The log cleaner's
+        # record work runs in worker processes, so it does not compete for the GIL: strom/storage/cleaner_records.py.)
         sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL_S))
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)

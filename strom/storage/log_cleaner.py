@@ -39,7 +39,10 @@ transaction end.
 Reads and writes are throttled together to ``log.cleaner.io.max.bytes.per.second``.
 
 Threading: ``log.cleaner.threads`` daemon threads, started by :meth:`LogCleaner.startup` (the LogManager does it)
-and stopped by :meth:`LogCleaner.shutdown`; they never run on the event loop. A cleaning reads non-active
+and stopped by :meth:`LogCleaner.shutdown`; they never run on the event loop. Each thread decides from batch headers
+what to map, filter, keep or drop, and hands the work on records to a worker process of its own
+(:mod:`strom.storage.cleaner_records`: decoding records is CPU-bound and would otherwise hold the GIL the event loop
+needs). A cleaning reads non-active
 segments without the log lock (they are immutable) and takes it only for the swap, which is refused when the log
 was truncated or lost a segment meanwhile. :meth:`LogCleaner.clean_once` runs one cleaning in the caller's
 thread (tests, tools).
@@ -59,25 +62,24 @@ from typing import Any
 
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
-from strom.record.batch import DELETE_HORIZON_FLAG, Record, RecordBatch
-from strom.record.compression import compress
+from strom.record.batch import DELETE_HORIZON_FLAG, RecordBatch
 from strom.record.control import ControlRecordType
 from strom.record.header import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    compute_crc,
 )
-from strom.record.varint import varint_bytes, varlong_bytes
 from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
+from strom.storage.cleaner_records import (
+    MapItem,
+    ProcessRecordFilter,
+    RecordFilter,
+    build_empty_batch,
+    build_retained_batch,
+)
 from strom.storage.log import Log
 from strom.storage.log_config import LONG_MAX
 from strom.storage.log_loader import CLEANED_SUFFIX
 from strom.storage.log_segment import LogSegment, log_file_name
-from strom.storage.offset_map import BYTES_PER_ENTRY, OffsetMap
+from strom.storage.offset_map import BYTES_PER_ENTRY
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT_FILE",
@@ -477,80 +479,30 @@ def group_segments_by_size(segments: list[LogSegment], max_size: int) -> list[li
     return groups
 
 
-def _encode_record(r: Record, base_offset: int, base_timestamp: int) -> bytes:
-    body = bytearray(b"\x00")
-    body += varlong_bytes(r.timestamp - base_timestamp)
-    body += varint_bytes(r.offset - base_offset)
-    for part in (r.key, r.value):
-        if part is None:
-            body += varint_bytes(-1)
-        else:
-            body += varint_bytes(len(part))
-            body += part
-    body += varint_bytes(len(r.headers))
-    for hkey, hval in r.headers:
-        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
-        body += varint_bytes(len(kb)) + kb
-        if hval is None:
-            body += varint_bytes(-1)
-        else:
-            body += varint_bytes(len(hval)) + hval
-    return varint_bytes(len(body)) + bytes(body)
-
-
-def _write_batch(h: BatchHeader, attributes: int, base_ts: int, max_ts: int, records: bytes, count: int) -> bytes:
-    buf = bytearray(HEADER_SIZE)
-    buf += records
-    _HEADER_HEAD.pack_into(buf, 0, h.base_offset, len(buf) - LOG_OVERHEAD, h.partition_leader_epoch, 2)
-    _HEADER_TAIL.pack_into(
-        buf, ATTRIBUTES_OFFSET, attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id,
-        h.producer_epoch, h.base_sequence, count,
-    )
-    _CRC.pack_into(buf, 17, compute_crc(buf))
-    return bytes(buf)
-
-
-def build_retained_batch(h: BatchHeader, retained: list[Record], delete_horizon: int | None) -> bytes:
-    """A batch holding only ``retained`` of the original's records, offsets and producer fields unchanged,
-    recompressed with its codec; with ``delete_horizon`` that becomes the base timestamp and the delete-horizon
-    attribute is set (record timestamps stay what they were: their deltas are recomputed)."""
-    log_append = bool(h.attributes & TIMESTAMP_TYPE_MASK)
-    attributes = h.attributes
-    if delete_horizon is not None:
-        base_ts = delete_horizon
-        attributes |= DELETE_HORIZON_FLAG
-    elif attributes & DELETE_HORIZON_FLAG:
-        base_ts = h.base_timestamp
-    else:
-        base_ts = retained[0].timestamp if not log_append else h.base_timestamp
-    max_ts = h.max_timestamp if log_append else max(r.timestamp for r in retained)
-    data = b"".join(_encode_record(r, h.base_offset, base_ts) for r in retained)
-    codec = h.attributes & COMPRESSION_MASK
-    if codec:
-        data = compress(codec, data)
-    return _write_batch(h, attributes, base_ts, max_ts, data, len(retained))
-
-
-def build_empty_batch(h: BatchHeader) -> bytes:
-    """A producer's last batch with every record removed: the header alone (Kafka's writeEmptyHeader)."""
-    attributes = h.attributes & ~COMPRESSION_MASK & ~DELETE_HORIZON_FLAG
-    return _write_batch(h, attributes, h.max_timestamp, h.max_timestamp, b"", 0)
+# Batches handed to the record work in one call (a chunk): bounds the memory held for a chunk and how long the
+# I/O throttle waits between checks.
+_CHUNK_BYTES = 8 << 20
 
 
 class Cleaner:
-    """One cleaner thread's worker: its own offset map, the shared throttler (Kafka's Cleaner)."""
+    """One cleaner thread's worker: its record work (offset map; in a worker process for the broker's threads)
+    and the shared throttler (Kafka's Cleaner). Which batches are mapped, filtered, kept or dropped is decided here
+    from their headers; the records themselves are read by :attr:`records` (:mod:`strom.storage.cleaner_records`)."""
 
     def __init__(
         self,
-        offset_map: OffsetMap,
+        records: RecordFilter | ProcessRecordFilter,
         throttler: Throttler,
         time: Time,
         check_done: Callable[[TopicPartition], None],
     ) -> None:
-        self.offset_map = offset_map
+        self.records = records
         self.throttler = throttler
         self._time = time
         self._check_done = check_done
+
+    def close(self) -> None:
+        self.records.close()
 
     def clean(self, ltc: LogToClean) -> tuple[int, int | None, CleanerStats]:
         """Clean ``ltc``; returns (new first dirty offset, earliest remaining delete horizon or None, stats)."""
@@ -585,9 +537,8 @@ class Cleaner:
     ) -> int:
         """Map the keys of ``[start, end)`` until the map is full; returns where mapping stopped. Records of
         aborted transactions are left out (they supersede nothing)."""
-        m = self.offset_map
-        m.clear()
-        m.latest_offset = start - 1  # everything below ``start`` counts as covered by the (empty) map
+        work = self.records
+        work.reset(start)  # everything below ``start`` counts as covered by the (empty) map
         txns = CleanedTransactionMetadata()
         txns.add_aborted(lg.collect_aborted_transactions(start, end))
         for segment in segments:
@@ -596,29 +547,47 @@ class Cleaner:
             if segment.base_offset >= end:
                 break
             self._check_done(tp)
+            items: list[MapItem] = []
+            chunk = 0
+            reached_end = False
             for batch in segment.log.batches():
                 h = batch.header
                 if batch.last_offset < start:
                     continue
                 if h.base_offset >= end:
-                    return m.latest_offset + 1
+                    reached_end = True
+                    break
                 if h.is_control:
                     txns.on_control_batch_read(h, segment.log.read(batch.position, batch.size))
+                    items.append((batch.position, batch.size, batch.last_offset, h.records_count, False))
                 elif txns.on_batch_read(h):
                     stats.map_records_read += h.records_count  # aborted: read past, not mapped
+                    items.append((batch.position, batch.size, batch.last_offset, h.records_count, False))
                 else:
-                    if len(m) and len(m) + h.records_count > m.max_entries:
-                        log.debug("offset map full for %s at offset %d", tp, h.base_offset)
-                        return m.latest_offset + 1
-                    data = segment.log.read(batch.position, batch.size)
-                    self.throttler.maybe_throttle(len(data))
-                    stats.map_bytes_read += len(data)
-                    for r in RecordBatch(data).records():
-                        stats.map_records_read += 1
-                        if r.key is not None and r.offset >= start:
-                            m.put(r.key, r.offset)
-                m.latest_offset = max(m.latest_offset, batch.last_offset)
-        return max(m.latest_offset + 1, start)
+                    items.append((batch.position, batch.size, batch.last_offset, h.records_count, True))
+                    chunk += batch.size
+                if chunk >= _CHUNK_BYTES:
+                    full_at = self._map_chunk(segment, items, start, stats)
+                    if full_at >= 0:
+                        return full_at
+                    self._check_done(tp)
+                    items, chunk = [], 0
+            if items:
+                full_at = self._map_chunk(segment, items, start, stats)
+                if full_at >= 0:
+                    return full_at
+            if reached_end:
+                return work.latest_offset + 1
+        return max(work.latest_offset + 1, start)
+
+    def _map_chunk(self, segment: LogSegment, items: list[MapItem], start: int, stats: CleanerStats) -> int:
+        full_at, records, nbytes = self.records.map_batches(segment.log.path, items, start)
+        if full_at >= 0:
+            log.debug("offset map full at offset %d", full_at)
+        stats.map_records_read += records
+        stats.map_bytes_read += nbytes
+        self.throttler.maybe_throttle(nbytes)
+        return full_at
 
     def _clean_segments(
         self,
@@ -646,21 +615,31 @@ class Cleaner:
             for old in group:
                 self._check_done(tp)
                 txns.add_aborted(lg.collect_aborted_transactions(old.base_offset, old.next_offset))
+                # In log order: (header, position, size, bytes to keep / None, horizon, whether the record work
+                # decides); the record work's batches are sent together once a chunk's worth is pending.
+                pending: list[list[Any]] = []
+                remote: list[tuple[int, int]] = []
+                chunk = 0
                 for batch in old.log.batches():
-                    data = old.log.read(batch.position, batch.size)
-                    self.throttler.maybe_throttle(len(data))
-                    stats.bytes_read += len(data)
-                    out, batch_horizon = self._filter_batch(data, batch.header, now, retention_ms, producer_last,
-                                                            stats, txns)
-                    if batch_horizon is not None:
-                        horizon = batch_horizon if horizon is None else min(horizon, batch_horizon)
-                    if out is None:
-                        continue
                     h = batch.header
-                    max_ts = _max_timestamp_of(out)
-                    cleaned.append(h.base_offset + h.last_offset_delta, max_ts, h.base_offset + h.last_offset_delta, out)
-                    self.throttler.maybe_throttle(len(out))
-                    stats.bytes_written += len(out)
+                    stats.bytes_read += batch.size
+                    self.throttler.maybe_throttle(batch.size)
+                    decided = self._filter_by_header(old, batch.position, batch.size, h, now, retention_ms,
+                                                     producer_last, stats, txns)
+                    if decided is None:
+                        pending.append([h, batch.position, batch.size, None, None, True])
+                        remote.append((batch.position, batch.size))
+                    else:
+                        pending.append([h, batch.position, batch.size, decided[0], decided[1], False])
+                    chunk += batch.size
+                    if chunk >= _CHUNK_BYTES:
+                        horizon = self._write_chunk(old, cleaned, pending, remote, now, retention_ms, producer_last,
+                                                    stats, horizon)
+                        self._check_done(tp)
+                        pending, remote, chunk = [], [], 0
+                if pending:
+                    horizon = self._write_chunk(old, cleaned, pending, remote, now, retention_ms, producer_last,
+                                                stats, horizon)
             cleaned.on_become_inactive()
             cleaned.flush()
             mtime = max(old.last_modified for old in group)
@@ -673,14 +652,41 @@ class Cleaner:
         stats.segments_cleaned += len(group)
         return horizon
 
-    def _filter_batch(
-        self, data: bytes, h: BatchHeader, now: int, retention_ms: int, producer_last: set[int],
-        stats: CleanerStats, txns: CleanedTransactionMetadata,
-    ) -> tuple[bytes | None, int | None]:
-        """(bytes to keep or None, delete horizon of the tombstones or marker kept in it, or None)."""
-        m = self.offset_map
+    def _write_chunk(self, old: LogSegment, cleaned: LogSegment, pending: list[list[Any]],
+                     remote: list[tuple[int, int]], now: int, retention_ms: int, producer_last: set[int],
+                     stats: CleanerStats, horizon: int | None) -> int | None:
+        """Append the chunk's kept batches to ``cleaned`` in log order; returns the earliest horizon so far."""
+        results = iter(self.records.filter_batches(old.log.path, remote, now, retention_ms, producer_last)
+                       if remote else ())
+        for entry in pending:
+            h, position, size, out, batch_horizon, by_records = entry
+            if by_records:
+                out, batch_horizon, (read, written, invalid, removed) = next(results)
+                stats.records_read += read
+                stats.records_written += written
+                stats.invalid_records += invalid
+                stats.tombstones_removed += removed
+                if out is True:
+                    out = old.log.read(position, size)
+            if batch_horizon is not None:
+                horizon = batch_horizon if horizon is None else min(horizon, batch_horizon)
+            if out is None:
+                continue
+            last = h.base_offset + h.last_offset_delta
+            cleaned.append(last, _max_timestamp_of(out), last, out)
+            self.throttler.maybe_throttle(len(out))
+            stats.bytes_written += len(out)
+        return horizon
+
+    def _filter_by_header(
+        self, old: LogSegment, position: int, size: int, h: BatchHeader, now: int, retention_ms: int,
+        producer_last: set[int], stats: CleanerStats, txns: CleanedTransactionMetadata,
+    ) -> tuple[bytes | None, int | None] | None:
+        """What the header alone decides for a batch — (bytes to keep or None, delete horizon of what is kept or
+        None) — or None when its records must be checked against the map (the record work's part)."""
         has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
         if h.is_control:
+            data = old.log.read(position, size)
             if not txns.on_control_batch_read(h, data):
                 return data, None  # its transaction still has batches before it
             if not has_horizon:
@@ -695,36 +701,9 @@ class Cleaner:
             if h.base_offset + h.last_offset_delta in producer_last:
                 return build_empty_batch(h), None
             return None, None
-        if h.base_offset > m.latest_offset and not has_horizon:
-            return data, None  # wholly past the mapped section: nothing in it can go
-        records = RecordBatch(data).records()
-        retained: list[Record] = []
-        tombstones_kept = False
-        for r in records:
-            stats.records_read += 1
-            if r.offset > m.latest_offset:  # past the mapped section: nothing newer is known for its key
-                keep = True
-            elif r.key is None:
-                stats.invalid_records += 1  # a compacted log cannot keep a record without a key (Kafka drops it)
-                keep = False
-            else:
-                keep = r.offset >= m.get(r.key)
-                if keep and r.value is None and has_horizon and now >= h.base_timestamp:
-                    keep = False
-                    stats.tombstones_removed += 1
-            if keep:
-                retained.append(r)
-                tombstones_kept = tombstones_kept or r.value is None
-        stats.records_written += len(retained)
-        new_horizon = now + retention_ms if tombstones_kept and not has_horizon else None
-        horizon = new_horizon if new_horizon is not None else (h.base_timestamp if tombstones_kept else None)
-        if len(retained) == len(records) and new_horizon is None:
-            return data, horizon
-        if not retained:
-            if h.producer_id >= 0 and h.base_offset + h.last_offset_delta in producer_last:
-                return build_empty_batch(h), None
-            return None, None
-        return build_retained_batch(h, retained, new_horizon), horizon
+        if h.base_offset > self.records.latest_offset and not has_horizon:
+            return old.log.read(position, size), None  # wholly past the mapped section: nothing in it can go
+        return None
 
 
 class CleanedTransactionMetadata:
@@ -793,7 +772,11 @@ class LogCleaner:
         log_dirs: list[str],
         logs: Callable[[], list[tuple[TopicPartition, Log]]],
         time: Time = SYSTEM_TIME,
+        worker_processes: bool = True,
     ) -> None:
+        """``worker_processes``: each cleaner's record work runs in a worker process of its own (the broker's
+        way: the cleaning does not compete with the event loop for the GIL); False runs it in the cleaner's
+        thread."""
         config.validate()
         self.config = config
         self._time = time
@@ -804,12 +787,17 @@ class LogCleaner:
         self._running = False
         self.last_stats: CleanerStats | None = None
         self.cleanings = 0
+        self._worker_processes = worker_processes
+        self._cleaners: list[Cleaner] = []
+        self._once: Cleaner | None = None  # clean_once's, kept so its worker process is reused
 
     def _new_cleaner(self) -> Cleaner:
         memory = self.config.dedupe_buffer_size // max(1, self.config.num_threads)
-        return Cleaner(
-            OffsetMap(memory, self.config.dedupe_buffer_load_factor), self.throttler, self._time, self._check_done
-        )
+        factory = ProcessRecordFilter if self._worker_processes else RecordFilter
+        cleaner = Cleaner(factory(memory, self.config.dedupe_buffer_load_factor), self.throttler, self._time,
+                          self._check_done)
+        self._cleaners.append(cleaner)
+        return cleaner
 
     def _check_done(self, tp: TopicPartition) -> None:
         if self._running and self._stop.is_set():
@@ -836,6 +824,9 @@ class LogCleaner:
             t.join()
         self._threads = []
         self._running = False
+        cleaners, self._cleaners, self._once = self._cleaners, [], None
+        for cleaner in cleaners:
+            cleaner.close()
 
     def _run(self, cleaner: Cleaner) -> None:
         while not self._stop.is_set():
@@ -851,7 +842,9 @@ class LogCleaner:
     def clean_once(self) -> CleanerStats | None:
         """Clean the filthiest log now, in this thread; returns its stats, or None when no log needed it."""
         before = self.cleanings
-        self._clean_filthiest(self._new_cleaner())
+        if self._once is None:
+            self._once = self._new_cleaner()
+        self._clean_filthiest(self._once)
         return self.last_stats if self.cleanings != before else None
 
     def _clean_filthiest(self, cleaner: Cleaner) -> bool:

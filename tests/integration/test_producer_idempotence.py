@@ -30,7 +30,7 @@ def test_killed_connections_no_loss_no_duplicates_in_order(tmp_path) -> None:  #
     try:
         # Every client reaches the broker through the proxy (it is the advertised address); kills are enabled
         # only while the producer runs.
-        proxy = ChaosProxy(("127.0.0.1", broker.port), kill_every_bytes=48 * 1024, max_kills=0, port=proxy_port)
+        proxy = ChaosProxy(("127.0.0.1", broker.port), kill_every_bytes=24 * 1024, max_kills=0, port=proxy_port)
         create_topics(f"127.0.0.1:{proxy_port}", {"chaos": 6})
         producer = KafkaProducer({"bootstrap.servers": f"127.0.0.1:{proxy_port}", "key.serializer": "bytes",
                                   "value.serializer": "bytes", "linger.ms": 2, "batch.size": 4096,
