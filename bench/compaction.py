@@ -26,14 +26,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 
 import confluent_kafka as ck  # noqa: E402
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
+from partitions import one_record, percentiles  # noqa: E402
 
 from strom.broker_process import BrokerProcess  # noqa: E402
 from strom.protocol.api_keys import ApiKey  # noqa: E402
 from strom.protocol.messages.produce import ProduceRequest  # noqa: E402
-from strom.record.builder import MemoryRecordsBuilder  # noqa: E402
 from strom.testing.raw_client import RawClient  # noqa: E402
 
 CLEANED = re.compile(r"cleaned (\S+) up to offset (\d+): .*?([\d.]+) MB read, ([\d.]+) MB written, "
@@ -64,17 +65,6 @@ def produce_once(client: RawClient, records: bytes) -> float:
     elapsed = time.perf_counter() - t
     assert resp.responses[0].partition_responses[0].error_code == 0
     return elapsed
-
-
-def one_record() -> bytes:
-    b = MemoryRecordsBuilder()
-    b.append(int(time.time() * 1000), None, b"x" * 100)
-    return b.build()
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    s = sorted(samples)
-    return {q: s[min(len(s) - 1, int(len(s) * float(q)))] * 1000 for q in ("0.5", "0.99", "0.999")}
 
 
 def one_round(args: argparse.Namespace) -> dict[str, object]:

@@ -66,6 +66,15 @@ def _natural_or_none(value: Any) -> bool:
     return value is None or (type(value) is int and value >= 0)
 
 
+def _serialize(serializer: Any, what: str, topic: str, data: Any, headers: Any) -> bytes | None:
+    """``serializer.serialize``, a type mismatch reported as Kafka's SerializationException."""
+    try:
+        return serializer.serialize(topic, data, headers)  # type: ignore[no-any-return]
+    except TypeError as e:
+        raise SerializationError(f"Can't convert {what} of class {type(data).__name__} to class "
+                                 f"{type(serializer).__name__} specified in {what}.serializer") from e
+
+
 def _failed_future(exception: BaseException, tp: TopicPartition) -> FutureRecordMetadata:
     """Kafka's ``FutureFailure``: an already failed future."""
     result = ProduceRequestResult(tp)
@@ -241,21 +250,11 @@ class KafkaProducer:
             if self._raw_key and (key is None or type(key) is bytes):
                 key_bytes = key
             else:
-                try:
-                    key_bytes = self._key_serializer.serialize(topic, key, headers)
-                except TypeError as e:
-                    raise SerializationError(
-                        f"Can't convert key of class {type(key).__name__} to class "
-                        f"{type(self._key_serializer).__name__} specified in key.serializer") from e
+                key_bytes = _serialize(self._key_serializer, "key", topic, key, headers)
             if self._raw_value and (value is None or type(value) is bytes):
                 value_bytes = value
             else:
-                try:
-                    value_bytes = self._value_serializer.serialize(topic, value, headers)
-                except TypeError as e:
-                    raise SerializationError(
-                        f"Can't convert value of class {type(value).__name__} to class "
-                        f"{type(self._value_serializer).__name__} specified in value.serializer") from e
+                value_bytes = _serialize(self._value_serializer, "value", topic, value, headers)
             partitioner = self._partitioner
             explicit_partition = partition is not None
             if partition is None:
