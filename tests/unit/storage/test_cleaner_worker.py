@@ -53,14 +53,14 @@ def test_a_worker_that_dies_fails_the_call_and_the_next_call_starts_a_new_one(tm
     first = work._proc
     assert first is not None and first.poll() is None
     conn = work._conn
-    real_recv = conn.recv
+    real_send = conn.send
 
-    def dies_before_answering():  # the worker is killed while the cleaner waits for its answer
+    def dies_before_answering(request):  # the worker is gone by the time the request reaches it
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-        return real_recv()
+        return real_send(request)
 
-    monkeypatch.setattr(conn, "recv", dies_before_answering)
+    monkeypatch.setattr(conn, "send", dies_before_answering)
     with pytest.raises(OSError, match="worker process ended"):
         work.map_batches(seg.log.path, [item], 0)
     assert work._proc is None and first.returncode == -signal.SIGKILL
