@@ -269,7 +269,9 @@ class ProcessRecordFilter:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", "from strom.storage.cleaner_records import main; main()",
                  str(theirs.fileno()), str(self._memory), repr(self._load_factor)],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True,
+                # the broker's own import path, however it was started (an install, a checkout, PYTHONPATH)
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
         except BaseException:
             mine.close()
             raise
