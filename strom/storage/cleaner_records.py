@@ -9,7 +9,8 @@ at each step of every request (bench/compaction.py measured produce p99 at 4-12x
 broker's cleaner threads hand it to :class:`ProcessRecordFilter`, a worker process per cleaner thread that owns
 the offset map, reads the segment files itself (by path; segments being cleaned are immutable) and answers with
 the re-encoded batches; the event loop's process keeps the GIL for itself. :class:`RecordFilter` does the same
-work in the calling thread (tests, tools, and the fallback when no worker can be started).
+work in the calling thread (``LogCleaner(worker_processes=False)``: tests and tools). A worker that cannot be
+started fails the cleaning with an ``OSError`` like one that died.
 
 The worker is a ``python`` running :func:`main`, talking over a socket pair with pickled tuples
 (not ``multiprocessing``'s spawn, which re-imports the application's main module). It exits when the broker's
@@ -19,7 +20,6 @@ progress with an ``OSError`` (the cleaner retries the log in its next round, wit
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import struct
@@ -53,7 +53,6 @@ __all__ = [
     "build_retained_batch",
 ]
 
-log = logging.getLogger(__name__)
 
 _HEADER_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount, at byte 21
 _HEADER_HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic

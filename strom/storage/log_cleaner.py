@@ -64,9 +64,7 @@ from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.record.batch import DELETE_HORIZON_FLAG, RecordBatch
 from strom.record.control import ControlRecordType
-from strom.record.header import (
-    BatchHeader,
-)
+from strom.record.header import BatchHeader
 from strom.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from strom.storage.cleaner_records import (
     MapItem,
@@ -567,23 +565,24 @@ class Cleaner:
                     items.append((batch.position, batch.size, batch.last_offset, h.records_count, True))
                     chunk += batch.size
                 if chunk >= _CHUNK_BYTES:
-                    full_at = self._map_chunk(segment, items, start, stats)
+                    full_at = self._map_chunk(tp, segment, items, start, stats)
                     if full_at >= 0:
                         return full_at
                     self._check_done(tp)
                     items, chunk = [], 0
             if items:
-                full_at = self._map_chunk(segment, items, start, stats)
+                full_at = self._map_chunk(tp, segment, items, start, stats)
                 if full_at >= 0:
                     return full_at
             if reached_end:
                 return work.latest_offset + 1
         return max(work.latest_offset + 1, start)
 
-    def _map_chunk(self, segment: LogSegment, items: list[MapItem], start: int, stats: CleanerStats) -> int:
+    def _map_chunk(self, tp: TopicPartition, segment: LogSegment, items: list[MapItem], start: int,
+                   stats: CleanerStats) -> int:
         full_at, records, nbytes = self.records.map_batches(segment.log.path, items, start)
         if full_at >= 0:
-            log.debug("offset map full at offset %d", full_at)
+            log.debug("offset map full for %s at offset %d", tp, full_at)
         stats.map_records_read += records
         stats.map_bytes_read += nbytes
         self.throttler.maybe_throttle(nbytes)
@@ -615,9 +614,9 @@ class Cleaner:
             for old in group:
                 self._check_done(tp)
                 txns.add_aborted(lg.collect_aborted_transactions(old.base_offset, old.next_offset))
-                # In log order: (header, position, size, bytes to keep / None, horizon, whether the record work
+                # In log order: (header, position, size, what the header decided or None when the record work
                 # decides); the record work's batches are sent together once a chunk's worth is pending.
-                pending: list[list[Any]] = []
+                pending: list[tuple[BatchHeader, int, int, tuple[bytes | None, int | None] | None]] = []
                 remote: list[tuple[int, int]] = []
                 chunk = 0
                 for batch in old.log.batches():
@@ -626,11 +625,9 @@ class Cleaner:
                     self.throttler.maybe_throttle(batch.size)
                     decided = self._filter_by_header(old, batch.position, batch.size, h, now, retention_ms,
                                                      producer_last, stats, txns)
+                    pending.append((h, batch.position, batch.size, decided))
                     if decided is None:
-                        pending.append([h, batch.position, batch.size, None, None, True])
                         remote.append((batch.position, batch.size))
-                    else:
-                        pending.append([h, batch.position, batch.size, decided[0], decided[1], False])
                     chunk += batch.size
                     if chunk >= _CHUNK_BYTES:
                         horizon = self._write_chunk(old, cleaned, pending, remote, now, retention_ms, producer_last,
@@ -652,22 +649,23 @@ class Cleaner:
         stats.segments_cleaned += len(group)
         return horizon
 
-    def _write_chunk(self, old: LogSegment, cleaned: LogSegment, pending: list[list[Any]],
+    def _write_chunk(self, old: LogSegment, cleaned: LogSegment,
+                     pending: list[tuple[BatchHeader, int, int, tuple[bytes | None, int | None] | None]],
                      remote: list[tuple[int, int]], now: int, retention_ms: int, producer_last: set[int],
                      stats: CleanerStats, horizon: int | None) -> int | None:
         """Append the chunk's kept batches to ``cleaned`` in log order; returns the earliest horizon so far."""
         results = iter(self.records.filter_batches(old.log.path, remote, now, retention_ms, producer_last)
                        if remote else ())
-        for entry in pending:
-            h, position, size, out, batch_horizon, by_records = entry
-            if by_records:
-                out, batch_horizon, (read, written, invalid, removed) = next(results)
+        for h, position, size, decided in pending:
+            if decided is not None:
+                out, batch_horizon = decided
+            else:
+                kept, batch_horizon, (read, written, invalid, removed) = next(results)
                 stats.records_read += read
                 stats.records_written += written
                 stats.invalid_records += invalid
                 stats.tombstones_removed += removed
-                if out is True:
-                    out = old.log.read(position, size)
+                out = old.log.read(position, size) if kept is True else kept  # type: ignore[assignment]
             if batch_horizon is not None:
                 horizon = batch_horizon if horizon is None else min(horizon, batch_horizon)
             if out is None:
