@@ -5,17 +5,24 @@ Kafka counterpart: none (Kafka's consumer hands out one ``ConsumerRecord`` per r
 int8 (0 CreateTime, 1 LogAppendTime, -1 none), ``key`` and
 ``value`` binary (null when the record's is null), ``headers`` list<struct<key: string, value: binary>>.
 
-Two paths, as in :mod:`record_decoder`:
+Two paths:
 
-* runs of same-layout records (see :mod:`record_runs`, which finds and verifies them): a run of ``n`` records
-  of ``t`` bytes from ``p`` is a ``(n, t)`` numpy view of the fetched bytes, so the values are one 2-D slice
-  ``[:, value_at:value_at + size]`` copied into the column's data buffer, the offsets buffer is an ``arange``,
-  timestamps come from the strided delta bytes through lookup tables. No Python object per record.
-* anything else (headers, null keys or values, compaction gaps, varying sizes, long varints): the records of
-  :func:`strom.record.batch.decode_records` (or of the run decoder's per-record loop), then made columns.
+* the vectorized path, for every batch whose records have no headers: numpy works on all of a batch's records
+  at once, with no Python object per record. First the records' start positions: each record begins with its
+  length, so a *run* of records with the same length prefix is found by comparing the prefix bytes of the
+  would-be next records (a strided ``bytes`` slice and ``lstrip``, in C) — records produced together mostly
+  share a length, and when the runs turn out short a per-record loop reads the prefixes instead. Then each
+  field is read for all records at once: varints through byte gathers (``take``) and lookup tables, the key
+  and value lengths give the byte ranges, and the key and value columns are filled with one gather per
+  distinct length (a ``V<length>`` view of the fetched bytes, i.e. a ``memcpy`` per record in C) or, for
+  many distinct lengths, Arrow's ``take`` over the ranges. Offsets come from the records' offset deltas, so
+  compacted batches (gaps) take this path too.
+* anything else (headers; varints the vectorized path does not read; a malformed block): the records of
+  :func:`strom.record.batch.decode_records`, made columns.
 
-Both check every record's structure against its length prefix and that the block is consumed exactly, else
-:class:`~strom.common.error_codes.CorruptMessageError`. Needs numpy and pyarrow (imported by this module only:
+Both check every record's structure against its length prefix and that the block is consumed exactly (the
+vectorized path hands anything it cannot account for to the record decoder, which raises
+:class:`~strom.common.error_codes.CorruptMessageError`). Needs numpy and pyarrow (imported by this module only:
 the rest of the consumer does not). Pure functions; thread-safe.
 """
 
@@ -26,15 +33,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from strom.common.error_codes import CorruptMessageError
-from strom.consumer.internals.record_runs import (
-    _MIN_AVERAGE_RUN,
-    _OFFSET_LIMIT,
-    NotSimple,
-    _layout,
-    decode_simple,
-    first_key_byte,
-)
 from strom.record.batch import decode_records
 
 __all__ = ["BATCH_SCHEMA", "TABLE_SCHEMA", "HEADERS_TYPE", "decode_batch_columns", "records_to_columns",
@@ -51,25 +49,26 @@ TABLE_SCHEMA = pa.schema([pa.field("topic", pa.string(), nullable=False),
                           pa.field("partition", pa.int32(), nullable=False), *BATCH_SCHEMA])
 """``KafkaConsumer.poll_arrow``'s table: the topic-partition, then :data:`BATCH_SCHEMA`."""
 
-_TS1 = np.array([(b >> 1) ^ -(b & 1) for b in range(256)], dtype=np.int64)
-_TS2 = np.zeros(65536, dtype=np.int64)  # (lo | hi << 8) of a two-byte zig-zag varint -> value
-for _lo in range(128, 256):
-    for _hi in range(128):
-        _v = (_lo & 127) | (_hi << 7)
-        _TS2[_lo | (_hi << 8)] = (_v >> 1) ^ -(_v & 1)
-del _lo, _hi, _v
+def _zigzag(v: np.ndarray) -> np.ndarray:
+    return (v >> 1) ^ -(v & 1)
+
+
+_W = np.arange(65536, dtype=np.int64)
+_ZZ1 = _zigzag(_W[:256] & 127)  # one-byte varint -> value
+_ZZ2 = _zigzag((_W & 127) | ((_W >> 8) << 7))  # b0 | b1 << 8 (b0 >= 128 > b1) -> the two-byte varint's value
+del _W
 _EMPTY_STRUCTS = pa.array([], HEADERS_TYPE.value_type)
 _ZEROS = pa.py_buffer(bytes(1 << 18))
-_WINDOW = 4096  # rows checked at once for a run (a longer run continues as the next one, same layout)
+_BYTE = [bytes([i]) for i in range(256)]
+_EVEN = np.arange(0, 1 << 17, 2, dtype=np.int32)
+_MIN_AVERAGE_RUN = 8  # below this many records per run, the starts are read record by record
+_SHORT = 32  # items up to this long, of varying lengths, are cut from equal-length gathers
+_PREFIX_MASKS = [np.arange(high) < np.arange(high + 1)[:, None] for high in range(_SHORT + 1)]  # [high][length]
+_MAX_GATHERS = 8  # distinct key (value) lengths filled by one gather each; more go through Arrow's take
 
 
-class _ShortRuns(Exception):
-    """The batch's runs are short (varying sizes): the per-record path is cheaper."""
-
-
-def _prim(typ: pa.DataType, values: np.ndarray, n: int) -> pa.Array:
-    """A primitive column over a numpy array's memory (``pa.array`` costs more in type inference)."""
-    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(values)])
+class _Fallback(Exception):
+    """The batch has something the vectorized path does not read: the record decoder takes it."""
 
 
 def _zeros(nbytes: int) -> pa.Buffer:
@@ -80,14 +79,9 @@ def _no_headers(n: int) -> pa.Array:
     return pa.Array.from_buffers(HEADERS_TYPE, n, [None, _zeros(4 * (n + 1))], children=[_EMPTY_STRUCTS])
 
 
-def _binary(data: np.ndarray, sizes: np.ndarray | int, n: int) -> pa.Array:
-    """A binary column of ``n`` items laid end to end in ``data`` with ``sizes`` (an int: all alike)."""
-    if isinstance(sizes, int):
-        offsets = np.arange(0, (n + 1) * sizes, sizes, dtype=np.int32) if sizes else np.zeros(n + 1, np.int32)
-    else:
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(sizes, out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+def _prim(typ: pa.DataType, values: np.ndarray, n: int) -> pa.Array:
+    """A primitive column over a numpy array's memory (``pa.array`` costs more in type inference)."""
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(values)])
 
 
 def empty_columns() -> pa.RecordBatch:
@@ -103,29 +97,13 @@ def _ts_types(n: int, timestamp_type: int) -> pa.Array:
 
 
 def decode_batch_columns(data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
-                         contiguous: bool, log_append_time: int | None = None,
-                         timestamp_type: int = 0) -> pa.RecordBatch:
+                         log_append_time: int | None = None, timestamp_type: int = 0) -> pa.RecordBatch:
     """``count`` records from ``data[start:end]`` (an uncompressed records block) as Arrow columns."""
-    if contiguous and count > 0 and end - start >= 4:
+    if count > 0:
         try:
-            return _decode_runs(data, start, end, count, base_offset, base_timestamp, log_append_time,
-                                timestamp_type)
-        except _ShortRuns:
-            try:
-                tss, keys, values, p = decode_simple(data, start, count, base_timestamp)
-            except (NotSimple, IndexError):
-                pass
-            else:
-                if p != end:
-                    raise CorruptMessageError(f"records block has {end - p:+d} bytes unaccounted for after "
-                                              f"{count} records")
-                offsets = pa.array(np.arange(base_offset, base_offset + count, dtype=np.int64))
-                ts = (pa.array(np.full(count, log_append_time, dtype=np.int64)) if log_append_time is not None
-                      else pa.array(tss, pa.int64()))
-                return pa.RecordBatch.from_arrays(
-                    [offsets, ts, _ts_types(count, timestamp_type), pa.array(keys, pa.binary()) if keys is not None else pa.nulls(count, pa.binary()),
-                     pa.array(values, pa.binary()), _no_headers(count)], schema=BATCH_SCHEMA)
-        except (NotSimple, IndexError):
+            return _decode_vectorized(data, start, end, count, base_offset, base_timestamp, log_append_time,
+                                      timestamp_type)
+        except (_Fallback, IndexError):
             pass
     return records_to_columns(decode_records(data, start, end, count, base_offset, base_timestamp,
                                              log_append_time), timestamp_type)
@@ -141,96 +119,281 @@ def records_to_columns(records: list[Any], timestamp_type: int) -> pa.RecordBatc
     else:
         header_col = _no_headers(len(records))
     return pa.RecordBatch.from_arrays([pa.array(offsets, pa.int64()), pa.array(tss, pa.int64()),
-                                       _ts_types(len(records), timestamp_type), pa.array(keys, pa.binary()), pa.array(values, pa.binary()), header_col],
-                                      schema=BATCH_SCHEMA)
+                                       _ts_types(len(records), timestamp_type), pa.array(keys, pa.binary()),
+                                       pa.array(values, pa.binary()), header_col], schema=BATCH_SCHEMA)
 
 
-def _decode_runs(data: bytes, start: int, end: int, count: int, base_offset: int, base_ts: int,
-                 log_append_time: int | None, timestamp_type: int) -> pa.RecordBatch:
-    """The run path (see the module docstring); raises NotSimple / IndexError / _ShortRuns to fall back."""
-    keyed = first_key_byte(data, start) != 1
+def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset: int, base_ts: int,
+                       log_append_time: int | None, timestamp_type: int) -> pa.RecordBatch:
+    """The vectorized path (see the module docstring); raises _Fallback or IndexError to hand the batch to the
+    record decoder."""
+    if not isinstance(data, (bytes, bytearray)):
+        data = bytes(data)
     buf = np.frombuffer(data, dtype=np.uint8)
-    runs: list[tuple[int, int, tuple[int, ...]]] = []
+    starts = _record_starts(data, start, end, count)
+    rec_end = np.empty_like(starts)
+    rec_end[:-1] = starts[1:]
+    rec_end[-1] = end
+    _, size = _varints(buf, starts)  # the length prefixes (the lengths themselves gave the starts)
+    q = starts + size
+    q += 1  # attributes (unused, as in Kafka)
+    ts_delta, size = _varints(buf, q)
+    q += size
+    offset_delta, size = _varints(buf, q)
+    q += size
+    key_len, size = _varints(buf, q)
+    q += size
+    key_at = q.copy()
+    key_len, key_nulls = _lengths(key_len)
+    q += key_len
+    value_len, size = _varints(buf, q)
+    q += size
+    value_at = q.copy()
+    value_len, value_nulls = _lengths(value_len)
+    q += value_len
+    if buf.take(q).any():
+        raise _Fallback  # headers (or a malformed header count): the record decoder reads them
+    q += 1
+    if not np.array_equal(q, rec_end):
+        raise _Fallback
+    offset_delta += base_offset
+    if log_append_time is not None:
+        ts_delta.fill(log_append_time)
+    else:
+        ts_delta += base_ts
+    return pa.RecordBatch.from_arrays(
+        [_prim(pa.int64(), offset_delta, count), _prim(pa.int64(), ts_delta, count),
+         _ts_types(count, timestamp_type), _binary(data, key_at, key_len, key_nulls),
+         _binary(data, value_at, value_len, value_nulls), _no_headers(count)], schema=BATCH_SCHEMA)
+
+
+def _record_starts(data: bytes | bytearray, start: int, end: int, count: int) -> np.ndarray:
+    """The start positions of the ``count`` records of ``data[start:end]``: runs of records with equal length
+    prefixes, each found by comparing the prefix bytes at the run's stride (``lstrip`` of a strided slice). The
+    first slice of a run is as long as the last run of records of that size (producers repeat their patterns:
+    keys k0..k999 give runs of 10, 90 and 900 records) and grows 4x while the run goes on. When runs turn out
+    short (sizes that vary record to record), the rest is read record by record."""
+    run_at: list[int] = []
+    run_n: list[int] = []
+    run_t: list[int] = []
+    last_run: dict[int, int] = {}
     p = start
     done = 0
-    n_data = len(data)
     while done < count:
-        if len(runs) >= 8 and done < len(runs) * _MIN_AVERAGE_RUN:
-            raise _ShortRuns
-        lay = _layout(data, p, keyed)
-        t, off_size = lay[0], lay[4]
-        n = min(count - done, _OFFSET_LIMIT[off_size] - done, (n_data - p) // t, _WINDOW)
-        if n <= 0:
-            raise NotSimple
-        if n > 1:
-            n = _run_length(buf[p:p + n * t].reshape(n, t), lay)
-        runs.append((p, n, lay))
+        if len(run_at) >= 16 and done < len(run_at) * _MIN_AVERAGE_RUN:
+            rest = _record_starts_one_by_one(data, p, end, count - done)
+            return np.concatenate([_expand_runs(done, run_at, run_n, run_t), rest])
+        b = data[p]
+        if b < 128:
+            if b & 1:
+                raise _Fallback
+            sz = 1
+            t = 1 + (b >> 1)
+        elif data[p + 1] < 128 and not b & 1:
+            sz = 2
+            t = 2 + (((b & 127) | (data[p + 1] << 7)) >> 1)
+        else:
+            length, sz = _prefix(data, p)
+            t = sz + length
+        left = count - done
+        limit = (end - p) // t
+        if left < limit:
+            limit = left
+        if limit <= 0:
+            raise _Fallback
+        n = 1
+        window = last_run.get(t, 16)
+        while n < limit:
+            m = limit - n
+            if window < m:
+                m = window
+            q = p + n * t
+            k = m - len(data[q:q + m * t:t].lstrip(_BYTE[b]))
+            for j in range(1, sz):
+                if k:
+                    k -= len(data[q + j:q + j + k * t:t].lstrip(_BYTE[data[p + j]]))
+            n += k
+            if k < m:
+                break
+            window *= 4
+        last_run[t] = n
+        run_at.append(p)
+        run_n.append(n)
+        run_t.append(t)
         p += n * t
         done += n
     if p != end:
-        raise CorruptMessageError(f"records block has {end - p:+d} bytes unaccounted for after {count} records")
-    value_parts = []
-    key_parts = []
-    ts_parts = []
-    vsizes = []
-    ksizes = []
-    ns = []
-    for p, n, lay in runs:
-        t, ts_at, ts_size = lay[0], lay[1], lay[2]
-        block = buf[p:p + n * t].reshape(n, t)
-        v_at, v_size = lay[8] + lay[9], lay[10]
-        value_parts.append(block[:, v_at:v_at + v_size])
-        vsizes.append(v_size)
-        ns.append(n)
-        if keyed:
-            k_at, k_size = lay[5] + lay[6], lay[7]
-            key_parts.append(block[:, k_at:k_at + k_size])
-            ksizes.append(k_size)
-        if log_append_time is None:
-            if ts_size == 1:
-                ts_parts.append(_TS1[block[:, ts_at]])
-            else:
-                ts_parts.append(_TS2[block[:, ts_at].astype(np.int32) | (block[:, ts_at + 1].astype(np.int32) << 8)])
-    offsets = _prim(pa.int64(), np.arange(base_offset, base_offset + count, dtype=np.int64), count)
-    if log_append_time is not None:
-        ts = _prim(pa.int64(), np.full(count, log_append_time, dtype=np.int64), count)
-    else:
-        ts_values = ts_parts[0] if len(ts_parts) == 1 else np.concatenate(ts_parts)
-        ts_values += base_ts
-        ts = _prim(pa.int64(), ts_values, count)
-    values = _column(value_parts, vsizes, ns, count)
-    keys = _column(key_parts, ksizes, ns, count) if keyed else pa.nulls(count, pa.binary())
-    return pa.RecordBatch.from_arrays([offsets, ts, _ts_types(count, timestamp_type), keys, values,
-                                       _no_headers(count)], schema=BATCH_SCHEMA)
+        raise _Fallback
+    return _expand_runs(count, run_at, run_n, run_t)
 
 
-def _run_length(block: np.ndarray, lay: tuple[int, ...]) -> int:
-    """How many leading rows of ``block`` (records of ``t`` bytes, one per row) have the layout ``lay`` of
-    row 0: the same constant bytes (length prefix, attributes, key and value lengths, zero header count) and
-    delta varints of the same sizes (continuation bits). The strided checks of ``record_runs._uniform``, done
-    for the whole window at once."""
-    t, ts_at, ts_size, off_at, off_size, key_at, key_len_size, _ks, value_at, value_len_size, _vs = lay
-    cols = [*range(ts_at), *range(key_at, key_at + key_len_size), *range(value_at, value_at + value_len_size), t - 1]
-    const = block[:, cols]
-    bad = (const != const[0]).any(axis=1)
-    for at, size in ((ts_at, ts_size), (off_at, off_size)):
-        for j in range(size - 1):
-            bad |= block[:, at + j] < 128
-        bad |= block[:, at + size - 1] > 127
-    first = int(bad.argmax())
-    return first if bad[first] else len(block)
+def _record_starts_one_by_one(data: bytes | bytearray, p: int, end: int, left: int) -> np.ndarray:
+    """The rest of :func:`_record_starts`, record by record."""
+    starts = []
+    append = starts.append
+    for _ in range(left):
+        append(p)
+        b = data[p]
+        if b < 128:
+            if b & 1:
+                raise _Fallback
+            p += 1 + (b >> 1)
+        else:
+            length, sz = _prefix(data, p)
+            p += sz + length
+    if p != end:
+        raise _Fallback
+    return np.array(starts, dtype=np.int64)
 
 
-def _column(parts: list[np.ndarray], sizes: list[int], ns: list[int], count: int) -> pa.Array:
-    if len(parts) == 1:
-        return _binary(np.ascontiguousarray(parts[0]).reshape(-1), sizes[0], count)
-    lengths = np.repeat(np.array(sizes, dtype=np.int32), ns)
-    data = np.empty(int(lengths.sum()), dtype=np.uint8)
-    pos = 0
-    for part, size, n in zip(parts, sizes, ns, strict=True):
-        data[pos:pos + n * size].reshape(n, size)[:] = part
-        pos += n * size
-    return _binary(data, lengths, count)
+def _prefix(data: bytes | bytearray, p: int) -> tuple[int, int]:
+    """The record length (a zig-zag varint) at ``p`` and its size; _Fallback if negative or over 5 bytes."""
+    value = shift = 0
+    for i in range(5):
+        b = data[p + i]
+        value |= (b & 127) << shift
+        if b < 128:
+            if value & 1:
+                raise _Fallback
+            return value >> 1, i + 1
+        shift += 7
+    raise _Fallback
+
+
+def _expand_runs(count: int, run_at: list[int], run_n: list[int], run_t: list[int]) -> np.ndarray:
+    """The start positions of ``count`` records in runs (``run_n[i]`` records of ``run_t[i]`` bytes from
+    ``run_at[i]``)."""
+    if len(run_at) == 1:
+        return np.arange(run_at[0], run_at[0] + count * run_t[0], run_t[0], dtype=np.int64)
+    if not run_at:
+        return np.empty(0, dtype=np.int64)
+    n = np.array(run_n, dtype=np.int64)
+    first = np.zeros(len(run_n), dtype=np.int64)
+    np.cumsum(n[:-1], out=first[1:])
+    starts = np.arange(count, dtype=np.int64)
+    starts -= np.repeat(first, n)
+    starts *= np.repeat(np.array(run_t, dtype=np.int64), n)
+    starts += np.repeat(np.array(run_at, dtype=np.int64), n)
+    return starts
+
+
+def _varints(buf: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, int | np.ndarray]:
+    """The zig-zag varints at positions ``q`` (int64 values) and their sizes (an int when all are alike)."""
+    b = buf.take(q)
+    if b.max() < 128:
+        return _ZZ1.take(b), 1
+    c = buf.take(q + 1)
+    cont = b >= 128
+    if (c[cont] >= 128).any():
+        return _varints3(buf, q, b, c, cont)
+    w = c.astype(np.int64)
+    if b.min() >= 128:
+        w <<= 8
+        w |= b
+        return _ZZ2.take(w), 2
+    w *= cont
+    w <<= 8
+    w |= b
+    return _ZZ2.take(w), cont.view(np.uint8) + 1
+
+
+def _varints3(buf: np.ndarray, q: np.ndarray, b: np.ndarray, c: np.ndarray,
+              cont: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of up to three bytes (offset deltas past 8191, lengths past 8191), in int32; longer ones go to
+    :func:`_varints_long`."""
+    cont2 = c >= 128
+    cont2 &= cont
+    d = buf.take(q + 2)
+    if (d[cont2] >= 128).any():
+        return _varints_long(buf, q, b)
+    value = (c & 127).astype(np.int32)
+    value *= cont
+    value <<= 7
+    high = d.astype(np.int32)
+    high *= cont2
+    high <<= 14
+    value |= high
+    value |= b & 127
+    size = cont.view(np.uint8) + cont2.view(np.uint8)
+    size += 1
+    return _zigzag(value).astype(np.int64), size
+
+
+def _varints_long(buf: np.ndarray, q: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of up to ten bytes (varlongs), one byte position at a time."""
+    value = (b & 127).astype(np.int64)
+    cont = b >= 128
+    size = cont.astype(np.int64) + 1
+    for j in range(1, 10):
+        bj = buf.take(q + j)
+        value |= ((bj & 127).astype(np.int64) << (7 * j)) * cont
+        cont &= bj >= 128
+        if not cont.any():
+            return _zigzag(value), size
+        size += cont
+    raise _Fallback
+
+
+def _lengths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Key or value lengths -> (lengths with nulls as 0, the null mask or None); _Fallback below -1."""
+    low = lengths.min()
+    if low >= 0:
+        return lengths, None
+    if low < -1:
+        raise _Fallback
+    nulls = lengths < 0
+    return np.where(nulls, 0, lengths), nulls
+
+
+def _fixed_view(obj: Any, size: int) -> np.ndarray:
+    """Every ``size``-byte window of ``obj`` as one ``V<size>`` item (item ``i`` = bytes ``i..i+size``)."""
+    return np.ndarray(shape=(len(obj) - size + 1,), dtype=f"V{size}", buffer=obj, offset=0, strides=(1,))
+
+
+def _binary(data: Any, at: np.ndarray, lengths: np.ndarray, nulls: np.ndarray | None) -> pa.Array:
+    """The binary column of the byte ranges ``data[at[i]:at[i] + lengths[i]]`` (null where ``nulls``)."""
+    n = len(at)
+    validity = None
+    null_count = 0
+    if nulls is not None:
+        null_count = int(np.count_nonzero(nulls))
+        if null_count == n:
+            return pa.nulls(n, pa.binary())
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    low, high = int(lengths.min()), int(lengths.max())
+    if low == high:
+        offsets = np.arange(0, (n + 1) * high, high, dtype=np.int32) if high else np.zeros(n + 1, np.int32)
+        values = pa.py_buffer(_fixed_view(data, high)[at]) if high else _zeros(0)
+        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), values], null_count)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] >= 1 << 31:
+        raise _Fallback
+    if high <= _SHORT and at[-1] + high <= len(data):
+        # short items (keys): ``high`` bytes from each start, then the bytes past each item's length dropped
+        rows = _fixed_view(data, high)[at].view(np.uint8).reshape(n, high)
+        out = rows[_PREFIX_MASKS[high].take(lengths, axis=0)]
+        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets.astype(np.int32)),
+                                                      pa.py_buffer(out)], null_count)
+    sizes = np.flatnonzero(np.bincount(lengths)) if high < 1 << 16 else None
+    if sizes is not None and len(sizes) <= _MAX_GATHERS:
+        out = np.empty(int(offsets[-1]), dtype=np.uint8)
+        dest = offsets[:-1]
+        for size in sizes.tolist():
+            if size:
+                rows = lengths == size
+                _fixed_view(out, size)[dest[rows]] = _fixed_view(data, size)[at[rows]]
+        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets.astype(np.int32)),
+                                                      pa.py_buffer(out)], null_count)
+    # many distinct lengths: ranges as the even items of one binary array over the fetched bytes, taken by Arrow
+    if at[-1] + lengths[-1] >= 1 << 31:
+        raise _Fallback
+    bounds = np.empty(2 * n, dtype=np.int32)
+    bounds[0::2] = at
+    bounds[1::2] = at + lengths
+    ranges = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(bounds), pa.py_buffer(data)])
+    taken = ranges.take(pa.array(_EVEN[:n] if n <= len(_EVEN) else np.arange(0, 2 * n, 2, dtype=np.int32)))
+    return pa.Array.from_buffers(pa.binary(), n, [validity, *taken.buffers()[1:]], null_count)
 
 
 def to_table(fetched: dict[Any, list[pa.RecordBatch]]) -> pa.Table:
@@ -238,10 +401,11 @@ def to_table(fetched: dict[Any, list[pa.RecordBatch]]) -> pa.Table:
     :data:`TABLE_SCHEMA` (no copy of the columns: the table's chunks are the batches)."""
     batches = []
     for tp, chunks in fetched.items():
-        topic = pa.scalar(tp.topic, pa.string())
-        partition = pa.scalar(tp.partition, pa.int32())
+        topic = tp.topic.encode()
         for chunk in chunks:
             n = len(chunk)
-            batches.append(pa.RecordBatch.from_arrays([pa.repeat(topic, n), pa.repeat(partition, n), *chunk.columns],
-                                                      schema=TABLE_SCHEMA))
+            topics = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(
+                np.arange(0, (n + 1) * len(topic), len(topic), dtype=np.int32)), pa.py_buffer(topic * n)])
+            partitions = _prim(pa.int32(), np.full(n, tp.partition, dtype=np.int32), n)
+            batches.append(pa.RecordBatch.from_arrays([topics, partitions, *chunk.columns], schema=TABLE_SCHEMA))
     return pa.Table.from_batches(batches, schema=TABLE_SCHEMA)

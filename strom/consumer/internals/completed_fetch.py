@@ -316,8 +316,7 @@ class CompletedFetch:
         data, start, end = _records_section(h, data, pos, size)
         log_append = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
         return arrow_decoder.decode_batch_columns(data, start, end, h.records_count, h.base_offset,
-                                                  h.base_timestamp, h.records_count == h.last_offset_delta + 1,
-                                                  log_append, ts_type)
+                                                  h.base_timestamp, log_append, ts_type)
 
     def _decode(self, batch: Any, data: Any, pos: int, size: int) -> list[ConsumerRecord]:
         """Every record of ``batch`` as a ConsumerRecord with raw key/value bytes."""

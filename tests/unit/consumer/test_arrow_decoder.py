@@ -1,19 +1,26 @@
 """The columnar decoder (``KafkaConsumer.poll_arrow``) yields the records the record-by-record decoder yields,
 for every batch shape: uniform runs (one- to three-byte offset deltas, two-byte timestamp deltas), keys,
-varying sizes, null keys and values, headers, LogAppendTime; and rejects corrupt blocks."""
+varying sizes, null keys and values, headers, LogAppendTime, compaction gaps; every headerless shape through
+the vectorized path (the record decoder is refused there); and rejects corrupt blocks as the record decoder
+does (a byte changed anywhere gives the same records or the same error)."""
 
 from __future__ import annotations
 
 import os
 import random
 
+import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from strom.common.error_codes import CorruptMessageError
-from strom.consumer.internals.arrow_decoder import decode_batch_columns
+from strom.consumer.internals import arrow_decoder
+from strom.consumer.internals.arrow_decoder import decode_batch_columns, records_to_columns
 from strom.record.batch import RecordBatch, decode_records
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.header import HEADER_SIZE
+from strom.storage.cleaner_records import build_retained_batch
 
 pytestmark = pytest.mark.unit
 
@@ -46,7 +53,7 @@ def test_columns_equal_records(kind: str, n: int) -> None:
     h = RecordBatch(data).header
     count = h.records_count
     want = decode_records(data, HEADER_SIZE, len(data), count, 1000, h.base_timestamp)
-    got = decode_batch_columns(data, HEADER_SIZE, len(data), count, 1000, h.base_timestamp, True, None, 1)
+    got = decode_batch_columns(data, HEADER_SIZE, len(data), count, 1000, h.base_timestamp, None, 1)
     assert got.column("offset").to_pylist() == [r.offset for r in want]
     assert got.column("timestamp").to_pylist() == [r.timestamp for r in want]
     assert got.column("timestamp_type").to_pylist() == [1] * count
@@ -59,7 +66,7 @@ def test_columns_equal_records(kind: str, n: int) -> None:
 def test_log_append_time_replaces_timestamps() -> None:
     data = _batch("uniform", 100, random.Random(1))
     h = RecordBatch(data).header
-    got = decode_batch_columns(data, HEADER_SIZE, len(data), 100, 0, h.base_timestamp, True, 42)
+    got = decode_batch_columns(data, HEADER_SIZE, len(data), 100, 0, h.base_timestamp, 42)
     assert got.column("timestamp").to_pylist() == [42] * 100
 
 
@@ -68,6 +75,100 @@ def test_truncated_or_overlong_block_is_corrupt(kind: str) -> None:
     data = _batch(kind, 200, random.Random(3))
     h = RecordBatch(data).header
     with pytest.raises(CorruptMessageError):
-        decode_batch_columns(data + b"\x00\x00", HEADER_SIZE, len(data) + 2, 200, 0, h.base_timestamp, True)
+        decode_batch_columns(data + b"\x00\x00", HEADER_SIZE, len(data) + 2, 200, 0, h.base_timestamp)
     with pytest.raises(CorruptMessageError):
-        decode_batch_columns(data[:-3], HEADER_SIZE, len(data) - 3, 200, 0, h.base_timestamp, True)
+        decode_batch_columns(data[:-3], HEADER_SIZE, len(data) - 3, 200, 0, h.base_timestamp)
+
+
+def _shaped(kind: str, n: int) -> bytes:
+    """Headerless batches of every shape the vectorized path reads."""
+    rng = random.Random(n)
+    b = MemoryRecordsBuilder()
+    for i in range(n):
+        if kind == "few-sizes":  # three value sizes, keys of 2-4 bytes changing every few records
+            b.append(TS, b"k%d" % (i % 1000), b"v" * (10, 100, 1000)[i // 7 % 3])
+        elif kind == "big-values":  # three-byte length prefixes
+            b.append(TS + i, b"key", os.urandom(20_000 + i % 3))
+        elif kind == "long-deltas":  # varlong timestamp deltas of up to nine bytes, negative too
+            b.append(rng.choice([TS - 10**6, TS + 10**9, TS + 2**40, TS]), b"k", b"v")
+        elif kind == "empty":  # empty (not null) keys and values
+            b.append(TS, b"", b"" if i % 2 else None)
+        elif kind == "null-values":
+            b.append(TS + i // 10, b"k%d" % i, None)
+        else:
+            return _batch(kind, n, rng)
+    return bytes(b.build())
+
+
+def _with_gaps(data: bytes) -> bytes:
+    """The batch with every third record from the second on removed, as the log cleaner writes it (offset deltas
+    with gaps)."""
+    h = RecordBatch(data).header
+    kept = [r for r in decode_records(data, HEADER_SIZE, len(data), h.records_count, h.base_offset,
+                                      h.base_timestamp) if r.offset % 3 != 1]
+    return build_retained_batch(h, kept, None)
+
+
+def _expected(data: bytes, log_append_time: int | None = None) -> pa.RecordBatch:
+    h = RecordBatch(data).header
+    return records_to_columns(decode_records(data, HEADER_SIZE, len(data), h.records_count, 1000,
+                                             h.base_timestamp, log_append_time), 0)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "keyed", "vary", "nulls", "big", "few-sizes", "big-values",
+                                  "long-deltas", "empty", "null-values", "gaps"])
+@pytest.mark.parametrize("n", [1, 2, 65, 700, 9000])
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
+def test_headerless_batches_take_the_vectorized_path(kind: str, n: int, wrap: type,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if kind == "big-values":
+        n = min(n, 65)
+    data = _with_gaps(_shaped("keyed", n)) if kind == "gaps" else _shaped(kind, n)
+    h = RecordBatch(data).header
+    want = _expected(data)
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the record decoder was used")
+
+    monkeypatch.setattr(arrow_decoder, "decode_records", refuse)
+    got = decode_batch_columns(wrap(data), HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+    assert got.equals(want)
+    got.validate(full=True)
+
+
+_record = st.tuples(st.integers(-2**40, 2**40), st.none() | st.binary(max_size=70),
+                    st.none() | st.binary(max_size=300))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_record, min_size=1, max_size=300), st.booleans(), st.data())
+def test_columns_equal_records_for_any_batch(records: list, log_append: bool, draw: st.DataObject) -> None:
+    b = MemoryRecordsBuilder()
+    for delta, key, value in records:
+        b.append(TS + delta, key, value)
+    data = bytes(b.build())
+    if draw.draw(st.booleans()):
+        data = _with_gaps(data)
+    h = RecordBatch(data).header
+    log_append_time = TS if log_append else None
+    got = decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp,
+                               log_append_time)
+    assert got.equals(_expected(data, log_append_time))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["keyed", "vary", "nulls", "few-sizes", "long-deltas"]), st.integers(1, 80), st.data())
+def test_a_changed_byte_gives_what_the_record_decoder_gives(kind: str, n: int, draw: st.DataObject) -> None:
+    data = bytearray(_shaped(kind, n))
+    h = RecordBatch(bytes(data)).header
+    at = draw.draw(st.integers(HEADER_SIZE, len(data) - 1))
+    data[at] = draw.draw(st.integers(0, 255))
+    data = bytes(data)
+    try:
+        want = records_to_columns(decode_records(data, HEADER_SIZE, len(data), h.records_count, 1000,
+                                                 h.base_timestamp), 0)
+    except CorruptMessageError:
+        with pytest.raises(CorruptMessageError):
+            decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+        return
+    assert decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp).equals(want)
