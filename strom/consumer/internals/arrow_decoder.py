@@ -134,12 +134,11 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
     rec_end = np.empty_like(starts)
     rec_end[:-1] = starts[1:]
     rec_end[-1] = end
-    _, size = _varints(buf, starts)  # the length prefixes (the lengths themselves gave the starts)
-    q = starts + size
+    q = starts + _prefix_sizes(rec_end - starts)
     q += 1  # attributes (unused, as in Kafka)
     ts_delta, size = _varints(buf, q)
     q += size
-    offset_delta, size = _varints(buf, q)
+    offset_delta, size = _offset_deltas(buf, q, count)
     q += size
     key_len, size = _varints(buf, q)
     q += size
@@ -267,6 +266,9 @@ def _expand_runs(count: int, run_at: list[int], run_n: list[int], run_t: list[in
         return np.arange(run_at[0], run_at[0] + count * run_t[0], run_t[0], dtype=np.int64)
     if not run_at:
         return np.empty(0, dtype=np.int64)
+    if len(run_at) <= 8:
+        return np.concatenate([np.arange(p, p + n * t, t, dtype=np.int64)
+                               for p, n, t in zip(run_at, run_n, run_t, strict=True)])
     n = np.array(run_n, dtype=np.int64)
     first = np.zeros(len(run_n), dtype=np.int64)
     np.cumsum(n[:-1], out=first[1:])
@@ -277,20 +279,61 @@ def _expand_runs(count: int, run_at: list[int], run_n: list[int], run_t: list[in
     return starts
 
 
+def _prefix_sizes(sizes: np.ndarray) -> int | np.ndarray:
+    """The sizes of the records' length prefixes, from the records' whole sizes (prefix included): a length
+    ``L`` takes one byte up to 63 (a record of at most 64 bytes), two up to 8,191 (8,193), three up to 2^20 - 1.
+    A prefix encoded in more bytes than needed (valid, never written by Kafka) misplaces the fields, which the
+    final position check catches (the record decoder then reads the batch)."""
+    low, high = int(sizes.min()), int(sizes.max())
+    if high <= 64:
+        return 1
+    if low > 64 and high <= 8193:
+        return 2
+    return (1 + (sizes > 64) + (sizes > 8193) + (sizes > (1 << 20) + 2) + (sizes > (1 << 27) + 3)).astype(np.int64)
+
+
+def _delta_encodings(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The three bytes and the sizes of the zig-zag varints of 0..n-1 (n <= 2^20): the offset deltas of a batch
+    without gaps."""
+    z = np.arange(n, dtype=np.int64) << 1
+    first = (z & 127) | np.where(z >= 128, 128, 0)
+    second = ((z >> 7) & 127) | np.where(z >= 1 << 14, 128, 0)
+    third = z >> 14
+    size = 1 + (z >= 128) + (z >= 1 << 14)
+    return first.astype(np.uint8), second.astype(np.uint8), third.astype(np.uint8), size.astype(np.uint8)
+
+
+_DELTAS = _delta_encodings(1 << 16)
+
+
+def _offset_deltas(buf: np.ndarray, q: np.ndarray, n: int) -> tuple[np.ndarray, int | np.ndarray]:
+    """The offset deltas at ``q``: compared with the encodings of ``0..n-1`` (a batch without gaps: one gather
+    per varint byte, no decoding), else decoded."""
+    first, second, third, size = _DELTAS
+    if n <= len(first) and np.array_equal(buf.take(q), first[:n]) and (
+            n <= 64 or np.array_equal(buf.take(q[64:] + 1), second[64:n])) and (
+            n <= 8192 or np.array_equal(buf.take(q[8192:] + 2), third[8192:n])):
+        return np.arange(n, dtype=np.int64), (size[:n] if n > 64 else 1)
+    return _varints(buf, q)
+
+
 def _varints(buf: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, int | np.ndarray]:
     """The zig-zag varints at positions ``q`` (int64 values) and their sizes (an int when all are alike)."""
     b = buf.take(q)
     if b.max() < 128:
         return _ZZ1.take(b), 1
     c = buf.take(q + 1)
+    if b.min() >= 128:
+        if c.max() >= 128:
+            return _varints3(buf, q, b, c, b >= 128)
+        w = c.astype(np.int64)
+        w <<= 8
+        w |= b
+        return _ZZ2.take(w), 2
     cont = b >= 128
     if (c[cont] >= 128).any():
         return _varints3(buf, q, b, c, cont)
     w = c.astype(np.int64)
-    if b.min() >= 128:
-        w <<= 8
-        w |= b
-        return _ZZ2.take(w), 2
     w *= cont
     w <<= 8
     w |= b

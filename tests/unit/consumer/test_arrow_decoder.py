@@ -172,3 +172,41 @@ def test_a_changed_byte_gives_what_the_record_decoder_gives(kind: str, n: int, d
             decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
         return
     assert decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp).equals(want)
+
+
+def _overlong(data: bytes, record: int, field: str) -> bytes:
+    """``data`` with one record's length prefix or offset delta written in one byte more than needed (a valid
+    varint no Kafka writer produces)."""
+    h = RecordBatch(data).header
+    p = HEADER_SIZE
+    out = bytearray(data[:HEADER_SIZE])
+    for i in range(h.records_count):
+        length = data[p] >> 1  # one-byte prefixes in these batches
+        body = bytearray(data[p + 1:p + 1 + length])
+        if i == record and field == "offset":
+            delta = body[2]  # attributes, timestamp delta (one byte), offset delta (one byte)
+            body[2:3] = bytes([delta | 0x80, 0])
+        if i == record and field == "delta-high-byte":  # a two-byte offset delta's second byte, one higher
+            body[3] += 1
+        prefix = bytes([len(body) << 1])
+        if i == record and field == "length":
+            prefix = bytes([(len(body) << 1) & 0x7F | 0x80, (len(body) << 1) >> 7])
+        out += prefix + body
+        p += 1 + length
+    return bytes(out)
+
+
+@pytest.mark.parametrize("field", ["length", "offset", "delta-high-byte"])
+def test_unusual_varints_give_what_the_record_decoder_gives(field: str) -> None:
+    b = MemoryRecordsBuilder()
+    for i in range(100):
+        b.append(TS, b"k%d" % (i % 10), b"value")
+    record = 70 if field == "delta-high-byte" else 7  # (a two-byte offset delta; one-byte ones)
+    data = _overlong(bytes(b.build()), record, field)
+    h = RecordBatch(data).header
+    got = decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+    assert got.equals(_expected(data))
+    want = list(range(1000, 1100))
+    if field == "delta-high-byte":
+        want[70] += 64  # the second byte holds bits 7-13 of the zig-zag value: +128, i.e. +64 as a delta
+    assert got.column("offset").to_pylist() == want
