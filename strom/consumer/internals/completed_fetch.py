@@ -32,7 +32,7 @@ from strom.common.serialization import ByteArrayDeserializer
 from strom.common.structs import TopicPartition
 from strom.consumer.consumer_records import ConsumerRecord
 from strom.consumer.errors import CorruptRecordError, RecordDeserializationError
-from strom.consumer.internals.record_decoder import decode_consumer_records
+from strom.consumer.internals.record_decoder import BatchRecords, decode_consumer_records
 from strom.record.batch import ControlRecordType, RecordBatch
 from strom.record.compression import CompressionType, decompress
 from strom.record.header import COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TIMESTAMP_TYPE_MASK
@@ -92,7 +92,7 @@ class CompletedFetch:
         self._records_buf = records
         self.size_in_bytes = len(records) if records is not None else 0
         self._batches: Iterator[Any] | None = None
-        self._current: list[ConsumerRecord] = []
+        self._current: Any = []  # list[ConsumerRecord] | BatchRecords | pyarrow.RecordBatch
         self._index = 0
         self._batch_next_offset = fetch_offset
         self._pending_error: BaseException | None = None
@@ -302,7 +302,8 @@ class CompletedFetch:
         except KafkaError as exc:
             self._raise_corrupt(str(exc))
         if records and records[0][2] < start:
-            records = [r for r in records if r[2] >= start]
+            records = (records.starting_at(start) if isinstance(records, BatchRecords)
+                       else [r for r in records if r[2] >= start])
         return records if self._converter.raw else self._deserialize(records)
 
     def _decode_columns(self, batch: Any, data: Any, pos: int, size: int) -> Any:

@@ -23,14 +23,16 @@ Both check every record's structure against its length prefix and that the block
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import repeat
+from typing import Any
 
 from strom.common.error_codes import CorruptMessageError
 from strom.consumer.consumer_records import ConsumerRecord
 from strom.consumer.internals.record_runs import NotSimple, decode_simple
 from strom.record.batch import decode_records
 
-__all__ = ["decode_consumer_records"]
+__all__ = ["decode_consumer_records", "BatchRecords"]
 
 _new = tuple.__new__
 _CR = ConsumerRecord
@@ -38,8 +40,10 @@ _CR = ConsumerRecord
 
 def decode_consumer_records(data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
                             contiguous: bool, topic: str, partition: int, timestamp_type: int,
-                            leader_epoch: int | None, log_append_time: int | None = None) -> list[ConsumerRecord]:
-    """``count`` records from ``data[start:end]`` as ``ConsumerRecord`` s (raw ``bytes`` keys and values)."""
+                            leader_epoch: int | None,
+                            log_append_time: int | None = None) -> list[ConsumerRecord] | BatchRecords:
+    """``count`` records from ``data[start:end]`` as ``ConsumerRecord`` s (raw ``bytes`` keys and values): a
+    list, or from the fast path a :class:`BatchRecords` that makes them per slice."""
     if contiguous and count > 0 and end - start >= 4:
         try:
             tss, keys, values, p = decode_simple(data, start, count, base_timestamp)
@@ -49,17 +53,79 @@ def decode_consumer_records(data: bytes, start: int, end: int, count: int, base_
             if p != end:
                 raise CorruptMessageError(f"records block has {end - p:+d} bytes unaccounted for after "
                                           f"{count} records")
-            offsets = range(base_offset, base_offset + count)
-            timestamps = repeat(log_append_time) if log_append_time is not None else tss
-            if keys is not None:
-                return list(map(_new, repeat(_CR), zip(
-                    repeat(topic), repeat(partition), offsets, timestamps, repeat(timestamp_type), keys, values,
-                    repeat(()), map(len, keys), map(len, values), repeat(leader_epoch))))
-            return list(map(_new, repeat(_CR), zip(
-                repeat(topic), repeat(partition), offsets, timestamps, repeat(timestamp_type), repeat(None), values,
-                repeat(()), repeat(-1), map(len, values), repeat(leader_epoch))))
+            return BatchRecords(topic, partition, base_offset, None if log_append_time is not None else tss,
+                                log_append_time, timestamp_type, keys, values, leader_epoch, 0, count)
     return _decode_general(data, start, end, count, base_offset, base_timestamp, topic, partition, timestamp_type,
                            leader_epoch, log_append_time)
+
+
+class BatchRecords:
+    """The records of one batch as decoded fields; ``ConsumerRecord`` tuples are made when a slice is taken.
+
+    Why not a list of records: ``ConsumerRecord`` is a ``NamedTuple``, and CPython's collector only untracks
+    *exact* tuples, so every record stays tracked for its life. A batch (up to thousands of records) handed out
+    ``max.poll.records`` at a time would live across many polls, be promoted to the oldest generation and drive
+    full collections; made per poll, records die young. Supports ``len``, slices (a list), indexing, iteration
+    and :meth:`starting_at`.
+    """
+
+    __slots__ = ("_topic", "_partition", "_base_offset", "_timestamps", "_log_append_time", "_timestamp_type",
+                 "_keys", "_values", "_leader_epoch", "_start", "_stop")
+
+    def __init__(self, topic: str, partition: int, base_offset: int, timestamps: list[int] | None,
+                 log_append_time: int | None, timestamp_type: int, keys: list[bytes] | None, values: list[bytes],
+                 leader_epoch: int | None, start: int, stop: int) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._base_offset = base_offset
+        self._timestamps = timestamps
+        self._log_append_time = log_append_time
+        self._timestamp_type = timestamp_type
+        self._keys = keys
+        self._values = values
+        self._leader_epoch = leader_epoch
+        self._start = start
+        self._stop = stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return iter(self._make(self._start, self._stop))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            a, b, step = index.indices(self._stop - self._start)
+            if step != 1:
+                return self._make(self._start, self._stop)[index]
+            return self._make(self._start + a, self._start + b) if a < b else []
+        n = self._stop - self._start
+        if not -n <= index < n:
+            raise IndexError("record index out of range")
+        i = self._start + (index if index >= 0 else n + index)
+        return self._make(i, i + 1)[0]
+
+    def starting_at(self, offset: int) -> BatchRecords:
+        """The records at or after ``offset`` (offsets here are consecutive)."""
+        start = min(max(self._start, offset - self._base_offset), self._stop)
+        return BatchRecords(self._topic, self._partition, self._base_offset, self._timestamps,
+                            self._log_append_time, self._timestamp_type, self._keys, self._values,
+                            self._leader_epoch, start, self._stop)
+
+    def _make(self, a: int, b: int) -> list[ConsumerRecord]:
+        offsets = range(self._base_offset + a, self._base_offset + b)
+        ts = self._timestamps
+        timestamps = repeat(self._log_append_time) if ts is None else ts[a:b]
+        values = self._values[a:b]
+        keys = self._keys
+        if keys is not None:
+            keys = keys[a:b]
+            return list(map(_new, repeat(_CR), zip(
+                repeat(self._topic), repeat(self._partition), offsets, timestamps, repeat(self._timestamp_type),
+                keys, values, repeat(()), map(len, keys), map(len, values), repeat(self._leader_epoch))))
+        return list(map(_new, repeat(_CR), zip(
+            repeat(self._topic), repeat(self._partition), offsets, timestamps, repeat(self._timestamp_type),
+            repeat(None), values, repeat(()), repeat(-1), map(len, values), repeat(self._leader_epoch))))
 
 
 def _decode_general(data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,

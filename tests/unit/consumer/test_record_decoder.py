@@ -119,3 +119,49 @@ def test_null_value_in_a_run_is_kept_null() -> None:
         b.append(1_700_000_000_000, None, None if i == 70 else b"x")
     got = decode(b.build())
     assert got[70].value is None and got[70].serialized_value_size == -1 and got[69].value == b"x"
+
+
+def _keyed_batch(n: int, base_offset: int = 100, log_append: bool = False) -> bytes:
+    b = MemoryRecordsBuilder(base_offset=base_offset, timestamp_type=1 if log_append else 0)
+    for i in range(n):
+        b.append(1_700_000_000_000 + i, b"k%d" % (i % 7), b"v%d" % i)
+    return bytes(b.build())
+
+
+@pytest.mark.parametrize("log_append", [False, True])
+def test_batch_records_behave_as_the_list_of_records(log_append: bool) -> None:
+    data = _keyed_batch(300, log_append=log_append)
+    got = decode(data)
+    want = [(r.offset, r.timestamp, r.key, r.value) for r in RecordBatch(data).records()]
+    as_list = list(got)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in as_list] == want
+    assert len(got) == 300 and bool(got)
+    for a, b in [(0, 500), (10, 20), (-5, None), (None, -290), (299, 300), (300, 400), (20, 10)]:
+        assert got[a:b] == as_list[a:b]
+    assert got[::7] == as_list[::7]
+    assert got[0] == as_list[0] and got[-1] == as_list[-1] and got[123] == as_list[123]
+    with pytest.raises(IndexError):
+        got[300]
+    later = got.starting_at(250)
+    assert list(later) == as_list[150:] and later[0].offset == 250
+    assert list(got.starting_at(0)) == as_list and list(got.starting_at(10_000)) == []
+
+
+def test_records_of_a_batch_are_made_per_slice() -> None:
+    """A decoded batch holds fields, not ConsumerRecord objects: they are made when a slice is taken (a poll),
+    so they die with the poll's list instead of living as long as the batch (and aging in the collector)."""
+    import gc
+
+    from strom.consumer.consumer_records import ConsumerRecord
+
+    def alive() -> int:
+        return sum(type(o) is ConsumerRecord for o in gc.get_objects())
+
+    data = _keyed_batch(5000)
+    before = alive()
+    got = decode(data)
+    assert alive() == before
+    polled = got[0:500]
+    assert alive() == before + 500
+    del polled
+    assert alive() == before
