@@ -1,7 +1,10 @@
 """Per-batch completion latch and the per-record future ``send`` returns.
 
 Kafka counterparts: ``internals.ProduceRequestResult`` (one latch per batch) and ``internals.FutureRecordMetadata``
-(a view of one record in that batch; ``chain`` links it to the record's new future when a batch is split).
+(a view of one record in that batch). When a batch is split, its result maps each record to its place in
+the new batches (``split_to``) and the record's future follows it there: the batch keeps no per-record future
+(only the records sent with a callback keep one, for the callback), so a future the caller drops dies at once
+instead of aging in the garbage collector until its batch completes.
 
 :class:`FutureRecordMetadata` follows the ``concurrent.futures.Future`` interface (``result``, ``exception``,
 ``done``, ``add_done_callback``, ``cancel`` ...) plus Kafka's ``get(timeout)``, but is not a subclass: it waits
@@ -41,7 +44,8 @@ class ProduceRequestResult:
     ``set(base_offset, log_append_time, error_fn)`` stores the outcome, ``done()`` releases waiters.
     """
 
-    __slots__ = ("topic_partition", "_event", "base_offset", "log_append_time", "_error_fn")
+    __slots__ = ("topic_partition", "_event", "base_offset", "log_append_time", "_error_fn", "split_to",
+                 "_watchers")
 
     def __init__(self, topic_partition: TopicPartition) -> None:
         self.topic_partition = topic_partition
@@ -49,6 +53,35 @@ class ProduceRequestResult:
         self.base_offset = -1
         self.log_append_time = NO_TIMESTAMP
         self._error_fn: RecordErrorFn | None = None
+        # set (before this latch is released) when the batch was split: record i -> (its new result, index)
+        self.split_to: list[tuple[ProduceRequestResult, int]] | None = None
+        self._watchers: list[FutureRecordMetadata] | None = None  # futures with done callbacks to fire
+
+    def split(self, split_to: list[tuple[ProduceRequestResult, int]]) -> None:
+        """The batch was split: record ``i`` now lives at ``split_to[i]``; the futures waiting for done
+        callbacks move with their records. Call before releasing this latch."""
+        with _CALLBACK_LOCK:
+            self.split_to = split_to
+            watchers, self._watchers = self._watchers, None
+            for future in watchers or ():
+                result, _index = future._final()
+                result._watch(future)
+
+    def _watch(self, future: FutureRecordMetadata) -> None:
+        """Fire ``future``'s done callbacks when this batch completes (caller holds ``_CALLBACK_LOCK``)."""
+        if self._watchers is None:
+            self._watchers = []
+        if future not in self._watchers:
+            self._watchers.append(future)
+
+    def fire_watchers(self) -> None:
+        """After :meth:`done`: run the done callbacks of this batch's futures (Sender thread)."""
+        if self._watchers is None:
+            return
+        with _CALLBACK_LOCK:
+            watchers, self._watchers = self._watchers, None
+        for future in watchers or ():
+            future._fire_done_callbacks()
 
     def set(self, base_offset: int, log_append_time: int, error_fn: RecordErrorFn | None) -> None:
         self.base_offset = base_offset
@@ -84,7 +117,7 @@ class FutureRecordMetadata:
 
     __slots__ = (
         "result_holder", "batch_index", "create_timestamp", "serialized_key_size", "serialized_value_size",
-        "_next", "_callbacks", "__weakref__",
+        "_callbacks", "__weakref__",
     )
 
     def __init__(self, result: ProduceRequestResult, batch_index: int, create_timestamp: int,
@@ -94,51 +127,39 @@ class FutureRecordMetadata:
         self.create_timestamp = create_timestamp
         self.serialized_key_size = serialized_key_size
         self.serialized_value_size = serialized_value_size
-        self._next: FutureRecordMetadata | None = None
         self._callbacks: list[_Entry] | None = None
 
-    # ------------------------------------------------------------------------------------- chaining (split)
-
-    def chain(self, future: FutureRecordMetadata) -> None:
-        """This record now lives in another batch (after a split): delegate to ``future``, appended at the end
-        of the chain (Kafka's ``chain``). The new batch keeps this future in its thunks, so done callbacks
-        registered here fire when that batch completes."""
-        with _CALLBACK_LOCK:
-            self._last()._next = future
-
-    def _last(self) -> FutureRecordMetadata:
-        f = self
-        while f._next is not None:
-            f = f._next
-        return f
+    def _final(self) -> tuple[ProduceRequestResult, int]:
+        """The batch result and index the record has now (after any splits)."""
+        result, index = self.result_holder, self.batch_index
+        while result.split_to is not None:
+            result, index = result.split_to[index]
+        return result, index
 
     # ------------------------------------------------------------------------------------------- values
 
-    def _value(self) -> RecordMetadata:
-        result = self.result_holder
-        error = result.error(self.batch_index)
+    def value(self) -> RecordMetadata:
+        """The metadata of a completed future (raises its error); follows splits."""
+        result, index = self._final()
+        error = result.error(index)
         if error is not None:
             raise error
         tp = result.topic_partition
-        offset = -1 if result.base_offset == -1 else result.base_offset + self.batch_index
+        offset = -1 if result.base_offset == -1 else result.base_offset + index
         timestamp = self.create_timestamp if result.log_append_time == NO_TIMESTAMP else result.log_append_time
         return RecordMetadata(tp.topic, tp.partition, offset, timestamp,
                               self.serialized_key_size, self.serialized_value_size)
 
-    def value(self) -> RecordMetadata:
-        """The metadata of a completed future (raises its error); follows chains."""
-        if self._next is not None:
-            return self._next.value()
-        return self._value()
-
     def _wait(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else _time.monotonic() + timeout
-        f: FutureRecordMetadata | None = self
-        while f is not None:
+        result: ProduceRequestResult | None = self.result_holder
+        index = self.batch_index
+        while result is not None:
             remaining = None if deadline is None else max(0.0, deadline - _time.monotonic())
-            if not f.result_holder.await_(remaining):
+            if not result.await_(remaining):
                 return False
-            f = f._next  # set before the old batch's latch is released, so visible here
+            split = result.split_to  # set before the old batch's latch is released, so visible here
+            result, index = split[index] if split is not None else (None, index)
         return True
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
@@ -166,11 +187,13 @@ class FutureRecordMetadata:
         return None
 
     def done(self) -> bool:
-        f: FutureRecordMetadata | None = self
-        while f is not None:
-            if not f.result_holder.completed():
+        result: ProduceRequestResult | None = self.result_holder
+        index = self.batch_index
+        while result is not None:
+            if not result.completed():
                 return False
-            f = f._next
+            split = result.split_to
+            result, index = split[index] if split is not None else (None, index)
         return True
 
     is_done = done
@@ -204,6 +227,7 @@ class FutureRecordMetadata:
             if self._callbacks is None:
                 self._callbacks = []
             self._callbacks.append(entry)
+            self._final()[0]._watch(self)
         if self.done():
             with _CALLBACK_LOCK:
                 mine = self._callbacks is not None and entry in self._callbacks
@@ -213,7 +237,7 @@ class FutureRecordMetadata:
                 _run_callback(fn, self)
 
     def _fire_done_callbacks(self) -> None:
-        """Called by the batch holding this future in its thunks after releasing its latch (Sender thread)."""
+        """Called when the batch this future watches has released its latch (Sender thread)."""
         if self._callbacks is None:
             return
         with _CALLBACK_LOCK:

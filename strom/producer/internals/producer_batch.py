@@ -168,8 +168,10 @@ class ProducerBatch:
         self.last_append_time = now
         future = FutureRecordMetadata(self.produce_future, index, timestamp,
                                       -1 if key is None else len(key), -1 if value is None else len(value))
-        # Keep every (callback, future): the batch may have to be split and its records re-batched.
-        self.thunks.append((callback, future))
+        # A thunk per record (the batch may be split and its records re-batched); the future itself only with a
+        # callback (which gets its metadata): a future the caller drops should die now, not when the batch
+        # completes (after a split it finds its record through the batch result's ``split_to``).
+        self.thunks.append(_NO_THUNK if callback is None else (callback, future))
         self.record_count = index + 1
         return future
 
@@ -204,17 +206,14 @@ class ProducerBatch:
 
     def _try_append_for_split(self, timestamp: int, key: bytes | None, value: bytes | None,
                               headers: Sequence[Any], thunk: tuple[Callback | None, FutureRecordMetadata | None]
-                              ) -> bool:
+                              ) -> int:
+        """Append a record of a batch being split: its index here, or -1 when it does not fit."""
         index = self.records_builder.try_append(timestamp, key, value, headers)
         if index < 0:
-            return False
-        if thunk[1] is not None:  # records of a bulk send have no future of their own (but the last)
-            future = FutureRecordMetadata(self.produce_future, index, timestamp,
-                                          -1 if key is None else len(key), -1 if value is None else len(value))
-            thunk[1].chain(future)  # the user's future now follows this batch
+            return -1
         self.thunks.append(thunk)
         self.record_count = index + 1
-        return True
+        return index
 
     # --------------------------------------------------------------------------------------- completion
 
@@ -299,9 +298,7 @@ class ProducerBatch:
                 log.error("Error executing user-provided callback on message for topic-partition '%s'", tp,
                           exc_info=True)
         self.produce_future.done()
-        for _callback, future in self.thunks:
-            if future is not None:
-                future._fire_done_callbacks()
+        self.produce_future.fire_watchers()
 
     # -------------------------------------------------------------------------------------- Sender side
 
@@ -427,18 +424,23 @@ class ProducerBatch:
             raise IllegalStateError(f"batch of {len(records)} records has {len(self.thunks)} thunks")
         batches: deque[ProducerBatch] = deque()
         batch: ProducerBatch | None = None
+        split_to: list[tuple[ProduceRequestResult, int]] = []
         for record, thunk in zip(records, self.thunks, strict=True):
             if batch is None:
                 batch = self._create_batch_off_accumulator_for_record(record, split_batch_size)
-            if not batch._try_append_for_split(record.timestamp, record.key, record.value, record.headers, thunk):
+            index = batch._try_append_for_split(record.timestamp, record.key, record.value, record.headers, thunk)
+            if index < 0:
                 batches.append(batch)
                 batch.close_for_record_appends()
                 batch = self._create_batch_off_accumulator_for_record(record, split_batch_size)
-                batch._try_append_for_split(record.timestamp, record.key, record.value, record.headers, thunk)
+                index = batch._try_append_for_split(record.timestamp, record.key, record.value, record.headers,
+                                                    thunk)
+            split_to.append((batch.produce_future, index))
         if batch is not None:
             batches.append(batch)
             batch.close_for_record_appends()
         self.produce_future.set(-1, NO_TIMESTAMP, lambda _i: RecordListTooLargeError())
+        self.produce_future.split(split_to)  # every record's future now follows its new batch
         self.produce_future.done()
         if self.has_sequence():
             sequence = self.base_sequence

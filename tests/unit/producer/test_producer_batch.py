@@ -290,3 +290,37 @@ def test_compression_ratio_estimator() -> None:
     assert est.update_estimation("t", CompressionType.GZIP, 1.2) == pytest.approx(1.2)
     est.set_estimation("t", CompressionType.GZIP, 1.0)
     assert est.estimation("t", CompressionType.GZIP) == 1.0
+
+
+def test_a_dropped_future_is_not_kept_by_its_batch() -> None:
+    """A record sent without a callback: its batch keeps no future, so one the caller drops dies at once (it
+    would otherwise age in the garbage collector until the batch completes); one sent with a callback is kept
+    for it."""
+    import weakref
+
+    batch = new_batch()
+    dropped = weakref.ref(batch.try_append(0, None, b"v", (), None, 0))  # type: ignore[arg-type]
+    kept = weakref.ref(batch.try_append(0, None, b"v", (), lambda m, e: None, 0))  # type: ignore[arg-type]
+    assert dropped() is None
+    assert kept() is not None
+
+
+def test_done_callbacks_of_callbackless_records_follow_a_split() -> None:
+    big = new_batch(write_limit=10_000)
+    futures = [big.try_append(i, None, b"v" * 100, (), None, 0) for i in range(12)]
+    hits: list[Any] = []
+    futures[3].add_done_callback(hits.append)  # type: ignore[union-attr]
+    big.close()
+    parts = list(big.split(400))
+    assert len(parts) > 2 and hits == []
+    futures[9].add_done_callback(hits.append)  # type: ignore[union-attr]  (registered after the split)
+    base = 500
+    for p in parts:
+        p.close()
+        p.complete(base, -1)
+        base += p.record_count
+    assert hits == [futures[3], futures[9]]  # (their parts complete in that order)
+    assert futures[3].get(0).offset == 503 and futures[9].get(0).offset == 509  # type: ignore[union-attr]
+    late: list[Any] = []
+    futures[0].add_done_callback(late.append)  # type: ignore[union-attr]  (already done: runs here)
+    assert late == [futures[0]]
