@@ -130,13 +130,13 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
     if not isinstance(data, (bytes, bytearray)):
         data = bytes(data)
     buf = np.frombuffer(data, dtype=np.uint8)
-    starts = _record_starts(data, start, end, count)
+    starts, prefix_sizes = _record_starts(data, start, end, count)
     rec_end = np.empty_like(starts)
     rec_end[:-1] = starts[1:]
     rec_end[-1] = end
-    q = starts + _prefix_sizes(rec_end - starts)
+    q = starts + prefix_sizes
     q += 1  # attributes (unused, as in Kafka)
-    ts_delta, size = _varints(buf, q)
+    ts_delta, size = _varints(buf, q, 10)  # a varlong
     q += size
     offset_delta, size = _offset_deltas(buf, q, count)
     q += size
@@ -166,22 +166,27 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
          _binary(data, value_at, value_len, value_nulls), _no_headers(count)], schema=BATCH_SCHEMA)
 
 
-def _record_starts(data: bytes | bytearray, start: int, end: int, count: int) -> np.ndarray:
-    """The start positions of the ``count`` records of ``data[start:end]``: runs of records with equal length
-    prefixes, each found by comparing the prefix bytes at the run's stride (``lstrip`` of a strided slice). The
-    first slice of a run is as long as the last run of records of that size (producers repeat their patterns:
-    keys k0..k999 give runs of 10, 90 and 900 records) and grows 4x while the run goes on. When runs turn out
-    short (sizes that vary record to record), the rest is read record by record."""
+def _record_starts(data: bytes | bytearray, start: int, end: int,
+                   count: int) -> tuple[np.ndarray, int | np.ndarray]:
+    """The start positions of the ``count`` records of ``data[start:end]`` and the sizes of their length
+    prefixes (an int when all are alike): runs of records with equal length prefixes, each found by comparing
+    the prefix bytes at the run's stride (``lstrip`` of a strided slice). The first slice of a run is as long
+    as the last run of records of that size (producers repeat their patterns: keys k0..k999 give runs of 10,
+    90 and 900 records) and grows 4x while the run goes on. When runs turn out short (sizes that vary record
+    to record), the rest is read record by record."""
     run_at: list[int] = []
     run_n: list[int] = []
     run_t: list[int] = []
+    run_sz: list[int] = []
     last_run: dict[int, int] = {}
     p = start
     done = 0
     while done < count:
         if len(run_at) >= 16 and done < len(run_at) * _MIN_AVERAGE_RUN:
-            rest = _record_starts_one_by_one(data, p, end, count - done)
-            return np.concatenate([_expand_runs(done, run_at, run_n, run_t), rest])
+            rest, rest_sizes = _record_starts_one_by_one(data, p, end, count - done)
+            sizes = np.repeat(np.array(run_sz, dtype=np.int64), run_n)
+            return (np.concatenate([_expand_runs(done, run_at, run_n, run_t), rest]),
+                    np.concatenate([sizes, rest_sizes]))
         b = data[p]
         if b < 128:
             if b & 1:
@@ -219,30 +224,40 @@ def _record_starts(data: bytes | bytearray, start: int, end: int, count: int) ->
         run_at.append(p)
         run_n.append(n)
         run_t.append(t)
+        run_sz.append(sz)
         p += n * t
         done += n
     if p != end:
         raise _Fallback
-    return _expand_runs(count, run_at, run_n, run_t)
+    starts = _expand_runs(count, run_at, run_n, run_t)
+    first = run_sz[0]
+    if all(sz == first for sz in run_sz):
+        return starts, first
+    return starts, np.repeat(np.array(run_sz, dtype=np.int64), run_n)
 
 
-def _record_starts_one_by_one(data: bytes | bytearray, p: int, end: int, left: int) -> np.ndarray:
-    """The rest of :func:`_record_starts`, record by record."""
+def _record_starts_one_by_one(data: bytes | bytearray, p: int, end: int,
+                              left: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rest of :func:`_record_starts`, record by record: starts and prefix sizes."""
     starts = []
+    sizes = []
     append = starts.append
+    append_size = sizes.append
     for _ in range(left):
         append(p)
         b = data[p]
         if b < 128:
             if b & 1:
                 raise _Fallback
+            append_size(1)
             p += 1 + (b >> 1)
         else:
             length, sz = _prefix(data, p)
+            append_size(sz)
             p += sz + length
     if p != end:
         raise _Fallback
-    return np.array(starts, dtype=np.int64)
+    return np.array(starts, dtype=np.int64), np.array(sizes, dtype=np.int64)
 
 
 def _prefix(data: bytes | bytearray, p: int) -> tuple[int, int]:
@@ -279,19 +294,6 @@ def _expand_runs(count: int, run_at: list[int], run_n: list[int], run_t: list[in
     return starts
 
 
-def _prefix_sizes(sizes: np.ndarray) -> int | np.ndarray:
-    """The sizes of the records' length prefixes, from the records' whole sizes (prefix included): a length
-    ``L`` takes one byte up to 63 (a record of at most 64 bytes), two up to 8,191 (8,193), three up to 2^20 - 1.
-    A prefix encoded in more bytes than needed (valid, never written by Kafka) misplaces the fields, which the
-    final position check catches (the record decoder then reads the batch)."""
-    low, high = int(sizes.min()), int(sizes.max())
-    if high <= 64:
-        return 1
-    if low > 64 and high <= 8193:
-        return 2
-    return (1 + (sizes > 64) + (sizes > 8193) + (sizes > (1 << 20) + 2) + (sizes > (1 << 27) + 3)).astype(np.int64)
-
-
 def _delta_encodings(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The three bytes and the sizes of the zig-zag varints of 0..n-1 (n <= 2^20): the offset deltas of a batch
     without gaps."""
@@ -317,22 +319,23 @@ def _offset_deltas(buf: np.ndarray, q: np.ndarray, n: int) -> tuple[np.ndarray, 
     return _varints(buf, q)
 
 
-def _varints(buf: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, int | np.ndarray]:
-    """The zig-zag varints at positions ``q`` (int64 values) and their sizes (an int when all are alike)."""
+def _varints(buf: np.ndarray, q: np.ndarray, limit: int = 5) -> tuple[np.ndarray, int | np.ndarray]:
+    """The zig-zag varints at positions ``q`` (int64 values) and their sizes (an int when all are alike);
+    ``limit`` bytes at most (5: an int32 field, 10: a varlong); longer or out-of-range ones: _Fallback."""
     b = buf.take(q)
     if b.max() < 128:
         return _ZZ1.take(b), 1
     c = buf.take(q + 1)
     if b.min() >= 128:
         if c.max() >= 128:
-            return _varints3(buf, q, b, c, b >= 128)
+            return _varints3(buf, q, b, c, b >= 128, limit)
         w = c.astype(np.int64)
         w <<= 8
         w |= b
         return _ZZ2.take(w), 2
     cont = b >= 128
     if (c[cont] >= 128).any():
-        return _varints3(buf, q, b, c, cont)
+        return _varints3(buf, q, b, c, cont, limit)
     w = c.astype(np.int64)
     w *= cont
     w <<= 8
@@ -340,15 +343,15 @@ def _varints(buf: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, int | np.ndarr
     return _ZZ2.take(w), cont.view(np.uint8) + 1
 
 
-def _varints3(buf: np.ndarray, q: np.ndarray, b: np.ndarray, c: np.ndarray,
-              cont: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _varints3(buf: np.ndarray, q: np.ndarray, b: np.ndarray, c: np.ndarray, cont: np.ndarray,
+              limit: int) -> tuple[np.ndarray, np.ndarray]:
     """Varints of up to three bytes (offset deltas past 8191, lengths past 8191), in int32; longer ones go to
     :func:`_varints_long`."""
     cont2 = c >= 128
     cont2 &= cont
     d = buf.take(q + 2)
     if (d[cont2] >= 128).any():
-        return _varints_long(buf, q, b)
+        return _varints_long(buf, q, b, limit)
     value = (c & 127).astype(np.int32)
     value *= cont
     value <<= 7
@@ -362,16 +365,21 @@ def _varints3(buf: np.ndarray, q: np.ndarray, b: np.ndarray, c: np.ndarray,
     return _zigzag(value).astype(np.int64), size
 
 
-def _varints_long(buf: np.ndarray, q: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Varints of up to ten bytes (varlongs), one byte position at a time."""
+def _varints_long(buf: np.ndarray, q: np.ndarray, b: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of up to ``limit`` bytes, one byte position at a time; values past int32 (``limit`` 5) or int64
+    (10) are left to the record decoder."""
     value = (b & 127).astype(np.int64)
     cont = b >= 128
     size = cont.astype(np.int64) + 1
-    for j in range(1, 10):
+    for j in range(1, limit):
         bj = buf.take(q + j)
+        if j == 9 and (bj[cont] > 1).any():
+            raise _Fallback  # past 64 bits
         value |= ((bj & 127).astype(np.int64) << (7 * j)) * cont
         cont &= bj >= 128
         if not cont.any():
+            if limit <= 5 and (value >> 32).any():
+                raise _Fallback  # past 32 bits
             return _zigzag(value), size
         size += cont
     raise _Fallback

@@ -210,3 +210,15 @@ def test_unusual_varints_give_what_the_record_decoder_gives(field: str) -> None:
     if field == "delta-high-byte":
         want[70] += 64  # the second byte holds bits 7-13 of the zig-zag value: +128, i.e. +64 as a delta
     assert got.column("offset").to_pylist() == want
+
+
+def test_an_overlong_prefix_that_also_parses_shifted_is_read_as_the_record_decoder_reads_it() -> None:
+    """Found by the changed-byte test: a record's length 6 written as two bytes (0x8c 0x00). Read with a
+    one-byte prefix (the size the record's length implies), the record's fields also parse, one byte off, to
+    the same end: the prefix sizes must come from the prefixes themselves."""
+    data = bytearray(_shaped("nulls", 1))
+    data[HEADER_SIZE] = 0x8C
+    data = bytes(data)
+    h = RecordBatch(data).header
+    got = decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+    assert got.equals(_expected(data))
