@@ -227,7 +227,9 @@ class FutureRecordMetadata:
             if self._callbacks is None:
                 self._callbacks = []
             self._callbacks.append(entry)
-            self._final()[0]._watch(self)
+            result = self._final()[0]
+            if not result.completed():  # (else the check below runs it here)
+                result._watch(self)
         if self.done():
             with _CALLBACK_LOCK:
                 mine = self._callbacks is not None and entry in self._callbacks

@@ -324,3 +324,18 @@ def test_done_callbacks_of_callbackless_records_follow_a_split() -> None:
     late: list[Any] = []
     futures[0].add_done_callback(late.append)  # type: ignore[union-attr]  (already done: runs here)
     assert late == [futures[0]]
+
+
+def test_a_done_callback_added_after_completion_runs_at_once_and_is_not_kept() -> None:
+    import weakref
+
+    batch = new_batch()
+    future = batch.try_append(0, None, b"v", (), None, 0)
+    batch.close()
+    batch.complete(7, -1)
+    hits: list[Any] = []
+    future.add_done_callback(hits.append)  # type: ignore[union-attr]
+    assert hits == [future]
+    gone = weakref.ref(future)  # type: ignore[arg-type]
+    del future, hits
+    assert gone() is None  # the completed batch holds no reference to it
