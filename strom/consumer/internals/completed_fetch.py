@@ -202,6 +202,8 @@ class CompletedFetch:
             index = self._index
             if index < len(current):
                 take = current[index:index + max_records - len(out)]
+                if not take:  # a record failed to deserialize: the view now ends before it (error pending)
+                    continue
                 self._index = index = index + len(take)
                 out.extend(take)
                 self.next_fetch_offset = take[-1][2] + 1
@@ -304,7 +306,11 @@ class CompletedFetch:
         if records and records[0][2] < start:
             records = (records.starting_at(start) if isinstance(records, BatchRecords)
                        else [r for r in records if r[2] >= start])
-        return records if self._converter.raw else self._deserialize(records)
+        if self._converter.raw:
+            return records
+        if isinstance(records, BatchRecords):
+            return _DeserializingRecords(records, self)  # deserialized per poll, as the records are made
+        return self._deserialize(records)
 
     def _decode_columns(self, batch: Any, data: Any, pos: int, size: int) -> Any:
         """Every record of ``batch`` as Arrow columns (``arrow_decoder.BATCH_SCHEMA``)."""
@@ -343,6 +349,11 @@ class CompletedFetch:
     def _raise_corrupt(self, reason: str) -> Any:
         raise CorruptRecordError(self.tp, self.next_fetch_offset, reason)
 
+    def _deserialization_failed(self, what: str, offset: int, exc: Exception) -> None:
+        self._pending_error = RecordDeserializationError(
+            self.tp, offset, f"Error deserializing {what} for partition {self.tp} at offset {offset}. "
+            f"If needed, please seek past the record to continue consumption.", exc)
+
     def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         """Apply the key/value deserializers; stops at the first failure (raised after the records before)."""
         topic = self.tp.topic
@@ -359,13 +370,74 @@ class CompletedFetch:
                 what = "value"
                 v = value if vd is None else vd.deserialize(topic, value, headers)
             except Exception as exc:
-                offset = r[2]
-                self._pending_error = RecordDeserializationError(
-                    self.tp, offset, f"Error deserializing {what} for partition {self.tp} at offset {offset}. "
-                    f"If needed, please seek past the record to continue consumption.", exc)
+                self._deserialization_failed(what, r[2], exc)
                 break
             append(_new(ConsumerRecord, (r[0], r[1], r[2], r[3], r[4], k, v, headers, r[8], r[9], r[10])))
         return out
+
+
+class _DeserializingRecords:
+    """A :class:`BatchRecords` whose slices come deserialized by their fetch's converter. A record that fails
+    ends the view there (``len`` drops to its index) and leaves the error pending on the fetch, as
+    ``_deserialize`` does for a whole list."""
+
+    __slots__ = ("_records", "_fetch", "_stop")
+
+    def __init__(self, records: BatchRecords, fetch: CompletedFetch) -> None:
+        self._records = records
+        self._fetch = fetch
+        self._stop = len(records)
+
+    def __len__(self) -> int:
+        return self._stop
+
+    def __getitem__(self, index: slice) -> list[ConsumerRecord]:
+        a, b, step = index.indices(self._stop)
+        if step != 1:
+            raise ValueError("step slices are not supported")
+        if a >= b:
+            return []
+        fetch = self._fetch
+        records = self._records
+        topic = fetch.tp.topic
+        converter = fetch._converter
+        raw_keys, raw_values = records.raw_columns(a, b)
+        n = b - a
+        keys, failed, error = _deserialize_column(converter.key_deserializer, topic, raw_keys, n)
+        if failed == 0:
+            fetch._deserialization_failed("key", records[a][2], error)  # type: ignore[arg-type]
+            self._stop = a
+            return []
+        values, value_failed, value_error = _deserialize_column(converter.value_deserializer, topic, raw_values,
+                                                                failed)
+        if value_failed < failed:
+            failed, what, error = value_failed, "value", value_error
+        else:
+            what = "key"
+        if failed < n:
+            fetch._deserialization_failed(what, records[a + failed][2], error)  # type: ignore[arg-type]
+            self._stop = a + failed
+        if not failed:
+            return []
+        return records.make(a, a + failed, None if keys is None else keys[:failed], values[:failed])
+
+
+def _deserialize_column(deserializer: Any, topic: str, raw: list[bytes] | None,
+                        n: int) -> tuple[list[Any] | None, int, Exception | None]:
+    """``(items, i, error)``: the first ``n`` raw items deserialized up to the first failure ``i`` (``n``
+    when none failed); ``raw`` ``None`` (no keys) stays ``None`` unless a deserializer maps null keys."""
+    if deserializer is None:
+        return (None if raw is None else raw[:n]), n, None
+    out: list[Any] = []
+    append = out.append
+    deserialize = deserializer.deserialize
+    items = raw if raw is not None else [None] * n
+    for i in range(n):
+        try:
+            append(deserialize(topic, items[i], ()))
+        except Exception as exc:  # noqa: BLE001 - reported as the record's RecordDeserializationError
+            return out, i, exc
+    return out, n, None
 
 
 def _records_section(h: Any, data: Any, pos: int, size: int) -> tuple[Any, int, int]:

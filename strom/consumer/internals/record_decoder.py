@@ -112,20 +112,38 @@ class BatchRecords:
                             self._log_append_time, self._timestamp_type, self._keys, self._values,
                             self._leader_epoch, start, self._stop)
 
-    def _make(self, a: int, b: int) -> list[ConsumerRecord]:
+    def raw_columns(self, a: int, b: int) -> tuple[list[bytes] | None, list[bytes]]:
+        """The keys (``None``: the batch's records have none) and values of records ``a..b-1`` of this view."""
+        a += self._start
+        b += self._start
+        return (None if self._keys is None else self._keys[a:b]), self._values[a:b]
+
+    def make(self, a: int, b: int, keys: list[Any] | None, values: list[Any]) -> list[ConsumerRecord]:
+        """Records ``a..b-1`` of this view with ``keys`` / ``values`` (deserialized) in place of the raw ones
+        (``keys`` ``None``: no keys); the serialized sizes stay the raw ones'."""
+        a += self._start
+        b += self._start
+        return self._make(a, b, keys, values, True)
+
+    def _make(self, a: int, b: int, keys: Any = None, values: Any = None,
+              converted: bool = False) -> list[ConsumerRecord]:
         offsets = range(self._base_offset + a, self._base_offset + b)
         ts = self._timestamps
         timestamps = repeat(self._log_append_time) if ts is None else ts[a:b]
-        values = self._values[a:b]
-        keys = self._keys
-        if keys is not None:
-            keys = keys[a:b]
+        raw_values = self._values[a:b]
+        raw_keys = self._keys
+        if not converted:
+            values = raw_values
+            keys = None if raw_keys is None else raw_keys[a:b]
+        if raw_keys is not None:
+            raw_keys = raw_keys[a:b]
             return list(map(_new, repeat(_CR), zip(
                 repeat(self._topic), repeat(self._partition), offsets, timestamps, repeat(self._timestamp_type),
-                keys, values, repeat(()), map(len, keys), map(len, values), repeat(self._leader_epoch))))
+                keys, values, repeat(()), map(len, raw_keys), map(len, raw_values), repeat(self._leader_epoch))))
         return list(map(_new, repeat(_CR), zip(
             repeat(self._topic), repeat(self._partition), offsets, timestamps, repeat(self._timestamp_type),
-            repeat(None), values, repeat(()), repeat(-1), map(len, values), repeat(self._leader_epoch))))
+            repeat(None) if keys is None else keys, values, repeat(()), repeat(-1), map(len, raw_values),
+            repeat(self._leader_epoch))))
 
 
 def _decode_general(data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,

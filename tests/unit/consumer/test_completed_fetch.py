@@ -108,3 +108,60 @@ def test_empty_and_null_records():
     g = cf(batch(0, 2, keys=False))
     recs = g.fetch_records(10)
     assert [r.key for r in recs] == [None, None] and recs[0].serialized_key_size == -1
+
+
+def test_deserialization_error_inside_a_batch_polled_in_slices():
+    """Records of one batch are deserialized per poll: the polls before the failing record return theirs, the
+    one reaching it returns those before it, the next raises; the position stays at the failing record."""
+    converter = RecordConverter(StringDeserializer(), IntegerDeserializer())
+    f = cf(batch(0, 14, prefix=b"\x00\x00\x00"), converter=converter)  # values of offsets >= 10 are 5 bytes
+    assert offsets(f.fetch_records(4)) == [0, 1, 2, 3]
+    assert offsets(f.fetch_records(4)) == [4, 5, 6, 7]
+    recs = f.fetch_records(4)
+    assert offsets(recs) == [8, 9] and recs[1].value == int.from_bytes(b"\x00\x00\x009", "big")
+    with pytest.raises(RecordDeserializationError) as info:
+        f.fetch_records(4)
+    assert info.value.offset == 10 and f.next_fetch_offset == 10
+
+
+def test_deserialized_records_are_made_per_poll():
+    """With deserializers too, a batch's records are made (and deserialized) by the poll that takes them: the
+    others do not exist yet (they would age in the garbage collector)."""
+    import gc
+
+    from strom.consumer.consumer_records import ConsumerRecord
+
+    def alive() -> int:
+        return sum(type(o) is ConsumerRecord for o in gc.get_objects())
+
+    f = cf(batch(0, 3000), converter=RecordConverter(StringDeserializer(), StringDeserializer()))
+    before = alive()
+    recs = f.fetch_records(100)
+    assert offsets(recs) == list(range(100)) and recs[5].value == "v5"
+    assert alive() == before + 100
+
+
+class _FailsAt:
+    """A deserializer of ``k<n>`` / ``v<n>`` bytes to ``n`` that fails for ``n`` == ``at``."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def deserialize(self, topic, data, headers=None):
+        n = int(data[1:])
+        if n == self.at:
+            raise ValueError(f"no {n}")
+        return n
+
+
+@pytest.mark.parametrize(("key_at", "value_at", "what", "offset"), [
+    (6, 99, "key", 6), (99, 6, "value", 6), (6, 6, "key", 6), (7, 5, "value", 5), (0, 99, "key", 0)])
+def test_the_first_record_that_fails_to_deserialize_stops_the_poll(key_at, value_at, what, offset):
+    f = cf(batch(0, 12), converter=RecordConverter(_FailsAt(key_at), _FailsAt(value_at)))
+    if offset:  # the records before the failing one come first (none: the first poll raises)
+        recs = f.fetch_records(100)
+        assert offsets(recs) == list(range(offset)) and [r.key for r in recs] == list(range(offset))
+        assert [r.value for r in recs] == list(range(offset)) and all(r.serialized_value_size == 2 for r in recs)
+    with pytest.raises(RecordDeserializationError) as info:
+        f.fetch_records(100)
+    assert info.value.offset == offset and f.next_fetch_offset == offset and what in str(info.value)
