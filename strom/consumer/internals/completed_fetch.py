@@ -403,23 +403,15 @@ class _DeserializingRecords:
         converter = fetch._converter
         raw_keys, raw_values = records.raw_columns(a, b)
         n = b - a
-        keys, failed, error = _deserialize_column(converter.key_deserializer, topic, raw_keys, n)
-        if failed == 0:
-            fetch._deserialization_failed("key", records[a][2], error)  # type: ignore[arg-type]
-            self._stop = a
-            return []
-        values, value_failed, value_error = _deserialize_column(converter.value_deserializer, topic, raw_values,
-                                                                failed)
-        if value_failed < failed:
-            failed, what, error = value_failed, "value", value_error
-        else:
-            what = "key"
+        keys, key_failed, key_error = _deserialize_column(converter.key_deserializer, topic, raw_keys, n)
+        values, failed, error = _deserialize_column(converter.value_deserializer, topic, raw_values, key_failed)
+        what = "value" if failed < key_failed else "key"  # (a record's key is deserialized before its value)
+        if what == "key":
+            error = key_error
         if failed < n:
-            fetch._deserialization_failed(what, records[a + failed][2], error)  # type: ignore[arg-type]
+            fetch._deserialization_failed(what, records.offset(a + failed), error)  # type: ignore[arg-type]
             self._stop = a + failed
-        if not failed:
-            return []
-        return records.make(a, a + failed, None if keys is None else keys[:failed], values[:failed])
+        return records.make(a, a + failed, None if keys is None else keys[:failed], values[:failed]) if failed else []
 
 
 def _deserialize_column(deserializer: Any, topic: str, raw: list[bytes] | None,

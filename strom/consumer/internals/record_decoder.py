@@ -105,6 +105,10 @@ class BatchRecords:
         i = self._start + (index if index >= 0 else n + index)
         return self._make(i, i + 1)[0]
 
+    def offset(self, i: int) -> int:
+        """The offset of record ``i`` of this view."""
+        return self._base_offset + self._start + i
+
     def starting_at(self, offset: int) -> BatchRecords:
         """The records at or after ``offset`` (offsets here are consecutive)."""
         start = min(max(self._start, offset - self._base_offset), self._stop)
@@ -121,28 +125,22 @@ class BatchRecords:
     def make(self, a: int, b: int, keys: list[Any] | None, values: list[Any]) -> list[ConsumerRecord]:
         """Records ``a..b-1`` of this view with ``keys`` / ``values`` (deserialized) in place of the raw ones
         (``keys`` ``None``: no keys); the serialized sizes stay the raw ones'."""
-        a += self._start
-        b += self._start
-        return self._make(a, b, keys, values, True)
+        return self._build(a + self._start, b + self._start, keys, values)
 
-    def _make(self, a: int, b: int, keys: Any = None, values: Any = None,
-              converted: bool = False) -> list[ConsumerRecord]:
+    def _make(self, a: int, b: int) -> list[ConsumerRecord]:
+        keys = self._keys
+        return self._build(a, b, None if keys is None else keys[a:b], self._values[a:b])
+
+    def _build(self, a: int, b: int, keys: list[Any] | None, values: list[Any]) -> list[ConsumerRecord]:
+        """Records ``a..b-1`` (positions in the batch) with these keys and values."""
         offsets = range(self._base_offset + a, self._base_offset + b)
         ts = self._timestamps
         timestamps = repeat(self._log_append_time) if ts is None else ts[a:b]
-        raw_values = self._values[a:b]
-        raw_keys = self._keys
-        if not converted:
-            values = raw_values
-            keys = None if raw_keys is None else raw_keys[a:b]
-        if raw_keys is not None:
-            raw_keys = raw_keys[a:b]
-            return list(map(_new, repeat(_CR), zip(
-                repeat(self._topic), repeat(self._partition), offsets, timestamps, repeat(self._timestamp_type),
-                keys, values, repeat(()), map(len, raw_keys), map(len, raw_values), repeat(self._leader_epoch))))
+        value_sizes = map(len, self._values[a:b])
+        key_sizes = repeat(-1) if self._keys is None else map(len, self._keys[a:b])
         return list(map(_new, repeat(_CR), zip(
             repeat(self._topic), repeat(self._partition), offsets, timestamps, repeat(self._timestamp_type),
-            repeat(None) if keys is None else keys, values, repeat(()), repeat(-1), map(len, raw_values),
+            repeat(None) if keys is None else keys, values, repeat(()), key_sizes, value_sizes,
             repeat(self._leader_epoch))))
 
 

@@ -187,14 +187,8 @@ class FutureRecordMetadata:
         return None
 
     def done(self) -> bool:
-        result: ProduceRequestResult | None = self.result_holder
-        index = self.batch_index
-        while result is not None:
-            if not result.completed():
-                return False
-            split = result.split_to
-            result, index = split[index] if split is not None else (None, index)
-        return True
+        # a split batch's map is set before its latch opens, so the record's latest batch decides
+        return self._final()[0].completed()
 
     is_done = done
 
