@@ -140,12 +140,15 @@ def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repea
                       .option("subscribe", topic).load())
             else:
                 df = spark.read.format("prebuilt_arrow_batch").load()
+            cpu0 = cpu_by_role()
             t0 = time.perf_counter()
             count = df.count()
             dt = time.perf_counter() - t0
+            cpu = cpu_by_role()
             assert count == n, (name, count)
             runs[name].append(n / dt)
-            print(f"(f) batch count {name}: {n / dt:,.0f} rows/s ({dt:.2f}s)", flush=True)
+            spent = ", ".join(f"{k} {(cpu[k] - cpu0.get(k, 0)):.2f}" for k in sorted(cpu) if cpu[k] > cpu0.get(k, 0))
+            print(f"(f) batch count {name}: {n / dt:,.0f} rows/s ({dt:.2f}s); CPU s: {spent}", flush=True)
     best = {k: max(v) for k, v in runs.items()}
     print("\n| query | rows/s (best) | runs |\n|---|---:|---|")
     for name, rates in runs.items():
@@ -153,6 +156,29 @@ def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repea
     ratios = [a / b for a, b in zip(runs["strom"], runs["prebuilt"], strict=True)]
     print(f"\nbatch count: strom / prebuilt Arrow = {best['strom'] / best['prebuilt']:.2f}x (best of each); per "
           f"alternating pair: {', '.join(f'{r:.2f}x' for r in ratios)}")
+
+
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds (user + system) of the machine's processes so far, by role: the Spark JVM, the Python
+    workers reading partitions, PySpark's planning workers, the broker, the rest (Linux ``/proc``; a process that
+    ends between two calls drops out of the second)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = ("jvm" if "java" in cmd else "broker" if "strom.cli.main broker" in cmd
+                else "workers" if "pyspark.worker" in cmd else "planners" if "pyspark.sql.worker" in cmd
+                else "other")
+        out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def load(bootstrap: str, topic: str, n: int, size: int) -> float:

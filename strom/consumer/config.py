@@ -115,7 +115,9 @@ def _check_assignors(value: Any) -> str | None:
 
 def _build_def() -> ConfigDef:
     d = ConfigDef()
-    define_common_client_configs(d, request_timeout_ms=30_000, receive_buffer_bytes=64 * 1024)
+    # receive.buffer.bytes: the OS default (Java: 64 KiB), which keeps Linux's receive-buffer autotuning on for
+    # large fetch responses (docs/divergences.md)
+    define_common_client_configs(d, request_timeout_ms=30_000, receive_buffer_bytes=-1)
     d.define(GROUP_ID_CONFIG, ConfigType.STRING, None, None, Importance.HIGH,
              "The consumer group this consumer belongs to; required for subscribe() and offset commits.")
     d.define(GROUP_INSTANCE_ID_CONFIG, ConfigType.STRING, None, NonEmptyString(), Importance.MEDIUM,

@@ -19,7 +19,7 @@ JAVA_DEFAULTS = {
     "auto.commit.interval.ms": 5000, "auto.offset.reset": "latest", "fetch.min.bytes": 1,
     "fetch.max.bytes": 52_428_800, "fetch.max.wait.ms": 500, "max.partition.fetch.bytes": 1_048_576,
     "check.crcs": True, "isolation.level": "read_uncommitted", "request.timeout.ms": 30_000,
-    "default.api.timeout.ms": 60_000, "receive.buffer.bytes": 65_536, "send.buffer.bytes": 131_072,
+    "default.api.timeout.ms": 60_000, "receive.buffer.bytes": -1, "send.buffer.bytes": 131_072,
     "metadata.max.age.ms": 300_000, "retry.backoff.ms": 100, "reconnect.backoff.ms": 50,
     "reconnect.backoff.max.ms": 1000, "connections.max.idle.ms": 540_000, "exclude.internal.topics": True,
     "allow.auto.create.topics": True, "client.rack": "", "interceptor.classes": [],
