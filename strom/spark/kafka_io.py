@@ -4,8 +4,10 @@
   listing, earliest / latest offsets, offsets for timestamps — over one ``KafkaConsumer`` (the driver's group id, no subscription).
 - :func:`read_range` (executors): the records ``[start, end)`` of one partition, as Arrow tables from
   ``KafkaConsumer.poll_arrow``, with a ``KafkaConsumer`` in
-  assign mode with the executors' group id (never committing), ``auto.offset.reset=none``. Consumers are pooled per Python worker process (Spark
-  reuses its Python workers), so a micro-batch does not pay for a new connection and metadata round trip.
+  assign mode with the executors' group id (never committing), ``auto.offset.reset=none``. Consumers are pooled
+  per Python worker process (Spark reuses its Python workers), so a micro-batch does not pay for a new
+  connection and metadata round trip; a pooled consumer is taken to continue where it stopped, or once its last
+  fetch cannot still be parked at the broker (see :func:`_acquire`).
 
 Nothing here assumes the driver and the executors share a machine: both sides connect to
 ``kafka.bootstrap.servers``; only options and offset ranges travel between them.
@@ -19,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from strom.common.error_codes import OffsetOutOfRangeError
@@ -92,35 +95,78 @@ class ConsumerOffsetSource:
 
 # ------------------------------------------------------------------------------------ executor side
 
-_pool: dict[str, list[KafkaConsumer]] = {}
+@dataclass
+class _IdleConsumer:
+    key: str  # the consumer's config
+    tp: TopicPartition  # what it read last
+    position: int  # where it stopped: the offset its last (possibly still parked) fetch asked for
+    since: float  # time.monotonic() when it was released
+    consumer: KafkaConsumer
+
+
+_idle: list[_IdleConsumer] = []  # least recently released first
 _pool_lock = threading.Lock()
+MAX_IDLE_CONSUMERS = 16  # per Python worker process; the least recently used are closed beyond it
+IDLE_TIMEOUT_S = 300.0  # Spark's spark.kafka.consumer.cache.timeout default
 
 
-def _acquire(conf: Mapping[str, str]) -> tuple[str, KafkaConsumer]:
+def _acquire(conf: Mapping[str, str], tp: TopicPartition, start: int) -> tuple[str, KafkaConsumer]:
+    """An idle consumer with ``conf`` that can read ``tp`` from ``start`` at once, else a new one.
+
+    A consumer's last poll leaves a fetch at its position, which the broker parks as a long poll when that is
+    the log end (up to ``fetch.max.wait.ms``), and no other fetch goes to that broker until it returns. So an
+    idle consumer is reused to continue where it stopped (a streaming query's next range of the same partition:
+    the parked fetch is the one wanted), or for anything else once ``fetch.max.wait.ms`` has passed since it
+    stopped; otherwise a new consumer costs a connection instead of a wait of up to half a second (Spark's own
+    pool is keyed by partition for the same reason)."""
     key = json.dumps(sorted(conf.items()))
+    max_wait_s = int(conf.get("fetch.max.wait.ms", 500)) / 1000
+    expired: list[KafkaConsumer] = []
+    found: KafkaConsumer | None = None
     with _pool_lock:
-        idle = _pool.get(key)
-        if idle:
-            return key, idle.pop()
-    return key, KafkaConsumer(dict(conf))
+        now = time.monotonic()
+        while _idle and now - _idle[0].since >= IDLE_TIMEOUT_S:
+            expired.append(_idle.pop(0).consumer)
+        candidates = [i for i, e in enumerate(_idle) if e.key == key]
+        best = next((i for i in reversed(candidates) if _idle[i].tp == tp and _idle[i].position == start), None)
+        if best is None:
+            best = next((i for i in reversed(candidates) if now - _idle[i].since >= max_wait_s), None)
+        if best is not None:
+            found = _idle.pop(best).consumer
+    _close_all(expired)
+    return key, found if found is not None else KafkaConsumer(dict(conf))
 
 
-def _release(key: str, consumer: KafkaConsumer) -> None:
+def _release(key: str, consumer: KafkaConsumer, tp: TopicPartition) -> None:
+    try:
+        position = consumer.position(tp, timeout=1)
+    except Exception:  # noqa: BLE001 - no position: not worth keeping
+        _close_all([consumer])
+        return
     with _pool_lock:
-        _pool.setdefault(key, []).append(consumer)
+        _idle.append(_IdleConsumer(key, tp, position, time.monotonic(), consumer))
+        extra = [e.consumer for e in _idle[:-MAX_IDLE_CONSUMERS]]
+        del _idle[:-MAX_IDLE_CONSUMERS]
+    _close_all(extra)
+
+
+def _close_all(consumers: list[KafkaConsumer]) -> None:
+    """Close without waiting: closing a fetch session waits behind a parked fetch (up to ``fetch.max.wait.ms``);
+    the broker evicts a session left open, as when a client dies."""
+    for c in consumers:
+        try:
+            c.close(timeout=0)
+        except Exception:  # noqa: BLE001 - best effort
+            pass
 
 
 @atexit.register
 def close_pooled_consumers() -> None:
     """Close every idle pooled consumer (at worker exit; tests call it too)."""
     with _pool_lock:
-        consumers = [c for cs in _pool.values() for c in cs]
-        _pool.clear()
-    for c in consumers:
-        try:
-            c.close(timeout=2)
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
+        consumers = [e.consumer for e in _idle]
+        _idle.clear()
+    _close_all(consumers)
 
 
 def read_range(kafka_params: Mapping[str, str], r: OffsetRange, fail_on_data_loss: bool,
@@ -134,14 +180,15 @@ def read_range(kafka_params: Mapping[str, str], r: OffsetRange, fail_on_data_los
     """
     if r.size <= 0:
         return
-    key, consumer = _acquire(consumer_config(kafka_params, client_id="strom-spark-executor", group_id=group_id))
+    key, consumer = _acquire(consumer_config(kafka_params, client_id="strom-spark-executor", group_id=group_id),
+                             r.tp, r.start)
     ok = False
     try:
         yield from _read(consumer, r, DataLossReporter(fail_on_data_loss), poll_timeout_ms)
         ok = True
     finally:
         if ok:
-            _release(key, consumer)
+            _release(key, consumer, r.tp)
         else:
             consumer.close(timeout=2)
 
