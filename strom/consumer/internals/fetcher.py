@@ -319,7 +319,8 @@ class Fetcher:
                                             min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION))
         for future in futures:
             if not self.client.poll_future(future, timer, disable_wakeup=True):
-                log.warning("Not all fetch sessions could be closed within the close timeout")
+                log.debug("Not all fetch sessions could be closed within the close timeout (%d ms): the brokers keep "
+                          "them until they evict them", timer.timeout_ms)
                 break
 
     # ---------------------------------------------------------------------------------- collection
