@@ -194,7 +194,9 @@ def read_range(kafka_params: Mapping[str, str], r: OffsetRange, fail_on_data_los
 
 
 def _read(consumer: KafkaConsumer, r: OffsetRange, report: DataLossReporter, poll_timeout_ms: int) -> Iterator[Any]:
-    import pyarrow.compute as pc
+    import numpy as np
+
+    from strom.consumer.internals.arrow_decoder import values_of
 
     tp = r.tp
     if consumer.assignment() != {tp}:
@@ -218,7 +220,8 @@ def _read(consumer: KafkaConsumer, r: OffsetRange, report: DataLossReporter, pol
             if first >= r.end:
                 return  # the rest of the range was compacted away or holds only control records
             if first < offset or last >= r.end:  # rows are in offset order: keep those in [offset, end)
-                table = table.filter(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, r.end)))
+                lo, hi = np.searchsorted(values_of(offsets), [offset, r.end])
+                table = table.slice(int(lo), int(hi - lo))
                 n = table.num_rows
             if n:
                 yield table

@@ -39,6 +39,7 @@ from pyspark.sql.types import (
 )
 
 from strom.consumer.consumer_records import ConsumerRecord
+from strom.consumer.internals.arrow_decoder import values_of
 from strom.spark.kafka_io import ConsumerOffsetSource, read_range
 from strom.spark.offsets import offsets_from_dict, offsets_to_dict
 from strom.spark.options import OptionError, SourceOptions, parse_source_options
@@ -111,7 +112,7 @@ def table_to_batches(table: pa.Table, arrow_schema: pa.Schema, include_headers: 
     ts_type = arrow_schema.field("timestamp").type
     for batch in table.to_batches():
         n = batch.num_rows
-        micros = batch.column("timestamp").to_numpy() * 1000  # (numpy: a third of pyarrow's cast call here)
+        micros = values_of(batch.column("timestamp")) * 1000  # (numpy: a third of pyarrow's cast call here)
         columns = [
             batch.column("key"),
             batch.column("value"),
@@ -120,7 +121,7 @@ def table_to_batches(table: pa.Table, arrow_schema: pa.Schema, include_headers: 
             batch.column("offset"),
             pa.Array.from_buffers(ts_type, n, [None, pa.py_buffer(micros)]),
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(
-                batch.column("timestamp_type").to_numpy().astype(np.int32))]),
+                values_of(batch.column("timestamp_type"), np.int8).astype(np.int32))]),
         ]
         if include_headers:
             columns.append(batch.column("headers").cast(arrow_schema.field("headers").type))

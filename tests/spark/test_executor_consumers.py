@@ -8,6 +8,8 @@ No Spark needed: ``read_range`` is what a Spark task runs.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -89,3 +91,23 @@ def test_idle_consumers_beyond_the_cap_are_closed(broker: BrokerProcess, topic: 
     read(broker.bootstrap, topic, 2, 0, 50, PARKED_WAIT_MS)
     assert [p for p, _, _ in idle()] == [1, 2]
     assert oldest._closed
+
+
+def test_a_read_does_not_import_pandas(broker: BrokerProcess, topic: str) -> None:
+    """pyarrow imports pandas on the first ``pa.array``, ``to_numpy`` or compute call with a Python scalar
+    (0.2-2 s of a fresh Spark worker); the columnar read path uses none of them."""
+    script = f"""
+import sys
+from pyspark.sql.pandas.types import to_arrow_schema
+from strom.spark.kafka_io import read_range
+from strom.spark.planning import OffsetRange
+from strom.spark.reader import source_schema, table_to_batches
+schema = to_arrow_schema(source_schema(False), timezone="UTC")
+batches = [b for t in read_range({{"bootstrap.servers": "{broker.bootstrap}"}}, OffsetRange("{topic}", 1, 10, 20), True)
+           for b in table_to_batches(t, schema, False)]
+assert [v for b in batches for v in b.column("value").to_pylist()] == [b"p1-%d" % i for i in range(10, 20)]
+print(sorted(m for m in sys.modules if m == "pandas" or m.startswith("pandas.")))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -57,7 +57,8 @@ _W = np.arange(65536, dtype=np.int64)
 _ZZ1 = _zigzag(_W[:256] & 127)  # one-byte varint -> value
 _ZZ2 = _zigzag((_W & 127) | ((_W >> 8) << 7))  # b0 | b1 << 8 (b0 >= 128 > b1) -> the two-byte varint's value
 del _W
-_EMPTY_STRUCTS = pa.array([], HEADERS_TYPE.value_type)
+# (no pa.array here or on the vectorized path: its first call imports pandas, 0.2-2 s in a fresh process)
+_EMPTY_STRUCTS = pa.nulls(0, HEADERS_TYPE.value_type)
 _ZEROS = pa.py_buffer(bytes(1 << 18))
 _BYTE = [bytes([i]) for i in range(256)]
 _EVEN = np.arange(0, 1 << 17, 2, dtype=np.int32)
@@ -79,15 +80,24 @@ def _no_headers(n: int) -> pa.Array:
     return pa.Array.from_buffers(HEADERS_TYPE, n, [None, _zeros(4 * (n + 1))], children=[_EMPTY_STRUCTS])
 
 
+def values_of(column: pa.Array | pa.ChunkedArray, dtype: type = np.int64) -> np.ndarray:
+    """The values of a primitive column without nulls (an array or a table's chunked column) as numpy: a view of
+    its buffer for one chunk. (``to_numpy`` would do, but its first call imports pandas.)"""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    size = np.dtype(dtype).itemsize
+    parts = [np.frombuffer(c.buffers()[1], dtype=dtype, count=len(c), offset=c.offset * size) for c in chunks]
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+
 def _prim(typ: pa.DataType, values: np.ndarray, n: int) -> pa.Array:
     """A primitive column over a numpy array's memory (``pa.array`` costs more in type inference)."""
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(values)])
 
 
 def empty_columns() -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array([], pa.int64()), pa.array([], pa.int64()), pa.array([], pa.int8()), pa.array([], pa.binary()),
-         pa.array([], pa.binary()), pa.array([], HEADERS_TYPE)], schema=BATCH_SCHEMA)
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in BATCH_SCHEMA], schema=BATCH_SCHEMA)
 
 
 def _ts_types(n: int, timestamp_type: int) -> pa.Array:
@@ -443,7 +453,7 @@ def _binary(data: Any, at: np.ndarray, lengths: np.ndarray, nulls: np.ndarray | 
     bounds[0::2] = at
     bounds[1::2] = at + lengths
     ranges = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(bounds), pa.py_buffer(data)])
-    taken = ranges.take(pa.array(_EVEN[:n] if n <= len(_EVEN) else np.arange(0, 2 * n, 2, dtype=np.int32)))
+    taken = ranges.take(_prim(pa.int32(), _EVEN[:n] if n <= len(_EVEN) else np.arange(0, 2 * n, 2, dtype=np.int32), n))
     return pa.Array.from_buffers(pa.binary(), n, [validity, *taken.buffers()[1:]], null_count)
 
 

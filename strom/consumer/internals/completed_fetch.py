@@ -297,8 +297,9 @@ class CompletedFetch:
                 if len(columns) and columns.column(0)[0].as_py() < start:
                     import numpy as np
 
-                    first = int(np.searchsorted(columns.column(0).to_numpy(), start))
-                    columns = columns.slice(first)
+                    from strom.consumer.internals.arrow_decoder import values_of
+
+                    columns = columns.slice(int(np.searchsorted(values_of(columns.column(0)), start)))
                 return columns
             records = self._decode(batch, data, pos, size)
         except KafkaError as exc:
