@@ -106,7 +106,7 @@ def _ts_types(n: int, timestamp_type: int) -> pa.Array:
     return pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(bytes([timestamp_type & 0xFF]) * n)])
 
 
-def decode_batch_columns(data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
+def decode_batch_columns(data: bytes | bytearray, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
                          log_append_time: int | None = None, timestamp_type: int = 0) -> pa.RecordBatch:
     """``count`` records from ``data[start:end]`` (an uncompressed records block) as Arrow columns."""
     if count > 0:
@@ -137,7 +137,7 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
                        log_append_time: int | None, timestamp_type: int) -> pa.RecordBatch:
     """The vectorized path (see the module docstring); raises _Fallback or IndexError to hand the batch to the
     record decoder."""
-    if not isinstance(data, (bytes, bytearray)):
+    if type(data) is not bytes and type(data) is not bytearray:
         data = bytes(data)
     buf = np.frombuffer(data, dtype=np.uint8)
     starts, prefix_sizes = _record_starts(data, start, end, count)

@@ -21,6 +21,7 @@ Not thread-safe: owned by the fetcher, used on the consumer's thread.
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import struct
 from collections.abc import Iterator
@@ -215,13 +216,15 @@ class CompletedFetch:
                 break
         return out
 
-    def _iter_batches(self) -> Iterator[tuple[Any, bytes, int, int]]:
-        """``(batch, buffer, position, size)`` of every complete batch (a trailing partial batch is skipped)."""
-        buf = self._records_buf
-        data = buf if type(buf) is bytes else bytes(buf)  # one copy per response; batches index into it
+    def _iter_batches(self) -> Iterator[tuple[Any, Any, int, int]]:
+        """``(batch, buffer, position, size)`` of every complete batch (a trailing partial batch is skipped).
+
+        The buffer is the response's receive buffer itself when the records are a view into it (no copy: the
+        network layer never reuses a receive buffer, as Java's consumer keeps slices of its responses); record
+        decoders that hand out keys and values as objects copy their batch to ``bytes`` first (:func:`_as_bytes`).
+        Legacy message sets are copied here."""
+        data, pos, n = _in_place(self._records_buf)
         self._records_buf = None
-        n = len(data)
-        pos = 0
         while n - pos >= LOG_OVERHEAD:
             size = _I32.unpack_from(data, pos + 8)[0] + LOG_OVERHEAD
             if size < LOG_OVERHEAD + LEGACY_RECORD_OVERHEAD_V0:
@@ -232,7 +235,8 @@ class CompletedFetch:
             if magic == 2:
                 yield RecordBatch(data, pos), data, pos, size
             elif magic < 2:
-                yield LegacyRecordBatch(data, pos), data, pos, size
+                legacy, at = _as_bytes(data, pos, size)
+                yield LegacyRecordBatch(legacy, at), legacy, at, size
             else:
                 raise CorruptMessageError(f"batch at position {pos} has unsupported magic {magic}")
             pos += size
@@ -335,6 +339,7 @@ class CompletedFetch:
                                           -1 if r[2] is None else len(r[2]), -1 if r[3] is None else len(r[3]),
                                           None)) for r in batch.records()]
         h = batch.header
+        data, pos = _as_bytes(data, pos, size)  # keys and values are slices of it
         data, start, end = _records_section(h, data, pos, size)
         log_append = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
         return decode_consumer_records(data, start, end, h.records_count, h.base_offset, h.base_timestamp,
@@ -431,6 +436,30 @@ def _deserialize_column(deserializer: Any, topic: str, raw: list[bytes] | None,
         except Exception as exc:  # noqa: BLE001 - reported as the record's RecordDeserializationError
             return out, i, exc
     return out, n, None
+
+
+def _in_place(records: Any) -> tuple[Any, int, int]:
+    """``(buffer, start, end)`` of a partition's records: a view into a ``bytearray`` (the response's receive
+    buffer) as that buffer and the view's place in it, ``bytes`` as they are, anything else copied."""
+    if records is None:
+        return b"", 0, 0
+    if type(records) is bytes:
+        return records, 0, len(records)
+    if type(records) is memoryview and type(records.obj) is bytearray and len(records) and not records.readonly \
+            and records.c_contiguous and records.itemsize == 1:
+        obj = records.obj
+        at = ctypes.addressof(ctypes.c_char.from_buffer(records)) - ctypes.addressof(ctypes.c_char.from_buffer(obj))
+        return obj, at, at + len(records)
+    data = bytes(records)
+    return data, 0, len(data)
+
+
+def _as_bytes(data: Any, pos: int, size: int) -> tuple[bytes, int]:
+    """The batch at ``data[pos:pos + size]`` in a ``bytes`` object, and its position there (a copy of just that
+    batch unless ``data`` is ``bytes``)."""
+    if type(data) is bytes:
+        return data, pos
+    return bytes(memoryview(data)[pos:pos + size]), 0
 
 
 def _records_section(h: Any, data: Any, pos: int, size: int) -> tuple[Any, int, int]:

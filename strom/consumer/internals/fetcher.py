@@ -262,10 +262,7 @@ class Fetcher:
                     preferred[tp] = replica
                 aborted = p.aborted_transactions
                 records = p.records
-                if records is not None:
-                    if type(records) is not bytes:
-                        # own the bytes: the receive buffer behind this view belongs to the network layer
-                        records = bytes(records)
+                if records is not None:  # a view into the response's receive buffer, kept (see CompletedFetch)
                     bytes_by_topic[name] = bytes_by_topic.get(name, 0) + len(records)
                 fetched.append(CompletedFetch(
                     tp, requested.fetch_offset, p.error_code, records, self.converter, check_crcs=self.check_crcs,

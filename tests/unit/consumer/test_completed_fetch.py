@@ -19,7 +19,25 @@ TP = TopicPartition("t", 0)
 RAW = RecordConverter()
 
 
+_AS_RECEIVED = [False]
+
+
+@pytest.fixture(autouse=True, params=["bytes", "receive buffer view"])
+def as_received(request: pytest.FixtureRequest):
+    """Every test runs twice: records as ``bytes``, and as the network hands them over: a view into a response's
+    receive buffer (a ``bytearray`` with other fields around the records)."""
+    _AS_RECEIVED[0] = request.param != "bytes"
+    yield _AS_RECEIVED[0]
+    _AS_RECEIVED[0] = False
+
+
+def received(data: bytes) -> memoryview:
+    return memoryview(bytearray(b"\x00\x07head" + data + b"tail"))[6:6 + len(data)]
+
+
 def cf(data: bytes, offset: int = 0, converter=RAW, **kw) -> CompletedFetch:
+    if data is not None and _AS_RECEIVED[0]:
+        data = received(data)
     return CompletedFetch(TP, offset, 0, data, converter, **kw)
 
 
@@ -171,3 +189,56 @@ def test_the_first_record_that_fails_to_deserialize_stops_the_poll(key_at, value
     with pytest.raises(RecordDeserializationError) as info:
         f.fetch_records(100)
     assert info.value.offset == offset and f.next_fetch_offset == offset and what in str(info.value)
+
+
+def _legacy_v1() -> bytes:
+    import warnings
+
+    with warnings.catch_warnings():  # kafka-python's deprecated importlib.resources calls at import time
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    b = LegacyRecordBatchBuilder(1, 0, 10**6)
+    for i in range(3):
+        b.append(i, 1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i)
+    return bytes(b.build())
+
+
+SHAPES = {
+    "plain": lambda: batch(0, 3),
+    "headers": lambda: batch(0, 3, headers=(("h", b"x"), ("n", None))),
+    "gzip": lambda: batch(0, 3, compression=CompressionType.GZIP),
+    "null keys": lambda: batch(0, 3, keys=False),
+    "two batches and a marker": lambda: batch(0, 2, pid=7, transactional=True) + marker(2, 7, commit=True)
+    + batch(3, 2),
+    "legacy v1": _legacy_v1,
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_records_from_a_receive_buffer_are_bytes(shape: str, as_received: bool) -> None:
+    """Keys, values and header values are ``bytes`` (never slices of the receive buffer, a ``bytearray``), the
+    same as from ``bytes``; columns too."""
+    data = SHAPES[shape]()
+    records = cf(data).fetch_records(100)
+    assert records == CompletedFetch(TP, 0, 0, data, RAW).fetch_records(100) and records
+    for r in records:
+        assert all(type(x) is bytes for x in (r.key, r.value, *(v for _k, v in r.headers)) if x is not None)
+    columns = cf(data).fetch_columns(100)
+    assert columns == CompletedFetch(TP, 0, 0, data, RAW).fetch_columns(100)
+
+
+def test_columns_are_decoded_from_the_receive_buffer_itself(as_received: bool, monkeypatch) -> None:
+    """No copy of a response's records for the columnar path: the decoder gets the receive buffer."""
+    from strom.consumer.internals import arrow_decoder
+
+    seen = []
+    decode = arrow_decoder.decode_batch_columns
+    monkeypatch.setattr(arrow_decoder, "decode_batch_columns", lambda data, *a: seen.append(data) or decode(data, *a))
+    data = batch(0, 3) + batch(3, 2)
+    f = cf(data)
+    assert [c.column(0).to_pylist() for c in f.fetch_columns(100)] == [[0, 1, 2], [3, 4]]
+    if as_received:
+        assert len(seen) == 2 and all(type(d) is bytearray and len(d) == len(data) + 10 for d in seen)
+    else:
+        assert all(d is data for d in seen)
