@@ -29,7 +29,7 @@ from typing import Any
 
 from strom.common.error_codes import CorruptMessageError
 from strom.consumer.consumer_records import ConsumerRecord
-from strom.consumer.internals.record_runs import NotSimple, decode_simple
+from strom.consumer.internals.record_runs import HeaderColumns, NotSimple, decode_simple
 from strom.record.batch import decode_records
 
 __all__ = ["decode_consumer_records", "BatchRecords"]
@@ -46,15 +46,15 @@ def decode_consumer_records(data: bytes, start: int, end: int, count: int, base_
     list, or from the fast path a :class:`BatchRecords` that makes them per slice."""
     if contiguous and count > 0 and end - start >= 4:
         try:
-            tss, keys, values, p = decode_simple(data, start, count, base_timestamp)
-        except (NotSimple, IndexError):
+            tss, keys, values, headers, p = decode_simple(data, start, count, base_timestamp)
+        except (NotSimple, IndexError, ValueError):
             pass
         else:
             if p != end:
                 raise CorruptMessageError(f"records block has {end - p:+d} bytes unaccounted for after "
                                           f"{count} records")
             return BatchRecords(topic, partition, base_offset, None if log_append_time is not None else tss,
-                                log_append_time, timestamp_type, keys, values, leader_epoch, 0, count)
+                                log_append_time, timestamp_type, keys, values, leader_epoch, 0, count, headers)
     return _decode_general(data, start, end, count, base_offset, base_timestamp, topic, partition, timestamp_type,
                            leader_epoch, log_append_time)
 
@@ -70,11 +70,11 @@ class BatchRecords:
     """
 
     __slots__ = ("_topic", "_partition", "_base_offset", "_timestamps", "_log_append_time", "_timestamp_type",
-                 "_keys", "_values", "_leader_epoch", "_start", "_stop")
+                 "_keys", "_values", "_leader_epoch", "_start", "_stop", "_headers")
 
     def __init__(self, topic: str, partition: int, base_offset: int, timestamps: list[int] | None,
                  log_append_time: int | None, timestamp_type: int, keys: list[bytes] | None, values: list[bytes],
-                 leader_epoch: int | None, start: int, stop: int) -> None:
+                 leader_epoch: int | None, start: int, stop: int, headers: HeaderColumns | None = None) -> None:
         self._topic = topic
         self._partition = partition
         self._base_offset = base_offset
@@ -86,6 +86,7 @@ class BatchRecords:
         self._leader_epoch = leader_epoch
         self._start = start
         self._stop = stop
+        self._headers = headers  # None: no record has any
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -114,7 +115,7 @@ class BatchRecords:
         start = min(max(self._start, offset - self._base_offset), self._stop)
         return BatchRecords(self._topic, self._partition, self._base_offset, self._timestamps,
                             self._log_append_time, self._timestamp_type, self._keys, self._values,
-                            self._leader_epoch, start, self._stop)
+                            self._leader_epoch, start, self._stop, self._headers)
 
     def raw_columns(self, a: int, b: int) -> tuple[list[bytes] | None, list[bytes]]:
         """The keys (``None``: the batch's records have none) and values of records ``a..b-1`` of this view."""
@@ -138,9 +139,10 @@ class BatchRecords:
         timestamps = repeat(self._log_append_time) if ts is None else ts[a:b]
         value_sizes = map(len, self._values[a:b])
         key_sizes = repeat(-1) if self._keys is None else map(len, self._keys[a:b])
+        headers = repeat(()) if self._headers is None else self._headers.slice(a, b)
         return list(map(_new, repeat(_CR), zip(
             repeat(self._topic), repeat(self._partition), offsets, timestamps, repeat(self._timestamp_type),
-            repeat(None) if keys is None else keys, values, repeat(()), key_sizes, value_sizes,
+            repeat(None) if keys is None else keys, values, headers, key_sizes, value_sizes,
             repeat(self._leader_epoch))))
 
 

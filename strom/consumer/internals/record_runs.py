@@ -21,10 +21,12 @@ Pure functions; thread-safe.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from itertools import repeat
 from operator import add, lshift, or_
+from typing import Any
 
-__all__ = ["NotSimple", "decode_simple", "first_key_byte"]
+__all__ = ["NotSimple", "decode_simple", "first_key_byte", "HeaderColumns"]
 
 
 class NotSimple(Exception):
@@ -67,9 +69,12 @@ def first_key_byte(data: bytes, p: int) -> int:
     return data[p]
 
 
-def _layout(data: bytes, p: int, keyed: bool) -> tuple[int, ...]:
+def _layout(data: bytes, p: int, keyed: bool) -> tuple[Any, ...]:
     """Field positions of the simple record at ``p``: ``(t, ts_at, ts_size, off_at, off_size, key_len_at,
-    key_len_size, key_size, value_len_at, value_len_size, value_size)`` (key fields 0 without a key)."""
+    key_len_size, key_size, value_len_at, value_len_size, value_size, constant, header_keys, header_values)``
+    (key fields 0 without a key): ``constant`` the positions of the bytes every record of a run repeats (length,
+    attributes, the key and value lengths, the header count, each header's key with its length and its value's
+    length), ``header_keys`` the headers' keys, ``header_values`` each header value's ``(position, size)``."""
     length, lsz = _varint2(data, p)
     t = lsz + length
     q = lsz + 1
@@ -95,20 +100,38 @@ def _layout(data: bytes, p: int, keyed: bool) -> tuple[int, ...]:
         q += 1
     value_at = q
     value_size, value_len_size = _varint2(data, p + q)
-    if q + value_len_size + value_size != t - 1 or data[p + t - 1]:  # then one header-count byte: zero
+    q += value_len_size + value_size
+    const = [(0, ts_at), (key_at, key_at + key_len_size), (value_at, value_at + value_len_size), (q, q + 1)]
+    count = data[p + q]  # the header count (one byte: up to 63 headers)
+    if count & 1 or count > 127:
+        raise NotSimple
+    q += 1
+    header_keys = []
+    header_values = []
+    for _ in range(count >> 1):
+        hkey_size, hkey_len_size = _varint2(data, p + q)
+        const.append((q, q + hkey_len_size + hkey_size))  # a header's key is the same in all records of a run
+        q += hkey_len_size
+        header_keys.append(data[p + q:p + q + hkey_size].decode("utf-8"))  # (not UTF-8: ValueError)
+        q += hkey_size
+        hvalue_size, hvalue_len_size = _varint2(data, p + q)  # (a null header value is not simple)
+        const.append((q, q + hvalue_len_size))
+        q += hvalue_len_size
+        header_values.append((q, hvalue_size))
+        q += hvalue_size
+    if q != t:
         raise NotSimple
     return (t, ts_at, ts_size, off_at, off_size, key_at, key_len_size, key_size, value_at, value_len_size,
-            value_size)
+            value_size, tuple(j for a, b in const for j in range(a, b)), tuple(header_keys), tuple(header_values))
 
 
 def _uniform(data: bytes, p: int, n: int, lay: tuple[int, ...]) -> bool:
     """Do the ``n`` records from ``p`` all have layout ``lay``?"""
-    t, ts_at, ts_size, off_at, off_size, key_at, key_len_size, _ks, value_at, value_len_size, _vs = lay
+    t, ts_at, ts_size, off_at, off_size = lay[:5]
     e = p + n * t
     if e > len(data):
         return False
-    for j in (*range(ts_at), *range(key_at, key_at + key_len_size), *range(value_at, value_at + value_len_size),
-              t - 1):
+    for j in lay[11]:
         if data[p + j:e:t] != data[p + j:p + j + 1] * n:
             return False
     for at, size in ((ts_at, ts_size), (off_at, off_size)):
@@ -125,17 +148,19 @@ def _uniform(data: bytes, p: int, n: int, lay: tuple[int, ...]) -> bool:
 
 
 def decode_simple(data: bytes, p: int, count: int, base_ts: int) -> tuple[list[int], list[bytes] | None,
-                                                                         list[bytes], int]:
-    """``(timestamps, keys or None, values, end position)`` of ``count`` simple records from ``p``; raises
-    :class:`NotSimple` (or ``IndexError`` on a truncated block)."""
+                                                                         list[bytes], HeaderColumns | None, int]:
+    """``(timestamps, keys or None, values, headers or None, end position)`` of ``count`` simple records from
+    ``p`` (headers ``None`` when no record has any); raises :class:`NotSimple` (or ``IndexError`` on a truncated
+    block, ``ValueError`` on a header key that is not UTF-8)."""
     keyed = first_key_byte(data, p) != 1
     tss: list[int] = []
     keys: list[bytes] | None = [] if keyed else None
     values: list[bytes] = []
+    headers: HeaderColumns | None = None
     done = runs = 0
     while done < count:
         if runs >= 4 and done < runs * _MIN_AVERAGE_RUN:
-            return _finish_per_record(data, p, count - done, base_ts, tss, keys, values)
+            return _finish_per_record(data, p, done, count, base_ts, tss, keys, values, headers)
         lay = _layout(data, p, keyed)
         t, ts_at, ts_size, off_size = lay[0], lay[1], lay[2], lay[4]
         n = min(count - done, _OFFSET_LIMIT[off_size] - done, (len(data) - p) // t)
@@ -162,17 +187,29 @@ def decode_simple(data: bytes, p: int, count: int, base_ts: int) -> tuple[list[i
             keys.extend([data[i:i + size] for i in range(start, e, t)])
         start, size = p + lay[8] + lay[9], lay[10]
         values.extend([data[i:i + size] for i in range(start, e, t)])
+        header_keys = lay[12]
+        if header_keys:
+            if headers is None:
+                headers = HeaderColumns()
+            # (range ends past the field: an empty last value sits at the record's very end)
+            headers.add(done, done + n, header_keys,
+                        [[data[i:i + size] for i in range(p + at, p + at + n * t, t)] for at, size in lay[13]])
         p = e
         done += n
         runs += 1
-    return tss, keys, values, p
+    return tss, keys, values, headers, p
 
 
-def _finish_per_record(data: bytes, p: int, count: int, base_ts: int, tss: list[int], keys: list[bytes] | None,
-                       values: list[bytes]) -> tuple[list[int], list[bytes] | None, list[bytes], int]:
-    """The remaining records one by one (same shape rules as the runs; varints inlined)."""
+def _finish_per_record(data: bytes, p: int, done: int, count: int, base_ts: int, tss: list[int],
+                       keys: list[bytes] | None, values: list[bytes],
+                       headers: HeaderColumns | None) -> tuple[list[int], list[bytes] | None, list[bytes],
+                                                               HeaderColumns | None, int]:
+    """Records ``done..count-1`` one by one (same shape rules as the runs; varints inlined)."""
     tapp = tss.append
     vapp = values.append
+    per_record: list[Any] = []
+    happ = per_record.append
+    count -= done
     kapp = keys.append if keys is not None else None
     for _ in range(count):
         b = data[p]
@@ -235,8 +272,84 @@ def _finish_per_record(data: bytes, p: int, count: int, base_ts: int, tss: list[
                 raise NotSimple
             q += 2
             b = ((b & 127) | (c << 7)) >> 1
-        if q + b + 1 != rec_end or data[q + b]:  # one header-count byte (zero headers), then the end
-            raise NotSimple
         vapp(data[q:q + b])
+        q += b
+        if data[q]:
+            happ(_headers(data, q, rec_end))
+        elif q + 1 != rec_end:  # one header-count byte (zero headers), then the end
+            raise NotSimple
+        else:
+            happ(())
         p = rec_end
-    return tss, keys, values, p
+    if any(per_record):
+        if headers is None:
+            headers = HeaderColumns()
+        headers.add(done, done + count, None, per_record)
+    return tss, keys, values, headers, p
+
+
+class HeaderColumns:
+    """The headers of a batch's records, kept as the runs decoded them: per run its header keys and a column
+    of values per header (or, for records read one by one, their header tuples); a record's headers tuple
+    ``((key, value), ...)`` is made when a slice is taken, like the records (so it dies young in the collector).
+    Records outside every run have no headers."""
+
+    __slots__ = ("_starts", "_runs")
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._runs: list[tuple[int, int, tuple[str, ...] | None, list[Any]]] = []
+
+    def add(self, start: int, stop: int, keys: tuple[str, ...] | None, columns: list[Any]) -> None:
+        """Records ``start..stop-1``: ``keys`` and a value column per key, or ``keys`` ``None`` and the records'
+        header tuples in ``columns``."""
+        self._starts.append(start)
+        self._runs.append((start, stop, keys, columns))
+
+    def slice(self, a: int, b: int) -> list[Any]:
+        """The headers tuples of records ``a..b-1``."""
+        out: list[Any] = []
+        at = a
+        runs = self._runs
+        for i in range(max(bisect_right(self._starts, a) - 1, 0), len(runs)):
+            start, stop, keys, columns = runs[i]
+            if start >= b:
+                break
+            lo, hi = max(start, a), min(stop, b)
+            if lo >= hi:
+                continue
+            if lo > at:
+                out.extend(repeat((), lo - at))
+            if keys is None:
+                out.extend(columns[lo - start:hi - start])
+            elif len(keys) == 1:  # the common case, in one comprehension
+                key = keys[0]
+                out.extend([((key, v),) for v in columns[0][lo - start:hi - start]])
+            else:
+                out.extend(map(tuple, map(zip, repeat(keys), zip(*(c[lo - start:hi - start] for c in columns),
+                                                                  strict=True))))
+            at = hi
+        if at < b:
+            out.extend(repeat((), b - at))
+        return out
+
+
+def _headers(data: bytes, q: int, rec_end: int) -> tuple[tuple[str, bytes], ...]:
+    """The headers of a record from its header count at ``q`` to ``rec_end`` (non-null values only)."""
+    count = data[q]
+    if count & 1 or count > 127:
+        raise NotSimple
+    q += 1
+    out = []
+    for _ in range(count >> 1):
+        size, n = _varint2(data, q)
+        q += n
+        key = data[q:q + size].decode("utf-8")
+        q += size
+        size, n = _varint2(data, q)
+        q += n
+        out.append((key, data[q:q + size]))
+        q += size
+    if q != rec_end:
+        raise NotSimple
+    return tuple(out)

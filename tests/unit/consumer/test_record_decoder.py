@@ -103,6 +103,68 @@ def test_runs_of_same_layout_records(n, key_size, value_sizes, ts_shape, data) -
         [(r.offset, r.timestamp, r.key, r.value) for r in expected]
 
 
+HEADER_SETS = [(), (("trace-id", b"0123456789abcdef"),), (("a", b""), ("b", b"xy")), (("\u043a", b"\x00"),),
+               (("", b""),), (("trace-id", b"fedcba9876543210"), ("content-type", b"json")),
+               (("trace-ix", b"0123456789abcdef"),)]
+
+
+@SETTINGS
+@given(st.integers(1, 300), st.sampled_from([None, 3]), st.lists(st.integers(0, len(HEADER_SETS) - 1), min_size=1,
+                                                                 max_size=3),
+       st.sampled_from([1, 7, 100]), st.data())
+def test_runs_of_records_with_headers(n, key_size, header_sets, switch_every, data) -> None:
+    """Records with headers read through the fast path: runs of one header layout (the same keys, values of the
+    same sizes), layouts changing every ``switch_every`` records (short runs: the per-record loop), agreeing
+    with the generic decoder; none of these batches goes to the general decoder."""
+    from strom.consumer.internals import record_decoder
+
+    b = MemoryRecordsBuilder(base_offset=5)
+    for i in range(n):
+        headers = HEADER_SETS[header_sets[(i // switch_every) % len(header_sets)]]
+        key = None if key_size is None else b"k%02d" % (i % 100)
+        b.append(1_700_000_000_000 + i, key, b"v%d" % (i % 10), headers)
+    raw = b.build()
+    expected = RecordBatch(raw).records()
+    general, record_decoder._decode_general = record_decoder._decode_general, None  # would raise TypeError
+    try:
+        got = decode(raw)
+    finally:
+        record_decoder._decode_general = general
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got] == \
+        [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in expected]
+
+
+def test_slices_of_records_with_headers() -> None:
+    """Header tuples are made per slice from the runs' columns: any slice equals the same slice of the whole,
+    across runs with and without headers and a per-record part (layouts switching every record)."""
+    b = MemoryRecordsBuilder()
+    for i in range(600):
+        if i < 300:  # runs of 50: no headers, one header, two headers
+            headers = HEADER_SETS[[0, 1, 2][(i // 50) % 3]]
+        else:  # a new layout every record: the per-record loop
+            headers = HEADER_SETS[[1, 0, 3, 5][i % 4]]
+        b.append(1_700_000_000_000 + i, b"k", b"v%d" % i, headers)
+    raw = b.build()
+    got = decode(raw)
+    whole = list(got)
+    assert [r.headers for r in whole] == [r.headers for r in RecordBatch(raw).records()]
+    for a, z in [(0, 600), (49, 51), (50, 100), (99, 301), (120, 130), (299, 300), (300, 301), (301, 599),
+                 (450, 700), (599, 600)]:
+        assert got[a:z] == whole[a:z]
+    assert list(got.starting_at(275)) == whole[275:]
+
+
+def test_a_header_key_that_is_not_utf8_is_corrupt() -> None:
+    b = MemoryRecordsBuilder()
+    for _ in range(20):
+        b.append(1_700_000_000_000, None, b"v", (("key", b"x"),))
+    raw = bytearray(b.build())
+    at = bytes(raw).rindex(b"key")
+    raw[at] = 0xFF
+    with pytest.raises(CorruptMessageError, match="malformed record"):
+        decode(bytes(raw))
+
+
 def test_more_than_8192_records_in_one_batch() -> None:
     b = MemoryRecordsBuilder()
     for i in range(9000):
