@@ -9,8 +9,8 @@ consumer's hottest path. Record layout (see ``strom.record.batch``)::
 Two paths for v2 batches (legacy v0/v1 message sets are decoded by :mod:`strom.record.legacy`):
 
 * the fast path (:mod:`record_runs`) for the common batch shape — offset deltas ``0..count-1``
-  (``records_count == last_offset_delta + 1``: no compaction gaps), non-null values, no headers, short
-  varints, keys in all records or in none. It yields timestamps, keys and values; the ``ConsumerRecord`` tuples
+  (``records_count == last_offset_delta + 1``: no compaction gaps), non-null values, headers with non-null
+  values, short varints, keys in all records or in none. It yields timestamps, keys and values; the ``ConsumerRecord`` tuples
   are then assembled by ``map``/``zip`` in C with the constant fields repeated. Offset deltas are checked for
   size only (the broker assigns them consecutively). Any other shape sends the whole batch to
 * the general decoder, :func:`strom.record.batch.decode_records` (the one record-by-record v2 decoder, also

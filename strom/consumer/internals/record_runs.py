@@ -2,17 +2,18 @@
 
 Kafka counterpart: none (``DefaultRecord.readFrom`` decodes record by record); this is how strom makes
 record decoding cheap in pure Python. It applies to batches whose offset deltas are ``0..count-1`` and whose
-records all have a non-null value, no headers, varints of at most two bytes (three for offset deltas), and
-either no key at all or a
-key each. Anything else raises :class:`NotSimple` and the caller uses the general decoder.
+records all have a non-null value, headers (if any) with non-null values and at most 63 of them, varints of at
+most two bytes (three for offset deltas), and either no key at all or a key each. Anything else raises
+:class:`NotSimple` and the caller uses the general decoder.
 
 Records produced together usually share one *layout*: the same length prefix, attributes, key and value
 lengths and varint sizes; only the timestamp and offset deltas differ. For a run of ``n`` such records of
 ``t`` bytes starting at ``p``, byte ``j`` of every record is ``data[p + j : p + n*t : t]`` — one slice in C.
 So a run is verified by comparing those strided slices of the constant bytes (length, attributes, key and
-value lengths, the zero header count) against the first record's, and checking the continuation bits of the
+value lengths, the header count, each header's key and value length) against the first record's, and checking the continuation bits of the
 two delta varints (``min``/``max`` of a slice); timestamps are decoded through lookup tables with ``map``,
-keys and values are cut with one comprehension each. A run ends where a check fails (found by bisection) or
+keys, values and header values are cut with one comprehension each (header tuples are made per poll, see
+:class:`HeaderColumns`). A run ends where a check fails (found by bisection) or
 where the offset delta needs one more varint byte (deltas 64, 8192 and 2^20). When runs turn out short (varying
 key or value sizes), the rest of the batch goes through a per-record loop doing the same checks.
 
