@@ -160,9 +160,12 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
     value_at = q.copy()
     value_len, value_nulls = _lengths(value_len)
     q += value_len
-    if buf.take(q).any():
-        raise _Fallback  # headers (or a malformed header count): the record decoder reads them
+    header_counts = buf.take(q)
     q += 1
+    if header_counts.any():
+        headers, q = _headers(data, buf, q, header_counts)
+    else:
+        headers = _no_headers(count)
     if not np.array_equal(q, rec_end):
         raise _Fallback
     offset_delta += base_offset
@@ -173,7 +176,52 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
     return pa.RecordBatch.from_arrays(
         [_prim(pa.int64(), offset_delta, count), _prim(pa.int64(), ts_delta, count),
          _ts_types(count, timestamp_type), _binary(data, key_at, key_len, key_nulls),
-         _binary(data, value_at, value_len, value_nulls), _no_headers(count)], schema=BATCH_SCHEMA)
+         _binary(data, value_at, value_len, value_nulls), headers], schema=BATCH_SCHEMA)
+
+
+def _headers(data: Any, buf: np.ndarray, q: np.ndarray, counts: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """The headers column of records whose header sections start at ``q`` (after their one-byte header counts
+    ``counts``), and the positions after them. Vectorized when every record has the same number of headers
+    (the usual case: a producer sets the same ones on every record); else, or for a null header key or a key
+    that is not UTF-8, _Fallback (the record decoder reads them, or raises CorruptMessageError)."""
+    c = int(counts[0])
+    if c & 1 or c >= 128 or not (counts == c).all():
+        raise _Fallback
+    h = c >> 1
+    n = len(q)
+    key_at, key_len, value_at, value_len, value_nulls = [], [], [], [], []
+    for _ in range(h):
+        length, size = _varints(buf, q)
+        q = q + size
+        if length.min() < 0:
+            raise _Fallback
+        key_at.append(q)
+        key_len.append(length)
+        q = q + length
+        length, size = _varints(buf, q)
+        q = q + size
+        length, nulls = _lengths(length)
+        value_at.append(q)
+        value_len.append(length)
+        value_nulls.append(np.zeros(n, dtype=bool) if nulls is None else nulls)
+        q = q + length
+    if h == 1:
+        keys = _binary(data, key_at[0], key_len[0], None)
+        nulls = value_nulls[0]
+        values = _binary(data, value_at[0], value_len[0], nulls if nulls.any() else None)
+    else:  # record 0's headers, then record 1's, ...
+        keys = _binary(data, np.stack(key_at, axis=1).ravel(), np.stack(key_len, axis=1).ravel(), None)
+        nulls = np.stack(value_nulls, axis=1).ravel()
+        values = _binary(data, np.stack(value_at, axis=1).ravel(), np.stack(value_len, axis=1).ravel(),
+                         nulls if nulls.any() else None)
+    keys = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers())
+    try:
+        keys.validate(full=True)  # UTF-8
+    except pa.ArrowInvalid:
+        raise _Fallback from None
+    entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
+    offsets = np.arange(0, (n + 1) * h, h, dtype=np.int32)
+    return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(offsets)], children=[entries]), q
 
 
 def _record_starts(data: bytes | bytearray, start: int, end: int,

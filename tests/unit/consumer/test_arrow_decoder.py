@@ -1,6 +1,6 @@
 """The columnar decoder (``KafkaConsumer.poll_arrow``) yields the records the record-by-record decoder yields,
 for every batch shape: uniform runs (one- to three-byte offset deltas, two-byte timestamp deltas), keys,
-varying sizes, null keys and values, headers, LogAppendTime, compaction gaps; every headerless shape through
+varying sizes, null keys and values, headers, LogAppendTime, compaction gaps; every shape with equal header counts through
 the vectorized path (the record decoder is refused there); and rejects corrupt blocks as the record decoder
 does (a byte changed anywhere gives the same records or the same error)."""
 
@@ -95,6 +95,11 @@ def _shaped(kind: str, n: int) -> bytes:
             b.append(TS, b"", b"" if i % 2 else None)
         elif kind == "null-values":
             b.append(TS + i // 10, b"k%d" % i, None)
+        elif kind == "a-header":  # what tracing sets on every record
+            b.append(TS + i, b"k%d" % (i % 1000), b"v" * 20, [("trace-id", os.urandom(16))])
+        elif kind == "two-headers":  # values of varying sizes, null, empty; keys that change
+            b.append(TS, None, b"v", [(("ct", "content-type", "\u043a", "")[i % 4], b"json" * (i % 3)),
+                                      ("n", None if i % 5 == 0 else b"" if i % 5 == 1 else b"x" * (i % 40))])
         else:
             return _batch(kind, n, rng)
     return bytes(b.build())
@@ -116,10 +121,10 @@ def _expected(data: bytes, log_append_time: int | None = None) -> pa.RecordBatch
 
 
 @pytest.mark.parametrize("kind", ["uniform", "keyed", "vary", "nulls", "big", "few-sizes", "big-values",
-                                  "long-deltas", "empty", "null-values", "gaps"])
+                                  "long-deltas", "empty", "null-values", "gaps", "a-header", "two-headers"])
 @pytest.mark.parametrize("n", [1, 2, 65, 700, 9000])
 @pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
-def test_headerless_batches_take_the_vectorized_path(kind: str, n: int, wrap: type,
+def test_batches_of_equal_header_counts_take_the_vectorized_path(kind: str, n: int, wrap: type,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     if kind == "big-values":
         n = min(n, 65)
@@ -156,8 +161,38 @@ def test_columns_equal_records_for_any_batch(records: list, log_append: bool, dr
     assert got.equals(_expected(data, log_append_time))
 
 
+_header = st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=20))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_record, st.lists(_header, max_size=3)), min_size=1, max_size=200), st.integers(0, 3),
+       st.booleans())
+def test_columns_equal_records_for_any_batch_with_headers(records: list, same_count: int, uniform: bool) -> None:
+    """Any headers: the same number on every record (``uniform``: vectorized) or as drawn (mixed counts)."""
+    b = MemoryRecordsBuilder()
+    for (delta, key, value), headers in records:
+        if uniform:
+            headers = (headers * 3 + [("h", b"")] * 3)[:same_count]
+        b.append(TS + delta, key, value, headers)
+    data = bytes(b.build())
+    h = RecordBatch(data).header
+    got = decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+    assert got.equals(_expected(data))
+    got.validate(full=True)
+
+
+def test_a_header_key_that_is_not_utf8_is_corrupt() -> None:
+    data = bytearray(_shaped("a-header", 50))
+    at = bytes(data).rindex(b"trace-id")
+    data[at] = 0xFF
+    h = RecordBatch(bytes(data)).header
+    with pytest.raises(CorruptMessageError):
+        decode_batch_columns(bytes(data), HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+
+
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["keyed", "vary", "nulls", "few-sizes", "long-deltas"]), st.integers(1, 80), st.data())
+@given(st.sampled_from(["keyed", "vary", "nulls", "few-sizes", "long-deltas", "a-header", "two-headers"]),
+       st.integers(1, 80), st.data())
 def test_a_changed_byte_gives_what_the_record_decoder_gives(kind: str, n: int, draw: st.DataObject) -> None:
     data = bytearray(_shaped(kind, n))
     h = RecordBatch(bytes(data)).header
