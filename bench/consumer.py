@@ -1,7 +1,7 @@
 """Consumer benchmark: strom vs kafka-python vs aiokafka vs confluent-kafka, in one run.
 
   .venv/bin/python bench/consumer.py [--records N] [--partitions P] [--rounds R] [--clients strom,kafka-python,...]
-                                     [--arrow-max-records N]
+                                     [--arrow-max-records N] [--headers H]
 
 One strom broker (subprocess, ``group.initial.rebalance.delay.ms=0``) holds N pre-produced 100-byte records
 (confluent-kafka producer, no compression) in a topic with P partitions. Each client then runs in its own
@@ -14,7 +14,8 @@ group join are included; importing the client library is not), CPU seconds of th
 span and records per CPU second, and the seconds ``close`` took after the last record (not counted above: strom's
 consumer, as Java's, closes its fetch sessions and so waits for the fetch already parked at the broker, up to
 ``fetch.max.wait.ms``); then strom's ratios. ``strom-arrow`` is strom's columnar path (``poll_arrow``, up to --arrow-max-records
-rows per call, default 500 as the others; values touched as one column).
+rows per call, default 500 as the others; values touched as one column). ``--headers H`` gives every record H
+headers (``trace-id-<i>``: 16 random bytes), as tracing libraries set them.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _mark() -> tuple[float, float]:
     return time.perf_counter(), time.process_time()
 
 
-def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+def produce(bootstrap: str, topic: str, partitions: int, n: int, headers: int = 0) -> float:
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -52,11 +53,12 @@ def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "batch.size": 1_000_000,
                      "queue.buffering.max.kbytes": 1_048_576, "enable.idempotence": False})
     payload = os.urandom(VALUE_SIZE)
+    record_headers = [(f"trace-id-{i}", os.urandom(16)) for i in range(headers)] or None
     t0 = time.perf_counter()
     for i in range(n):
         while True:
             try:
-                p.produce(topic, payload, partition=i % partitions)
+                p.produce(topic, payload, partition=i % partitions, headers=record_headers)
                 break
             except BufferError:
                 p.poll(0.001)
@@ -214,6 +216,7 @@ def main() -> None:
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--arrow-max-records", type=int, default=500)
+    parser.add_argument("--headers", type=int, default=0, help="headers on every record")
     parser.add_argument("--child", nargs=3, metavar=("CLIENT", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     global MAX_RECORDS_ARROW
@@ -229,8 +232,9 @@ def main() -> None:
     clients = args.clients.split(",")
     with BrokerProcess(overrides={"group.initial.rebalance.delay.ms": "0"}) as broker:
         topic = "bench-consumer"
-        dt = produce(broker.bootstrap, topic, args.partitions, args.records)
-        print(f"produced {args.records:,} x {VALUE_SIZE} B records into {args.partitions} partitions in {dt:.1f}s")
+        dt = produce(broker.bootstrap, topic, args.partitions, args.records, args.headers)
+        print(f"produced {args.records:,} x {VALUE_SIZE} B records ({args.headers} headers each) into "
+              f"{args.partitions} partitions in {dt:.1f}s")
         for _round in range(args.rounds):
             for client in clients:
                 out = subprocess.run([sys.executable, __file__, "--records", str(args.records),
