@@ -48,8 +48,9 @@ from strom.producer.internals.sender import Sender
 from strom.producer.internals.sender_metrics import ProducerMetrics
 from strom.producer.internals.transaction_manager import TransactionalRequestResult, TransactionManager
 from strom.producer.partitioner import make_partitioner
-from strom.producer.record import ProducerRecord
+from strom.producer.record import ProducerRecord, header_pairs
 from strom.record.records import upper_bound_size
+from strom.record.sizes import encode_headers
 
 __all__ = ["KafkaProducer", "RecordTooLargeError", "NETWORK_THREAD_PREFIX"]
 
@@ -212,11 +213,16 @@ class KafkaProducer:
         if type(record) is str:
             if callback is not None and not callable(callback):
                 value, callback = callback, None
-            if (not self._intercepting and headers is None and record
+            if (not self._intercepting and record
                     and (partition is None or (type(partition) is int and partition >= 0))
                     and (timestamp is None or (type(timestamp) is int and timestamp >= 0))):
-                # Fast path: no interceptor needs a ProducerRecord and the fields are valid as given.
-                return self._do_send(record, partition, key, value, None, timestamp, callback, None)
+                # Fast path: no interceptor needs a ProducerRecord and the fields are valid as given; headers as
+                # a list or tuple of pairs go straight to the batch when no serializer needs to see them.
+                if headers is None:
+                    return self._do_send(record, partition, key, value, None, timestamp, callback, None)
+                if self._raw_key and self._raw_value and type(headers) in (list, tuple):
+                    return self._do_send(record, partition, key, value, None, timestamp, callback, None,
+                                         header_pairs(headers))
             record = ProducerRecord(record, value, key, partition, timestamp, headers)
         elif not isinstance(record, ProducerRecord):
             raise TypeError(f"send() takes a ProducerRecord or a topic name, not {type(record).__name__}")
@@ -226,8 +232,9 @@ class KafkaProducer:
                              record.timestamp, callback, record)
 
     def _do_send(self, topic: str, partition: int | None, key: Any, value: Any, headers: Any, timestamp: int | None,
-                 callback: Any, record: ProducerRecord | None) -> FutureRecordMetadata:
-        """Kafka's ``doSend`` (SPEC §2.4). ``record`` is ``None`` on the fast path (no interceptors)."""
+                 callback: Any, record: ProducerRecord | None, pairs: tuple[Any, ...] = ()) -> FutureRecordMetadata:
+        """Kafka's ``doSend`` (SPEC §2.4). ``record`` is ``None`` on the fast path (no interceptors), where
+        ``pairs`` are the headers (validated ``Header`` pairs) when ``headers`` is ``None``."""
         tp: TopicPartition | None = None
         interceptors = self._interceptors
         try:
@@ -260,13 +267,15 @@ class KafkaProducer:
             if partition is None:
                 partition = partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
             tp = self._topic_partition(topic, partition)
-            header_array: Any = ()
+            header_array: Any = pairs
             if headers is not None:
                 headers.set_read_only()
                 if headers:
                     header_array = headers.to_array()
+            if header_array:  # encoded once, for the size check and the batch
+                header_array = encode_headers(header_array)
             size = (0 if key_bytes is None else len(key_bytes)) + (0 if value_bytes is None else len(value_bytes))
-            if header_array or size + 100 > self._record_size_limit:  # else surely within both limits
+            if size + len(header_array) + 100 > self._record_size_limit:  # else surely within both limits
                 self._ensure_valid_record_size(upper_bound_size(key_bytes, value_bytes, header_array,
                                                                 self._compression))
             if timestamp is None:

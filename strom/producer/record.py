@@ -51,6 +51,17 @@ def _header(key: Any, value: Any) -> Header:
     return Header(key, value)
 
 
+def header_pairs(headers: list[Any] | tuple[Any, ...]) -> tuple[Header, ...]:
+    """``(key, value)`` pairs as :class:`Header` s, checked as :class:`RecordHeaders` checks them (the producer's
+    path for headers given as a list or tuple, without a ``RecordHeaders`` object)."""
+    out = []
+    for pair in headers:
+        key, value = pair
+        out.append(Header(key, value) if type(key) is str and (type(value) is bytes or value is None)
+                   else _header(key, value))
+    return tuple(out)
+
+
 class RecordHeaders:
     """An ordered multi-map of headers (Kafka's ``RecordHeaders``); duplicated keys are allowed.
 

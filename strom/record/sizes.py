@@ -14,6 +14,8 @@ from strom.record.header import HEADER_SIZE
 from strom.record.varint import size_of_varint, varint_bytes
 
 __all__ = [
+    "EncodedHeaders",
+    "encode_headers",
     "record_size",
     "record_size_upper_bound",
     "upper_bound_size",
@@ -31,17 +33,35 @@ COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 _NULL = b"\x01"  # varint -1
 
 
+class EncodedHeaders(bytes):
+    """Headers in their wire form (the count, then each key and value): the producer encodes a record's headers
+    once, for its size check and for the batch; the record builder and the size functions take them as they are."""
+
+    __slots__ = ()
+
+
+def encode_headers(headers: Sequence[Header]) -> EncodedHeaders:
+    return EncodedHeaders(_encode_headers(headers))
+
+
+_SHORT = [bytes([n << 1]) for n in range(64)]  # the varints of 0..63: one byte each
+
+
 def _encode_headers(headers: Sequence[Header]) -> bytes:
-    parts = [varint_bytes(len(headers))]
+    n = len(headers)
+    parts = [_SHORT[n] if n < 64 else varint_bytes(n)]
+    append = parts.append
     for hkey, hval in headers:
         kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
-        parts.append(varint_bytes(len(kb)))
-        parts.append(kb)
+        n = len(kb)
+        append(_SHORT[n] if n < 64 else varint_bytes(n))
+        append(kb)
         if hval is None:
-            parts.append(_NULL)
+            append(_NULL)
         else:
-            parts.append(varint_bytes(len(hval)))
-            parts.append(hval)
+            n = len(hval)
+            append(_SHORT[n] if n < 64 else varint_bytes(n))
+            append(hval)
     return b"".join(parts)
 
 
@@ -53,6 +73,8 @@ def _bytes_field_size(data: bytes | None) -> int:
 
 
 def _headers_size(headers: Sequence[Header]) -> int:
+    if type(headers) is EncodedHeaders:
+        return len(headers)
     size = size_of_varint(len(headers))
     for hkey, hval in headers:
         klen = len(hkey.encode("utf-8")) if isinstance(hkey, str) else len(hkey)

@@ -46,6 +46,7 @@ from strom.producer.internals.producer_batch import (
 )
 from strom.producer.internals.producer_id_and_epoch import ProducerIdAndEpoch
 from strom.record.records import CompressionType, MemoryRecordsBuilder, upper_bound_size
+from strom.record.sizes import EncodedHeaders
 
 __all__ = [
     "RecordAccumulator",
@@ -242,7 +243,8 @@ class RecordAccumulator:
         """
         self._appends_in_progress.increment()
         buffer: bytearray | None = None
-        hdrs: Any = () if headers is None else headers if isinstance(headers, tuple) else tuple(headers)
+        hdrs: Any = (() if headers is None else headers if isinstance(headers, (tuple, EncodedHeaders))
+                     else tuple(headers))
         try:
             dq = self._batches.get(tp) or self._get_or_create_deque(tp)
             with dq.lock:  # block 1 (the hot path: _try_append inlined)

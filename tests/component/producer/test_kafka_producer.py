@@ -232,6 +232,45 @@ def test_bytes_serializer_records_on_the_fast_path_and_off_it() -> None:
         s.close()
 
 
+def test_headers_on_the_fast_path_and_off_it() -> None:
+    """Headers given as a list or tuple of pairs (bytes serializers, no interceptors: no ``ProducerRecord`` is
+    made) reach the batch as headers given any other way, are checked the same way, and count in the size
+    check."""
+    s = Setup({"t": 1}, **{"key.serializer": "bytes", "value.serializer": "bytes", "max.request.size": 2000})
+    try:
+        sends = [
+            ("list", [("a", b"1"), ("b", None)]),
+            ("tuple", (("a", b"1"), ("b", None))),
+            ("converted", [("s", "text"), ("ba", bytearray(b"x")), ("\u043a", b"")]),
+            ("mapping", {"a": b"1", "b": None}),
+            ("record", None),
+            ("none", None),
+        ]
+        futures = []
+        for name, headers in sends:
+            if name == "record":
+                futures.append(s.producer.send(ProducerRecord("t", b"v", headers=[("a", b"1"), ("b", None)])))
+            else:
+                futures.append(s.producer.send("t", name.encode(), headers=headers))
+        for bad, message in [([(1, b"x")], "header key must be a str"), ([("k", 5)], "header value must be bytes"),
+                             ([("k",)], "not enough values to unpack")]:
+            with pytest.raises((TypeError, ValueError), match=message):
+                s.producer.send("t", b"v", headers=bad)
+        too_large = s.producer.send("t", b"v", headers=[("big", b"x" * 2000)])
+        with pytest.raises(RecordTooLargeError):
+            too_large.get(10)
+        eventually(lambda: s.client.requests)
+        from strom.record.records import MemoryRecords
+        request = next(r.request for r in s.client.requests if isinstance(r.request, ProduceRequest))
+        got = [r.headers for r in MemoryRecords(request_partitions(request)[TopicPartition("t", 0)]).records()]
+        assert got == [(("a", b"1"), ("b", None))] * 2 + [(("s", b"text"), ("ba", b"x"), ("\u043a", b""))] + \
+            [(("a", b"1"), ("b", None))] * 2 + [()]
+        s.respond_all(offset=0)
+        assert all(f.get(10).offset >= 0 for f in futures)
+    finally:
+        s.close()
+
+
 def test_send_after_close_raises(setup: Setup) -> None:
     """§18 item 13: send on a closed producer fails (IllegalStateException in Kafka)."""
     setup.producer.close()
