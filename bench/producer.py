@@ -1,7 +1,7 @@
 """Producer benchmark: strom's KafkaProducer vs kafka-python, aiokafka and confluent-kafka, in one run.
 
   .venv/bin/python bench/producer.py [--count-small N] [--count-large N] [--targets strom,mock]
-                                     [--clients strom,kafka-python,aiokafka,confluent] [--profile]
+                                     [--clients strom,kafka-python,aiokafka,confluent] [--profile] [--headers H]
 
 Against the same broker and topic — a strom broker subprocess, then librdkafka's mock cluster (in this
 process, native threads) — for 100-byte and 1 KiB records with acks=1 and acks=all, each client runs in its own
@@ -9,7 +9,8 @@ subprocess using its fastest idiomatic asynchronous API (strom/kafka-python: ``s
 ``send`` futures + ``gather``; confluent-kafka: ``produce`` + ``poll(0)`` + ``flush``). The clock starts after
 a warm-up record (metadata, connections) and stops when every record has been acknowledged. Common settings:
 linger.ms=5, batch.size=64 KiB, no compression, idempotence off (so acks=all means the same work for all).
-``strom-bulk`` is strom's bulk path: ``send_many`` with lists of 100,000 values.
+``strom-bulk`` is strom's bulk path: ``send_many`` with lists of 100,000 values (no headers). ``--headers H``
+gives every record H headers (``trace-id-<i>``: 16 random bytes), as tracing libraries set them.
 Prints records/s, MB/s, peak RSS per client and strom's ratio to each. ``--profile`` writes a pyinstrument
 profile of strom's 100-byte acks=1 run to ``bench/out/``.
 """
@@ -31,6 +32,7 @@ sys.path.insert(0, ROOT)
 CLIENTS = ["strom", "strom-bulk", "kafka-python", "aiokafka", "confluent"]
 LINGER_MS = 5
 BATCH = 65536
+HEADERS: list[tuple[str, bytes]] | None = None  # set in the worker from --headers
 
 
 # ----------------------------------------------------------------------------------------------- workers
@@ -44,9 +46,14 @@ def _strom(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: 
                        "acks": acks, "linger.ms": LINGER_MS, "batch.size": BATCH, "enable.idempotence": False})
     p.send(topic, payload).get(30)
     send = p.send
+    headers = HEADERS
     t0 = time.perf_counter()
-    for _ in range(n):
-        send(topic, payload)
+    if headers:
+        for _ in range(n):
+            send(topic, payload, headers=headers)
+    else:
+        for _ in range(n):
+            send(topic, payload)
     p.flush()
     dt = time.perf_counter() - t0
     assert metric_values(p.metrics(), "producer-metrics")["record-error-total"] == 0
@@ -86,7 +93,9 @@ def _kafka_python(bootstrap: str, topic: str, payload: bytes, n: int, acks: str,
     p.send(topic, payload).get(30)
     send = p.send
     t0 = time.perf_counter()
-    futures = [send(topic, payload) for _ in range(n)]
+    headers = HEADERS
+    futures = ([send(topic, payload, headers=headers) for _ in range(n)] if headers
+               else [send(topic, payload) for _ in range(n)])
     p.flush()
     dt = time.perf_counter() - t0
     assert all(f.succeeded() for f in futures[-100:])
@@ -105,8 +114,12 @@ def _aiokafka(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, moc
         await p.start()
         await (await p.send(topic, payload))
         send = p.send
+        headers = HEADERS
         t0 = time.perf_counter()
-        futures = [await send(topic, payload) for _ in range(n)]
+        if headers:
+            futures = [await send(topic, payload, headers=headers) for _ in range(n)]
+        else:
+            futures = [await send(topic, payload) for _ in range(n)]
         await asyncio.gather(*futures)
         dt = time.perf_counter() - t0
         await p.stop()
@@ -134,7 +147,7 @@ def _confluent(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mo
     for i in range(n):
         while True:
             try:
-                produce(topic, payload, on_delivery=report)
+                produce(topic, payload, on_delivery=report, headers=HEADERS)
                 break
             except BufferError:
                 poll(0.001)
@@ -150,6 +163,8 @@ WORKERS = {"strom": _strom, "strom-bulk": _strom_bulk, "kafka-python": _kafka_py
 
 
 def worker_main(args: argparse.Namespace) -> None:
+    global HEADERS
+    HEADERS = [(f"trace-id-{i}", os.urandom(16)) for i in range(args.headers)] or None
     payload = os.urandom(args.size)
     fn = WORKERS[args.worker]
     if args.profile:
@@ -173,9 +188,9 @@ def worker_main(args: argparse.Namespace) -> None:
 
 
 def run_worker(client: str, bootstrap: str, topic: str, size: int, count: int, acks: str, mock: bool,
-               profile: bool = False) -> dict[str, Any]:
+               profile: bool = False, headers: int = 0) -> dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", client, "--bootstrap", bootstrap, "--topic", topic,
-           "--size", str(size), "--count", str(count), "--acks", acks]
+           "--size", str(size), "--count", str(count), "--acks", acks, "--headers", str(headers)]
     if mock:
         cmd.append("--mock")
     if profile:
@@ -202,6 +217,7 @@ def main() -> None:
     ap.add_argument("--targets", default="strom,mock")
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--headers", type=int, default=0, help="headers on every record")
     args = ap.parse_args()
     if args.worker:
         worker_main(args)
@@ -231,7 +247,8 @@ def main() -> None:
                 for acks in ("1", "all"):
                     for client in clients:
                         r = run_worker(client, bootstrap, args.topic, size, count, acks, target == "mock",
-                                       args.profile and client == "strom" and size == 100 and acks == "1")
+                                       args.profile and client == "strom" and size == 100 and acks == "1",
+                                       args.headers)
                         results.append((target, size, acks, client, r))
                         print(_row(target, size, acks, client, r), flush=True)
         finally:

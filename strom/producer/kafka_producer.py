@@ -48,9 +48,9 @@ from strom.producer.internals.sender import Sender
 from strom.producer.internals.sender_metrics import ProducerMetrics
 from strom.producer.internals.transaction_manager import TransactionalRequestResult, TransactionManager
 from strom.producer.partitioner import make_partitioner
-from strom.producer.record import ProducerRecord, header_pairs
+from strom.producer.record import ProducerRecord, checked_header
 from strom.record.records import upper_bound_size
-from strom.record.sizes import encode_headers
+from strom.record.sizes import EncodedHeaders, encode_headers
 
 __all__ = ["KafkaProducer", "RecordTooLargeError", "NETWORK_THREAD_PREFIX"]
 
@@ -222,7 +222,7 @@ class KafkaProducer:
                     return self._do_send(record, partition, key, value, None, timestamp, callback, None)
                 if self._raw_key and self._raw_value and type(headers) in (list, tuple):
                     return self._do_send(record, partition, key, value, None, timestamp, callback, None,
-                                         header_pairs(headers))
+                                         encode_headers(headers, checked_header) if headers else None)
             record = ProducerRecord(record, value, key, partition, timestamp, headers)
         elif not isinstance(record, ProducerRecord):
             raise TypeError(f"send() takes a ProducerRecord or a topic name, not {type(record).__name__}")
@@ -232,9 +232,10 @@ class KafkaProducer:
                              record.timestamp, callback, record)
 
     def _do_send(self, topic: str, partition: int | None, key: Any, value: Any, headers: Any, timestamp: int | None,
-                 callback: Any, record: ProducerRecord | None, pairs: tuple[Any, ...] = ()) -> FutureRecordMetadata:
-        """Kafka's ``doSend`` (SPEC §2.4). ``record`` is ``None`` on the fast path (no interceptors), where
-        ``pairs`` are the headers (validated ``Header`` pairs) when ``headers`` is ``None``."""
+                 callback: Any, record: ProducerRecord | None,
+                 encoded_headers: EncodedHeaders | None = None) -> FutureRecordMetadata:
+        """Kafka's ``doSend`` (SPEC §2.4). ``record`` is ``None`` on the fast path (no interceptors), which may
+        give the headers already checked and encoded (``headers`` is then ``None``)."""
         tp: TopicPartition | None = None
         interceptors = self._interceptors
         try:
@@ -267,13 +268,11 @@ class KafkaProducer:
             if partition is None:
                 partition = partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
             tp = self._topic_partition(topic, partition)
-            header_array: Any = pairs
+            header_array: Any = encoded_headers or ()  # encoded once, for the size check and the batch
             if headers is not None:
                 headers.set_read_only()
                 if headers:
-                    header_array = headers.to_array()
-            if header_array:  # encoded once, for the size check and the batch
-                header_array = encode_headers(header_array)
+                    header_array = encode_headers(headers.to_array())
             size = (0 if key_bytes is None else len(key_bytes)) + (0 if value_bytes is None else len(value_bytes))
             if size + len(header_array) + 100 > self._record_size_limit:  # else surely within both limits
                 self._ensure_valid_record_size(upper_bound_size(key_bytes, value_bytes, header_array,

@@ -39,7 +39,9 @@ class Header(NamedTuple):
     value: bytes | None
 
 
-def _header(key: Any, value: Any) -> Header:
+def checked_header(key: Any, value: Any) -> Header:
+    """A header from a key and a value as the producer takes them (value: bytes, str encoded UTF-8, a
+    bytearray or memoryview copied, or None); TypeError otherwise."""
     if not isinstance(key, str):
         raise TypeError(f"header key must be a str, not {type(key).__name__}")
     if isinstance(value, str):
@@ -49,17 +51,6 @@ def _header(key: Any, value: Any) -> Header:
     elif value is not None and not isinstance(value, bytes):
         raise TypeError(f"header value must be bytes or None, not {type(value).__name__}")
     return Header(key, value)
-
-
-def header_pairs(headers: list[Any] | tuple[Any, ...]) -> tuple[Header, ...]:
-    """``(key, value)`` pairs as :class:`Header` s, checked as :class:`RecordHeaders` checks them (the producer's
-    path for headers given as a list or tuple, without a ``RecordHeaders`` object)."""
-    out = []
-    for pair in headers:
-        key, value = pair
-        out.append(Header(key, value) if type(key) is str and (type(value) is bytes or value is None)
-                   else _header(key, value))
-    return tuple(out)
 
 
 class RecordHeaders:
@@ -78,9 +69,9 @@ class RecordHeaders:
         if isinstance(headers, RecordHeaders):
             self._headers = list(headers._headers)
         elif isinstance(headers, Mapping):
-            self._headers = [_header(k, v) for k, v in headers.items()]
+            self._headers = [checked_header(k, v) for k, v in headers.items()]
         else:
-            self._headers = [_header(k, v) for k, v in headers]
+            self._headers = [checked_header(k, v) for k, v in headers]
 
     def _check_writable(self) -> None:
         if self._read_only:
@@ -89,7 +80,7 @@ class RecordHeaders:
     def add(self, key: str, value: bytes | str | None) -> RecordHeaders:
         """Append a header; returns ``self``. Fails once read-only."""
         self._check_writable()
-        self._headers.append(_header(key, value))
+        self._headers.append(checked_header(key, value))
         return self
 
     def remove(self, key: str) -> RecordHeaders:

@@ -54,8 +54,8 @@ from strom.record.sizes import (
     MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     EncodedHeaders,
-    _encode_headers,
     _headers_size,
+    encode_headers,
     record_size,
     record_size_upper_bound,
     upper_bound_size,
@@ -227,7 +227,7 @@ class MemoryRecordsBuilder:
         else:
             vlen = len(value)
             vb = _UV[vlen << 1] if vlen < _HALF else varint_bytes(vlen)
-        hb = (headers if type(headers) is EncodedHeaders else _encode_headers(headers)) if headers else _EMPTY_HEADERS
+        hb = (headers if type(headers) is EncodedHeaders else encode_headers(headers)) if headers else _EMPTY_HEADERS
         body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
         lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
         data = b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
@@ -285,7 +285,7 @@ class MemoryRecordsBuilder:
         else:
             vlen = len(value)
             vb = _UV[vlen << 1] if vlen < _HALF else varint_bytes(vlen)
-        hb = (headers if type(headers) is EncodedHeaders else _encode_headers(headers)) if headers else _EMPTY_HEADERS
+        hb = (headers if type(headers) is EncodedHeaders else encode_headers(headers)) if headers else _EMPTY_HEADERS
         body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
         lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
         pos = self._pos

@@ -6,7 +6,8 @@ Kafka counterpart: ``DefaultRecord.sizeInBytes``/``recordSizeUpperBound``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from strom.record.batch import Header
 from strom.record.compression import CompressionType
@@ -40,18 +41,20 @@ class EncodedHeaders(bytes):
     __slots__ = ()
 
 
-def encode_headers(headers: Sequence[Header]) -> EncodedHeaders:
-    return EncodedHeaders(_encode_headers(headers))
-
-
 _SHORT = [bytes([n << 1]) for n in range(64)]  # the varints of 0..63: one byte each
 
 
-def _encode_headers(headers: Sequence[Header]) -> bytes:
+def encode_headers(headers: Sequence[Any],
+                   check: Callable[[Any, Any], tuple[str, bytes | None]] | None = None) -> EncodedHeaders:
+    """Headers in their wire form. ``check(key, value)`` (the producer's) is called for a pair that is not
+    ``(str, bytes | None)``, to convert it or raise."""
     n = len(headers)
     parts = [_SHORT[n] if n < 64 else varint_bytes(n)]
     append = parts.append
-    for hkey, hval in headers:
+    for pair in headers:
+        hkey, hval = pair
+        if check is not None and (type(hkey) is not str or not (type(hval) is bytes or hval is None)):
+            hkey, hval = check(hkey, hval)
         kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
         n = len(kb)
         append(_SHORT[n] if n < 64 else varint_bytes(n))
@@ -62,7 +65,8 @@ def _encode_headers(headers: Sequence[Header]) -> bytes:
             n = len(hval)
             append(_SHORT[n] if n < 64 else varint_bytes(n))
             append(hval)
-    return b"".join(parts)
+    return EncodedHeaders(b"".join(parts))
+
 
 
 def _bytes_field_size(data: bytes | None) -> int:
