@@ -212,7 +212,18 @@ SHAPES = {
     "two batches and a marker": lambda: batch(0, 2, pid=7, transactional=True) + marker(2, 7, commit=True)
     + batch(3, 2),
     "legacy v1": _legacy_v1,
+    "mixed header counts": lambda: _mixed_headers(),
 }
+
+
+def _mixed_headers() -> bytes:
+    """Records with 0, 1 and 2 headers in one batch: the record decoder's shape in both paths."""
+    from strom.record import MemoryRecordsBuilder
+
+    b = MemoryRecordsBuilder()
+    for i in range(6):
+        b.append(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i, [("h", b"x"), ("n", None)][:i % 3])
+    return bytes(b.build())
 
 
 @pytest.mark.parametrize("shape", SHAPES)
