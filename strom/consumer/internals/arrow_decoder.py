@@ -162,12 +162,12 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
     q += value_len
     header_counts = buf.take(q)
     q += 1
+    header_fields = None
     if header_counts.any():
-        headers, q = _headers(data, buf, q, header_counts)
-    else:
-        headers = _no_headers(count)
+        q, header_fields = _header_fields(buf, q, header_counts)
     if not np.array_equal(q, rec_end):
-        raise _Fallback
+        raise _Fallback  # (before any field is copied: a corrupt length may point anywhere)
+    headers = _no_headers(count) if header_fields is None else _headers(data, count, *header_fields)
     offset_delta += base_offset
     if log_append_time is not None:
         ts_delta.fill(log_append_time)
@@ -179,18 +179,16 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
          _binary(data, value_at, value_len, value_nulls), headers], schema=BATCH_SCHEMA)
 
 
-def _headers(data: Any, buf: np.ndarray, q: np.ndarray, counts: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """The headers column of records whose header sections start at ``q`` (after their one-byte header counts
-    ``counts``), and the positions after them. Vectorized when every record has the same number of headers
-    (the usual case: a producer sets the same ones on every record); else, or for a null header key or a key
-    that is not UTF-8, _Fallback (the record decoder reads them, or raises CorruptMessageError)."""
+def _header_fields(buf: np.ndarray, q: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, tuple[Any, ...]]:
+    """The positions after the headers of records whose header sections start at ``q`` (after their one-byte
+    header counts ``counts``), and each header's key and value ranges. Vectorized when every record has the same
+    number of headers (the usual case: a producer sets the same ones on every record); else, or for a null
+    header key, _Fallback (the record decoder reads them, or raises CorruptMessageError)."""
     c = int(counts[0])
     if c & 1 or c >= 128 or not (counts == c).all():
         raise _Fallback
-    h = c >> 1
-    n = len(q)
     key_at, key_len, value_at, value_len, value_nulls = [], [], [], [], []
-    for _ in range(h):
+    for _ in range(c >> 1):
         length, size = _varints(buf, q)
         q = q + size
         if length.min() < 0:
@@ -203,8 +201,16 @@ def _headers(data: Any, buf: np.ndarray, q: np.ndarray, counts: np.ndarray) -> t
         length, nulls = _lengths(length)
         value_at.append(q)
         value_len.append(length)
-        value_nulls.append(np.zeros(n, dtype=bool) if nulls is None else nulls)
+        value_nulls.append(np.zeros(len(q), dtype=bool) if nulls is None else nulls)
         q = q + length
+    return q, (key_at, key_len, value_at, value_len, value_nulls)
+
+
+def _headers(data: Any, n: int, key_at: list[np.ndarray], key_len: list[np.ndarray], value_at: list[np.ndarray],
+             value_len: list[np.ndarray], value_nulls: list[np.ndarray]) -> pa.Array:
+    """The headers column from :func:`_header_fields`' ranges (checked to end where the records end); keys that
+    are not UTF-8: _Fallback."""
+    h = len(key_at)
     if h == 1:
         keys = _binary(data, key_at[0], key_len[0], None)
         nulls = value_nulls[0]
@@ -221,7 +227,7 @@ def _headers(data: Any, buf: np.ndarray, q: np.ndarray, counts: np.ndarray) -> t
         raise _Fallback from None
     entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
     offsets = np.arange(0, (n + 1) * h, h, dtype=np.int32)
-    return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(offsets)], children=[entries]), q
+    return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(offsets)], children=[entries])
 
 
 def _record_starts(data: bytes | bytearray, start: int, end: int,

@@ -190,6 +190,22 @@ def test_a_header_key_that_is_not_utf8_is_corrupt() -> None:
         decode_batch_columns(bytes(data), HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
 
 
+@pytest.mark.parametrize("record", [0, 3, 5])
+def test_a_header_length_pointing_past_the_batch_is_corrupt(record: int) -> None:
+    """A found example: a header value length made a two-byte varint (a large length) must give the record
+    decoder's error, not a numpy error from copying a range past the buffer."""
+    data = bytearray(_shaped("a-header", 6))
+    at = -1
+    for _ in range(6 - record):
+        at = bytes(data).rindex(b"trace-id", 0, at if at >= 0 else len(data))
+    data[at + len(b"trace-id")] = 0xD6
+    h = RecordBatch(bytes(data)).header
+    with pytest.raises(CorruptMessageError):
+        decode_records(bytes(data), HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+    with pytest.raises(CorruptMessageError):
+        decode_batch_columns(bytes(data), HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.sampled_from(["keyed", "vary", "nulls", "few-sizes", "long-deltas", "a-header", "two-headers"]),
        st.integers(1, 80), st.data())
