@@ -113,7 +113,7 @@ def decode_batch_columns(data: bytes | bytearray, start: int, end: int, count: i
         try:
             return _decode_vectorized(data, start, end, count, base_offset, base_timestamp, log_append_time,
                                       timestamp_type)
-        except (_Fallback, IndexError):
+        except (_Fallback, IndexError, ValueError):  # (ValueError: numpy on ranges a corrupt batch made up)
             pass
     return records_to_columns(decode_records(data, start, end, count, base_offset, base_timestamp,
                                              log_append_time), timestamp_type)
