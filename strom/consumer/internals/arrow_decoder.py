@@ -181,52 +181,60 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
 
 def _header_fields(buf: np.ndarray, q: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, tuple[Any, ...]]:
     """The positions after the headers of records whose header sections start at ``q`` (after their one-byte
-    header counts ``counts``), and each header's key and value ranges. Vectorized when every record has the same
-    number of headers (the usual case: a producer sets the same ones on every record); else, or for a null
-    header key, _Fallback (the record decoder reads them, or raises CorruptMessageError)."""
-    c = int(counts[0])
-    if c & 1 or c >= 128 or not (counts == c).all():
+    header counts ``counts``), and ``(headers per record, key starts, key lengths, value starts, value lengths,
+    null values)`` of all headers in record order. Header ``j`` of every record that has one is read at once;
+    a header count over 63 or a null header key: _Fallback (the record decoder reads them, or raises
+    CorruptMessageError)."""
+    if counts.max() >= 128 or (counts & 1).any():
         raise _Fallback
-    key_at, key_len, value_at, value_len, value_nulls = [], [], [], [], []
-    for _ in range(c >> 1):
-        length, size = _varints(buf, q)
-        q = q + size
+    per_record = (counts >> 1).astype(np.int64)
+    most = int(per_record.max())
+    everyone = int(per_record.min()) == most
+    q = q.copy()
+    rows = np.arange(len(q))
+    parts = []
+    for j in range(most):
+        idx = rows if everyone else np.flatnonzero(per_record > j)
+        at = q if everyone else q[idx]
+        length, size = _varints(buf, at)
+        at = at + size
         if length.min() < 0:
             raise _Fallback
-        key_at.append(q)
-        key_len.append(length)
-        q = q + length
-        length, size = _varints(buf, q)
-        q = q + size
-        length, nulls = _lengths(length)
-        value_at.append(q)
-        value_len.append(length)
-        value_nulls.append(np.zeros(len(q), dtype=bool) if nulls is None else nulls)
-        q = q + length
-    return q, (key_at, key_len, value_at, value_len, value_nulls)
+        key_at, key_len = at, length
+        at = at + length
+        length, size = _varints(buf, at)
+        at = at + size
+        value_len, nulls = _lengths(length)
+        value_at = at
+        at = at + value_len
+        if everyone:
+            q = at
+        else:
+            q[idx] = at
+        parts.append((idx * most + j, key_at, key_len, value_at, value_len,
+                      np.zeros(len(idx), dtype=bool) if nulls is None else nulls))
+    if len(parts) == 1:
+        fields = parts[0][1:]
+    else:  # record 0's headers, then record 1's, ...
+        order = np.argsort(np.concatenate([part[0] for part in parts]), kind="stable")
+        fields = tuple(np.concatenate([part[i] for part in parts])[order] for i in range(1, 6))
+    return q, (per_record, *fields)
 
 
-def _headers(data: Any, n: int, key_at: list[np.ndarray], key_len: list[np.ndarray], value_at: list[np.ndarray],
-             value_len: list[np.ndarray], value_nulls: list[np.ndarray]) -> pa.Array:
+def _headers(data: Any, n: int, per_record: np.ndarray, key_at: np.ndarray, key_len: np.ndarray,
+             value_at: np.ndarray, value_len: np.ndarray, value_nulls: np.ndarray) -> pa.Array:
     """The headers column from :func:`_header_fields`' ranges (checked to end where the records end); keys that
     are not UTF-8: _Fallback."""
-    h = len(key_at)
-    if h == 1:
-        keys = _binary(data, key_at[0], key_len[0], None)
-        nulls = value_nulls[0]
-        values = _binary(data, value_at[0], value_len[0], nulls if nulls.any() else None)
-    else:  # record 0's headers, then record 1's, ...
-        keys = _binary(data, np.stack(key_at, axis=1).ravel(), np.stack(key_len, axis=1).ravel(), None)
-        nulls = np.stack(value_nulls, axis=1).ravel()
-        values = _binary(data, np.stack(value_at, axis=1).ravel(), np.stack(value_len, axis=1).ravel(),
-                         nulls if nulls.any() else None)
+    keys = _binary(data, key_at, key_len, None)
+    values = _binary(data, value_at, value_len, value_nulls if value_nulls.any() else None)
     keys = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers())
     try:
         keys.validate(full=True)  # UTF-8
     except pa.ArrowInvalid:
         raise _Fallback from None
     entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
-    offsets = np.arange(0, (n + 1) * h, h, dtype=np.int32)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(per_record, out=offsets[1:])
     return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(offsets)], children=[entries])
 
 

@@ -1,6 +1,6 @@
 """The columnar decoder (``KafkaConsumer.poll_arrow``) yields the records the record-by-record decoder yields,
 for every batch shape: uniform runs (one- to three-byte offset deltas, two-byte timestamp deltas), keys,
-varying sizes, null keys and values, headers, LogAppendTime, compaction gaps; every shape with equal header counts through
+varying sizes, null keys and values, headers, LogAppendTime, compaction gaps; every shape (headers up to 63 per record) through
 the vectorized path (the record decoder is refused there); and rejects corrupt blocks as the record decoder
 does (a byte changed anywhere gives the same records or the same error)."""
 
@@ -97,6 +97,8 @@ def _shaped(kind: str, n: int) -> bytes:
             b.append(TS + i // 10, b"k%d" % i, None)
         elif kind == "a-header":  # what tracing sets on every record
             b.append(TS + i, b"k%d" % (i % 1000), b"v" * 20, [("trace-id", os.urandom(16))])
+        elif kind == "mixed-headers":  # 0 to 3 headers per record
+            b.append(TS, b"k", b"v", [("a", b"1"), ("bb", None), ("", b"xyz" * (i % 5))][:i % 4])
         elif kind == "two-headers":  # values of varying sizes, null, empty; keys that change
             b.append(TS, None, b"v", [(("ct", "content-type", "\u043a", "")[i % 4], b"json" * (i % 3)),
                                       ("n", None if i % 5 == 0 else b"" if i % 5 == 1 else b"x" * (i % 40))])
@@ -121,10 +123,11 @@ def _expected(data: bytes, log_append_time: int | None = None) -> pa.RecordBatch
 
 
 @pytest.mark.parametrize("kind", ["uniform", "keyed", "vary", "nulls", "big", "few-sizes", "big-values",
-                                  "long-deltas", "empty", "null-values", "gaps", "a-header", "two-headers"])
+                                  "long-deltas", "empty", "null-values", "gaps", "a-header", "two-headers",
+                                  "mixed-headers", "headers"])
 @pytest.mark.parametrize("n", [1, 2, 65, 700, 9000])
 @pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
-def test_batches_of_equal_header_counts_take_the_vectorized_path(kind: str, n: int, wrap: type,
+def test_batches_take_the_vectorized_path(kind: str, n: int, wrap: type,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     if kind == "big-values":
         n = min(n, 65)
@@ -168,7 +171,7 @@ _header = st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=20))
 @given(st.lists(st.tuples(_record, st.lists(_header, max_size=3)), min_size=1, max_size=200), st.integers(0, 3),
        st.booleans())
 def test_columns_equal_records_for_any_batch_with_headers(records: list, same_count: int, uniform: bool) -> None:
-    """Any headers: the same number on every record (``uniform``: vectorized) or as drawn (mixed counts)."""
+    """Any headers: the same number on every record (``uniform``) or as drawn (counts that vary)."""
     b = MemoryRecordsBuilder()
     for (delta, key, value), headers in records:
         if uniform:
@@ -207,7 +210,8 @@ def test_a_header_length_pointing_past_the_batch_is_corrupt(record: int) -> None
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["keyed", "vary", "nulls", "few-sizes", "long-deltas", "a-header", "two-headers"]),
+@given(st.sampled_from(["keyed", "vary", "nulls", "few-sizes", "long-deltas", "a-header", "two-headers",
+                        "mixed-headers"]),
        st.integers(1, 80), st.data())
 def test_a_changed_byte_gives_what_the_record_decoder_gives(kind: str, n: int, draw: st.DataObject) -> None:
     data = bytearray(_shaped(kind, n))
