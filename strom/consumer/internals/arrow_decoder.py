@@ -7,7 +7,7 @@ int8 (0 CreateTime, 1 LogAppendTime, -1 none), ``key`` and
 
 Two paths:
 
-* the vectorized path, for every batch whose records have no headers: numpy works on all of a batch's records
+* the vectorized path, for every batch whose records have at most 63 headers each: numpy works on all of a batch's records
   at once, with no Python object per record. First the records' start positions: each record begins with its
   length, so a *run* of records with the same length prefix is found by comparing the prefix bytes of the
   would-be next records (a strided ``bytes`` slice and ``lstrip``, in C) — records produced together mostly
@@ -16,8 +16,10 @@ Two paths:
   and value lengths give the byte ranges, and the key and value columns are filled with one gather per
   distinct length (a ``V<length>`` view of the fetched bytes, i.e. a ``memcpy`` per record in C) or, for
   many distinct lengths, Arrow's ``take`` over the ranges. Offsets come from the records' offset deltas, so
-  compacted batches (gaps) take this path too.
-* anything else (headers; varints the vectorized path does not read; a malformed block): the records of
+  compacted batches (gaps) take this path too. Headers: header ``j`` of every record that has one is read at
+  once, and the ranges are ordered by record.
+* anything else (more than 63 headers, a null header key, varints the vectorized path does not read, a
+  malformed block): the records of
   :func:`strom.record.batch.decode_records`, made columns.
 
 Both check every record's structure against its length prefix and that the block is consumed exactly (the
