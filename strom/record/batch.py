@@ -131,7 +131,9 @@ def parse_end_txn_marker_value(value: bytes | None) -> int:
     return epoch
 
 
-def _read_headers(data: bytes, p: int, count: int) -> tuple[tuple[Header, ...], int]:
+def read_headers(data: bytes, p: int, count: int) -> tuple[tuple[Header, ...], int]:
+    """``count`` headers from ``p``: ``((key, value), ...)`` and the position after them (CorruptMessageError on
+    a negative count or a null key, IndexError/ValueError past the buffer or on a key that is not UTF-8)."""
     if count < 0:
         raise CorruptMessageError(f"invalid negative header count {count}")
     out = []
@@ -263,7 +265,7 @@ def decode_records(
                 p += 1
             else:
                 hcount, p = decode_varint(data, p)
-                headers, p = _read_headers(data, p, hcount)
+                headers, p = read_headers(data, p, hcount)
             if p != rec_end:
                 raise CorruptMessageError(
                     f"record at offset {offset}: length field says {length} bytes, found {p - rec_end + length}"

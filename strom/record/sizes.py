@@ -68,7 +68,6 @@ def encode_headers(headers: Sequence[Any],
     return EncodedHeaders(b"".join(parts))
 
 
-
 def _bytes_field_size(data: bytes | None) -> int:
     if data is None:
         return 1

@@ -7,8 +7,8 @@ int8 (0 CreateTime, 1 LogAppendTime, -1 none), ``key`` and
 
 Two paths:
 
-* the vectorized path, for every batch whose records have at most 63 headers each: numpy works on all of a batch's records
-  at once, with no Python object per record. First the records' start positions: each record begins with its
+* the vectorized path, for every batch whose records have at most 63 headers each: numpy works on all of a
+  batch's records at once, with no Python object per record. First the records' start positions: each record begins with its
   length, so a *run* of records with the same length prefix is found by comparing the prefix bytes of the
   would-be next records (a strided ``bytes`` slice and ``lstrip``, in C) — records produced together mostly
   share a length, and when the runs turn out short a per-record loop reads the prefixes instead. Then each
@@ -139,7 +139,7 @@ def _decode_vectorized(data: Any, start: int, end: int, count: int, base_offset:
                        log_append_time: int | None, timestamp_type: int) -> pa.RecordBatch:
     """The vectorized path (see the module docstring); raises _Fallback or IndexError to hand the batch to the
     record decoder."""
-    if type(data) is not bytes and type(data) is not bytearray:
+    if not isinstance(data, (bytes, bytearray)):
         data = bytes(data)
     buf = np.frombuffer(data, dtype=np.uint8)
     starts, prefix_sizes = _record_starts(data, start, end, count)

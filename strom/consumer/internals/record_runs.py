@@ -27,6 +27,9 @@ from itertools import repeat
 from operator import add, lshift, or_
 from typing import Any
 
+from strom.common.error_codes import CorruptMessageError
+from strom.record.batch import read_headers
+
 __all__ = ["NotSimple", "decode_simple", "first_key_byte", "HeaderColumns"]
 
 
@@ -275,12 +278,21 @@ def _finish_per_record(data: bytes, p: int, done: int, count: int, base_ts: int,
             b = ((b & 127) | (c << 7)) >> 1
         vapp(data[q:q + b])
         q += b
-        if data[q]:
-            happ(_headers(data, q, rec_end))
-        elif q + 1 != rec_end:  # one header-count byte (zero headers), then the end
-            raise NotSimple
-        else:
+        count_byte = data[q]
+        if not count_byte:
+            if q + 1 != rec_end:  # one header-count byte (zero headers), then the end
+                raise NotSimple
             happ(())
+        else:
+            if count_byte & 1 or count_byte > 127:
+                raise NotSimple
+            try:
+                hs, q = read_headers(data, q + 1, count_byte >> 1)
+            except CorruptMessageError:
+                raise NotSimple from None
+            if q != rec_end:
+                raise NotSimple
+            happ(hs)
         p = rec_end
     if any(per_record):
         if headers is None:
@@ -333,24 +345,3 @@ class HeaderColumns:
         if at < b:
             out.extend(repeat((), b - at))
         return out
-
-
-def _headers(data: bytes, q: int, rec_end: int) -> tuple[tuple[str, bytes], ...]:
-    """The headers of a record from its header count at ``q`` to ``rec_end`` (non-null values only)."""
-    count = data[q]
-    if count & 1 or count > 127:
-        raise NotSimple
-    q += 1
-    out = []
-    for _ in range(count >> 1):
-        size, n = _varint2(data, q)
-        q += n
-        key = data[q:q + size].decode("utf-8")
-        q += size
-        size, n = _varint2(data, q)
-        q += n
-        out.append((key, data[q:q + size]))
-        q += size
-    if q != rec_end:
-        raise NotSimple
-    return tuple(out)
