@@ -40,7 +40,20 @@ from strom.spark.local import local_session, stop_session  # noqa: E402
 PARTITIONS = 2
 
 
-def prebuilt_source(n: int, size: int, per_trigger: int) -> type:
+def prebuilt_batch(topic: str, size: int) -> Any:
+    """10,000 rows of the strom source's schema as one Arrow batch: records of ``topic`` (the strom query's topic,
+    so that the rows are the same size as strom's), keys ``k<i>``, ``size``-byte values."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from strom.consumer.consumer_records import ConsumerRecord
+    from strom.spark.reader import records_to_batch, source_schema
+
+    payload = os.urandom(size)
+    recs = [ConsumerRecord(topic, 0, i, 1_700_000_000_000, 0, b"k%d" % (i % 1000), payload) for i in range(10_000)]
+    return records_to_batch(recs, to_arrow_schema(source_schema(False), timezone="UTC"), False)
+
+
+def prebuilt_source(topic: str, n: int, size: int, per_trigger: int) -> type:
     """A streaming Python data source whose partitions yield one prebuilt Arrow batch over and over."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -60,14 +73,7 @@ def prebuilt_source(n: int, size: int, per_trigger: int) -> type:
             return [InputPartition(rows // PARTITIONS) for _ in range(PARTITIONS)] if rows else []
 
         def read(self, partition: InputPartition) -> Any:
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            from strom.consumer.consumer_records import ConsumerRecord
-            from strom.spark.reader import records_to_batch, source_schema
-
-            payload = os.urandom(size)
-            recs = [ConsumerRecord("t", 0, i, 1_700_000_000_000, 0, b"k%d" % i, payload) for i in range(10_000)]
-            batch = records_to_batch(recs, to_arrow_schema(source_schema(False), timezone="UTC"), False)
+            batch = prebuilt_batch(topic, size)
             left = partition.value
             while left > 0:
                 yield batch.slice(0, min(left, batch.num_rows))
@@ -89,7 +95,7 @@ def prebuilt_source(n: int, size: int, per_trigger: int) -> type:
     return Prebuilt
 
 
-def prebuilt_batch_source(n: int, size: int) -> type:
+def prebuilt_batch_source(topic: str, n: int, size: int) -> type:
     """A batch Python data source whose partitions yield prebuilt Arrow batches of the strom row schema: the
     do-nothing ceiling of ``spark.read.format(...)`` for query (f)."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -99,14 +105,7 @@ def prebuilt_batch_source(n: int, size: int) -> type:
             return [InputPartition(n // PARTITIONS) for _ in range(PARTITIONS)]
 
         def read(self, partition: InputPartition) -> Any:
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            from strom.consumer.consumer_records import ConsumerRecord
-            from strom.spark.reader import records_to_batch, source_schema
-
-            payload = os.urandom(size)
-            recs = [ConsumerRecord("t", 0, i, 1_700_000_000_000, 0, b"k%d" % i, payload) for i in range(10_000)]
-            batch = records_to_batch(recs, to_arrow_schema(source_schema(False), timezone="UTC"), False)
+            batch = prebuilt_batch(topic, size)
             left = partition.value
             while left > 0:
                 yield batch.slice(0, min(left, batch.num_rows))
@@ -131,7 +130,7 @@ def prebuilt_batch_source(n: int, size: int) -> type:
 def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repeat: int) -> None:
     """(f): ``spark.read.format("strom")...load().count()`` vs the same count over prebuilt Arrow batches of
     the same rows, alternating, ``repeat`` runs each; prints every run, the best of each and the ratio."""
-    spark.dataSource.register(prebuilt_batch_source(n, size))
+    spark.dataSource.register(prebuilt_batch_source(topic, n, size))
     runs: dict[str, list[float]] = {"strom": [], "prebuilt": []}
     for _ in range(repeat):
         for name in ("strom", "prebuilt"):
@@ -293,7 +292,7 @@ def main() -> int:
                      .option("checkpointLocation", str(work / f"e{i}")).trigger(availableNow=True).start())
                 return measure(q, n, t0)
 
-            spark.dataSource.register(prebuilt_source(n, args.size, per))
+            spark.dataSource.register(prebuilt_source(src, n, args.size, per))
             queries = {
                 "(a) strom -> count": query_a,
                 "(b) rate-micro-batch -> count": lambda i: run_rate(spark, n, per, count_sink, work / f"b{i}"),

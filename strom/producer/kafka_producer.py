@@ -404,9 +404,13 @@ class KafkaProducer:
                 groups = self._group_by_partition(topic, keys, key_bytes, values, value_bytes, cluster)
             for part, (ks, vs) in groups.items():
                 tp = self._topic_partition(topic, part)
-                if not self._append_many(tp, timestamp, ks, vs, 0, len(vs), callback, remaining_wait_ms, now,
-                                         None, futures):
-                    break
+                pos = 0
+                while pos < len(vs):  # a batch at a time, so the sender is woken for each batch that fills up
+                    consumed = self._append_many(tp, timestamp, ks, vs, pos, len(vs), callback, remaining_wait_ms,
+                                                 now, 1, futures)
+                    if consumed is None:
+                        return futures
+                    pos += consumed
             return futures
         # key-less (or keys ignored): the sticky partition, moving on when a batch fills up
         partitioner = self._partitioner

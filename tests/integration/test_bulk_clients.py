@@ -107,6 +107,29 @@ def test_send_many_order_partitions_and_futures(broker: BrokerProcess) -> None:
     assert len({p for p, rs in by_partition.items() if any(r.value.startswith(b"f-") for r in rs)}) > 1
 
 
+@pytest.mark.parametrize("keyed", [False, True])
+def test_send_many_larger_than_buffer_memory_wakes_the_sender(broker: BrokerProcess, keyed: bool) -> None:
+    """A call holding many times ``buffer.memory`` blocks for memory between batches: the sender must have been
+    woken for each full batch (with ``linger.ms`` far above ``max.block.ms`` nothing else would send them, and
+    the call failed with a buffer-allocation timeout after sending nothing)."""
+    b = broker.bootstrap
+    topic = f"bulk-memory-{keyed}"
+    create_topics(b, {topic: 2})
+    n = 6000  # 6,000 x ~1 KiB: 12x buffer.memory
+    values = [b"%06d" % i + bytes(1000) for i in range(n)]
+    keys = [b"k%d" % (i % 10) for i in range(n)] if keyed else None
+    with producer(b, **{"batch.size": 65536, "buffer.memory": 524288, "linger.ms": 600_000,
+                        "max.block.ms": 20_000}) as p:
+        futures = p.send_many(topic, values, keys, partition=None if keyed else 1)
+        p.flush()
+        assert all(f.exception(10) is None for f in futures)
+    records = read_all(b, topic, 2, n)
+    got = [r.value[:6] for part in sorted(records) for r in records[part]]
+    assert sorted(got) == [b"%06d" % i for i in range(n)]
+    for part in records:  # per partition in the order sent
+        assert [r.value for r in records[part]] == sorted(r.value for r in records[part])
+
+
 def test_send_many_inputs_and_errors(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     create_topics(b, {"bulk-inputs": 1})
