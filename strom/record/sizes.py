@@ -42,23 +42,40 @@ class EncodedHeaders(bytes):
 
 
 _SHORT = [bytes([n << 1]) for n in range(64)]  # the varints of 0..63: one byte each
+_KEY_FIELDS: dict[str, bytes] = {}  # header key -> its length varint and UTF-8 bytes (keys repeat record to record)
+_MAX_KEY_FIELDS = 1024
+
+
+def _key_field(hkey: str | bytes) -> bytes:
+    kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
+    n = len(kb)
+    field = (_SHORT[n] if n < 64 else varint_bytes(n)) + kb
+    if type(hkey) is str:
+        if len(_KEY_FIELDS) >= _MAX_KEY_FIELDS:
+            _KEY_FIELDS.clear()
+        _KEY_FIELDS[hkey] = field
+    return field
 
 
 def encode_headers(headers: Sequence[Any],
                    check: Callable[[Any, Any], tuple[str, bytes | None]] | None = None) -> EncodedHeaders:
     """Headers in their wire form. ``check(key, value)`` (the producer's) is called for a pair that is not
-    ``(str, bytes | None)``, to convert it or raise."""
+    ``(str, bytes | None)``, to convert it or raise. (Per record on the producer's send path: one header, as a
+    tracing library sets, takes one join; encoded keys are cached.)"""
     n = len(headers)
+    if n == 1:
+        hkey, hval = headers[0]
+        if type(hkey) is str and type(hval) is bytes:
+            m = len(hval)
+            return EncodedHeaders(b"".join((b"\x02", _KEY_FIELDS.get(hkey) or _key_field(hkey),
+                                            _SHORT[m] if m < 64 else varint_bytes(m), hval)))
     parts = [_SHORT[n] if n < 64 else varint_bytes(n)]
     append = parts.append
     for pair in headers:
         hkey, hval = pair
         if check is not None and (type(hkey) is not str or not (type(hval) is bytes or hval is None)):
             hkey, hval = check(hkey, hval)
-        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
-        n = len(kb)
-        append(_SHORT[n] if n < 64 else varint_bytes(n))
-        append(kb)
+        append(_KEY_FIELDS.get(hkey) or _key_field(hkey) if type(hkey) is str else _key_field(hkey))
         if hval is None:
             append(_NULL)
         else:
