@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -63,7 +63,7 @@ def read_all(bootstrap: str, topic: str, partitions: int = 1, until: dict[int, i
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
-        ends = until or {p: c.get_watermark_offsets(CTP(topic, p), timeout=10)[1] for p in range(partitions)}
+        ends = until or {p: _high_watermark(c, topic, p) for p in range(partitions)}
         c.assign([CTP(topic, p, 0) for p in range(partitions)])
         out: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + 60
@@ -76,6 +76,19 @@ def read_all(bootstrap: str, topic: str, partitions: int = 1, until: dict[int, i
         return out
     finally:
         c.close()
+
+
+def _high_watermark(c: Consumer, topic: str, partition: int) -> int:
+    """The partition's high watermark, asked again while the leader answers a retriable error (OFFSET_NOT_AVAILABLE
+    from a leader elected a moment ago whose high watermark has not caught up yet: KIP-207)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return int(c.get_watermark_offsets(CTP(topic, partition), timeout=10)[1])
+        except KafkaException as e:
+            if not e.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def replica_logs(cluster: LocalCluster, tp: TopicPartition) -> dict[int, list[tuple[int, bytes]]]:

@@ -44,7 +44,13 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest, *,
                     continue
                 lg = part.log
                 ts = p.timestamp
+                # KIP-207: a new leader's high watermark lags until its followers fetch at the new epoch; a client
+                # must not be given that stale HW as the latest offset (it would not see acknowledged records).
+                lagging = request.replica_id < 0 and part.leader_epoch_start_offset > lg.high_watermark
                 if ts == LATEST:
+                    if lagging:
+                        parts.append(_not_available(p.partition_index, ctx.api_version))
+                        continue
                     # read_committed clients (isolation level 1, v2+) may not see past the last stable offset
                     committed = ctx.api_version >= 2 and request.isolation_level == 1
                     offset, found_ts = (lg.last_stable_offset if committed else lg.high_watermark), -1
@@ -52,9 +58,13 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest, *,
                     offset, found_ts = lg.log_start_offset, -1
                 elif ts == MAX_TIMESTAMP or ts >= 0:
                     found = lg.fetch_offset_by_timestamp(ts)
-                    offset, found_ts = (found if found is not None else (-1, -1))
-                    if offset >= lg.high_watermark:
+                    if found is None or found[0] >= lg.high_watermark:  # none that a client may read
+                        if lagging:  # (it may be there once the HW is known)
+                            parts.append(_not_available(p.partition_index, ctx.api_version))
+                            continue
                         offset, found_ts = -1, -1
+                    else:
+                        offset, found_ts = found
                 else:
                     parts.append(PartitionResponse(partition_index=p.partition_index,
                                                    error_code=ErrorCode.INVALID_REQUEST))
@@ -66,3 +76,10 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest, *,
                                            timestamp=found_ts, offset=offset, leader_epoch=part.leader_epoch))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _not_available(partition: int, version: int) -> PartitionResponse:
+    """OFFSET_NOT_AVAILABLE (retriable; v5+); older clients do not know it and get LEADER_NOT_AVAILABLE, as Kafka
+    answers them."""
+    code = ErrorCode.OFFSET_NOT_AVAILABLE if version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
+    return PartitionResponse(partition_index=partition, error_code=code)

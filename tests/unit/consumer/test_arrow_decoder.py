@@ -277,3 +277,105 @@ def test_an_overlong_prefix_that_also_parses_shifted_is_read_as_the_record_decod
     h = RecordBatch(data).header
     got = decode_batch_columns(data, HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
     assert got.equals(_expected(data))
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_to_table_labels_every_row_with_its_topic_partition(monkeypatch: pytest.MonkeyPatch, whole: bool) -> None:
+    """Each partition's topic and partition columns are made once and sliced per chunk (or, past the int32
+    string-offset limit, made per chunk): every row keeps its own topic-partition and columns."""
+    from strom.common.structs import TopicPartition
+
+    if not whole:
+        monkeypatch.setattr(arrow_decoder, "_MAX_STRING_BYTES", 10)
+    fetched = {}
+    expected = []
+    for topic, partition, sizes in (("orders", 3, [5, 1, 7]), ("ü-topic", 0, [2]), ("orders", 11, [4, 3])):
+        chunks = []
+        for j, size in enumerate(sizes):
+            records = [(i, b"v-%s-%d-%d-%d" % (topic.encode(), partition, j, i)) for i in range(size)]
+            builder = MemoryRecordsBuilder()
+            for i, value in records:
+                builder.append(1_700_000_000_000 + i, None, value)
+            data = bytes(builder.build())
+            chunks.append(decode_batch_columns(data, HEADER_SIZE, len(data), size, 100 * j, 1_700_000_000_000))
+            expected += [(topic, partition, 100 * j + i, value) for i, value in records]
+        fetched[TopicPartition(topic, partition)] = chunks
+    table = arrow_decoder.to_table(fetched)
+    assert table.schema == arrow_decoder.TABLE_SCHEMA
+    assert table.num_rows == len(expected)
+    got = list(zip(table.column("topic").to_pylist(), table.column("partition").to_pylist(),
+                   table.column("offset").to_pylist(), table.column("value").to_pylist(), strict=True))
+    assert got == expected
+    for batch in table.to_batches():
+        batch.validate(full=True)
+
+
+def _blocks(batches: list[bytes], log_append: bool = False) -> tuple[bytes, list]:
+    """The batches one after another (a 7-byte gap between them, as other bytes of a response) and their blocks."""
+    data = b""
+    blocks = []
+    for i, one in enumerate(batches):
+        at = len(data)
+        h = RecordBatch(one).header
+        blocks.append((at + HEADER_SIZE, at + len(one), h.records_count, 1000 * (i + 1), h.base_timestamp,
+                       TS + i if log_append else None))
+        data += one + b"\x00" * 7
+    return data, blocks
+
+
+def _expected_blocks(data: bytes, blocks: list) -> pa.Table:
+    return pa.Table.from_batches([records_to_columns(decode_records(data, *b), 0) for b in blocks],
+                                 schema=arrow_decoder.BATCH_SCHEMA)
+
+
+@pytest.mark.parametrize("kinds", [("uniform", "keyed"), ("headers", "headers", "nulls"), ("vary", "gaps", "big"),
+                                   ("a-header", "mixed-headers", "two-headers", "empty"), ("keyed",) * 20])
+@pytest.mark.parametrize("n", [1, 65, 700, 9000])
+def test_blocks_decoded_together_equal_each_batch(kinds: tuple, n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several batches in one vectorized pass: the rows of each batch decoded alone, in order (offset deltas
+    restart per batch, with or without gaps; timestamps from each batch's base)."""
+    data, blocks = _blocks([_shaped(kind, n) for kind in kinds])
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("the record decoder was used")
+
+    want = _expected_blocks(data, blocks)
+    monkeypatch.setattr(arrow_decoder, "decode_records", refuse)
+    got = arrow_decoder.decode_blocks_columns(data, blocks)
+    assert got is not None and pa.Table.from_batches([got]).equals(want)
+    got.validate(full=True)
+
+
+def test_blocks_with_log_append_time_take_each_batch_time() -> None:
+    data, blocks = _blocks([_shaped("keyed", 70), _shaped("uniform", 3)], log_append=True)
+    got = arrow_decoder.decode_blocks_columns(data, blocks, 1)
+    assert got.column("timestamp").to_pylist() == [TS] * 70 + [TS + 1] * 3
+    assert got.column("timestamp_type").to_pylist() == [1] * 73
+
+
+def test_blocks_the_vectorized_path_cannot_read_give_none() -> None:
+    good = _shaped("keyed", 70)
+    bad = bytearray(_shaped("keyed", 70))
+    bad[HEADER_SIZE] = 0x81  # the first record's length prefix: a negative varint
+    data, blocks = _blocks([good, bytes(bad)])
+    assert arrow_decoder.decode_blocks_columns(data, blocks) is None
+    data, blocks = _blocks([good, good])
+    start, end, count, *rest = blocks[1]
+    assert arrow_decoder.decode_blocks_columns(data, [blocks[0], (start, end - 1, count, *rest)]) is None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.lists(_record, min_size=1, max_size=120), st.booleans()), min_size=2, max_size=6))
+def test_any_blocks_decoded_together_equal_each_batch(batches: list) -> None:
+    built = []
+    for records, gaps in batches:
+        b = MemoryRecordsBuilder()
+        for delta, key, value in records:
+            b.append(TS + delta, key, value)
+        one = bytes(b.build())
+        built.append(_with_gaps(one) if gaps and len(records) > 1 else one)
+    data, blocks = _blocks(built)
+    got = arrow_decoder.decode_blocks_columns(data, blocks)
+    want = _expected_blocks(data, blocks)
+    if got is not None:  # (None: the caller decodes batch by batch, as for a varint the vectorized path skips)
+        assert pa.Table.from_batches([got]).equals(want)

@@ -3,15 +3,18 @@ records before the fetch offset, compaction gaps and deserialization errors."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from strom.common.errors import KafkaError
 from strom.common.serialization import IntegerDeserializer, StringDeserializer
 from strom.common.structs import TopicPartition
 from strom.consumer.errors import CorruptRecordError, RecordDeserializationError
 from strom.consumer.internals.completed_fetch import CompletedFetch, RecordConverter
-from strom.record import CompressionType
+from strom.record import CompressionType, MemoryRecordsBuilder
 
-from .helpers import batch, marker
+from .helpers import T0, batch, marker
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -244,12 +247,131 @@ def test_columns_are_decoded_from_the_receive_buffer_itself(as_received: bool, m
     from strom.consumer.internals import arrow_decoder
 
     seen = []
-    decode = arrow_decoder.decode_batch_columns
-    monkeypatch.setattr(arrow_decoder, "decode_batch_columns", lambda data, *a: seen.append(data) or decode(data, *a))
+    for name in ("decode_batch_columns", "decode_blocks_columns"):
+        monkeypatch.setattr(arrow_decoder, name,
+                            lambda data, *a, _decode=getattr(arrow_decoder, name): seen.append(data) or _decode(data, *a))
     data = batch(0, 3) + batch(3, 2)
     f = cf(data)
-    assert [c.column(0).to_pylist() for c in f.fetch_columns(100)] == [[0, 1, 2], [3, 4]]
+    assert [c.column(0).to_pylist() for c in f.fetch_columns(100)] == [[0, 1, 2, 3, 4]]  # the two decoded together
+    data_2 = batch(0, 3) + batch(3, 2, compression=CompressionType.GZIP)  # (a compressed batch is not joined)
+    assert [c.column(0).to_pylist() for c in cf(data_2).fetch_columns(100)] == [[0, 1, 2], [3, 4]]
+    seen = seen[:2]  # (the second read's compressed batch is decoded from its decompressed bytes)
     if as_received:
-        assert len(seen) == 2 and all(type(d) is bytearray and len(d) == len(data) + 10 for d in seen)
+        assert len(seen) == 2
+        assert all(type(d) is bytearray and len(d) == len(b) + 10 for d, b in zip(seen, (data, data_2), strict=True))
     else:
-        assert all(d is data for d in seen)
+        assert seen[0] is data
+
+
+# ------------------------------------------------------------------ columnar reads: batches decoded together
+
+
+def _log_append_batch(base_offset: int, n: int, epoch: int = 3) -> bytes:
+    b = MemoryRecordsBuilder(base_offset=base_offset, partition_leader_epoch=epoch, timestamp_type=1)
+    for i in range(n):
+        b.append(T0 + i, b"k%d" % (base_offset + i), b"v%d" % (base_offset + i))
+    return b.build()
+
+
+def _corrupt_last_value_byte(data: bytes) -> bytes:
+    out = bytearray(data)
+    out[-2] ^= 0x01
+    return bytes(out)
+
+
+_SHAPES = {  # name -> (records, CompletedFetch keyword arguments)
+    "plain": (lambda: b"".join(batch(10 * i, 10) for i in range(6)), {}),
+    "headers and null keys": (lambda: batch(0, 4, headers=(("h", b"x"),)) + batch(4, 5, keys=False)
+                              + batch(9, 3, headers=(("a", None), ("b", b""))), {}),
+    "fetch offset inside the second batch": (lambda: b"".join(batch(5 * i, 5) for i in range(4)), {"offset": 7}),
+    "compaction gaps": (lambda: batch(0, 5, skip={1, 4}) + batch(5, 4, skip={5}) + batch(9, 2), {}),
+    "control and aborted, read_committed": (
+        lambda: (batch(0, 2, pid=1, transactional=True) + batch(2, 2, pid=2, transactional=True)
+                 + batch(4, 3, pid=2, transactional=True) + marker(7, 1, commit=False) + marker(8, 2, commit=True)
+                 + batch(9, 2) + batch(11, 2, pid=1, transactional=True) + marker(13, 1, commit=True)
+                 + batch(14, 3) + batch(17, 1)),
+        {"read_committed": True, "aborted_transactions": [(1, 0)]}),
+    "control and aborted, read_uncommitted": (
+        lambda: (batch(0, 2, pid=1, transactional=True) + batch(2, 2) + marker(4, 1, commit=False)
+                 + batch(5, 2) + batch(7, 2)),
+        {"aborted_transactions": [(1, 0)]}),
+    "aborted and control right after plain batches, one leader epoch": (
+        lambda: (batch(0, 2, epoch=-1) + batch(2, 2, pid=1, transactional=True, epoch=-1)
+                 + batch(4, 2, pid=2, transactional=True, epoch=-1) + marker(6, 2, commit=True)
+                 + marker(7, 1, commit=False) + batch(8, 2, epoch=-1) + batch(10, 1, epoch=-1)),
+        {"read_committed": True, "aborted_transactions": [(1, 2)]}),
+    "compressed between plain": (lambda: batch(0, 3) + batch(3, 3, compression=CompressionType.GZIP) + batch(6, 3)
+                                 + batch(9, 3), {}),
+    "leader epoch changes": (lambda: batch(0, 3, epoch=3) + batch(3, 3, epoch=3) + batch(6, 3, epoch=4)
+                             + batch(9, 2, epoch=4), {}),
+    "log append time between create time": (lambda: batch(0, 3) + _log_append_batch(3, 3) + _log_append_batch(6, 2)
+                                            + batch(8, 2), {}),
+    "crc mismatch in the third batch": (lambda: batch(0, 3) + batch(3, 3) + _corrupt_last_value_byte(batch(6, 3))
+                                        + batch(9, 3), {"check_crcs": True}),
+    "truncated last batch": (lambda: batch(0, 3) + batch(3, 3) + batch(6, 3)[:-7], {}),
+    "a bad batch size after two": (lambda: batch(0, 3) + batch(3, 3) + b"\x00" * 8 + b"\x00\x00\x00\x01"
+                                   + b"\x00" * 60, {}),
+}
+
+
+def _rows_of_records(records) -> list[tuple]:
+    return [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers)) for r in records]
+
+
+def _rows_of_columns(chunks) -> list[tuple]:
+    rows = []
+    for c in chunks:
+        for o, t, tt, k, v, h in zip(*(c.column(i).to_pylist() for i in range(6)), strict=True):
+            rows.append((o, t, tt, k, v, tuple((e["key"], e["value"]) for e in h)))
+    return rows
+
+
+def _read(f: CompletedFetch, method: str, size: int) -> tuple[list[tuple], Any]:
+    """One call: the rows it returned, or the error it raised (type and offset)."""
+    try:
+        if method == "records":
+            return _rows_of_records(f.fetch_records(size)), None
+        return _rows_of_columns(f.fetch_columns(size)), None
+    except (CorruptRecordError, KafkaError) as e:
+        return [], (type(e), getattr(e, "offset", None))
+
+
+@pytest.mark.parametrize("shape", list(_SHAPES))
+@pytest.mark.parametrize("size", [1, 3, 7, 100])
+@pytest.mark.parametrize("calls", ["columns", "alternating"])
+def test_columnar_reads_equal_the_row_path(shape: str, size: int, calls: str) -> None:
+    """Batches decoded together (``poll_arrow``) give, call after call, the rows, positions and errors of the
+    record-by-record path: fetch offset, control batches, aborted transactions, compaction gaps, compressed
+    batches, leader epochs, timestamp types, CRC errors, truncated and malformed data; also when ``poll`` and
+    ``poll_arrow`` alternate on the partition (the batches decoded together are read again one by one)."""
+    make, kwargs = _SHAPES[shape]
+    data = make()
+    kwargs = dict(kwargs)
+    offset = kwargs.pop("offset", 0)
+    kwargs.setdefault("check_crcs", True)
+    expected_f = cf(data, offset, **kwargs)
+    actual_f = cf(data, offset, **kwargs)
+    for call in range(200):
+        method = "columns" if calls == "columns" or call % 2 == 0 else "records"
+        expected = _read(expected_f, "records", size)
+        actual = _read(actual_f, method, size)
+        assert actual == expected, (call, method)
+        assert actual_f.next_fetch_offset == expected_f.next_fetch_offset, call
+        assert actual_f.last_epoch == expected_f.last_epoch, call
+        if expected_f.is_consumed and actual_f.is_consumed and not expected[0] and expected[1] is None:
+            break
+    assert expected_f.is_consumed and actual_f.is_consumed
+
+
+def test_columnar_reads_decode_following_batches_together(monkeypatch) -> None:
+    """Six plain batches: one vectorized pass; a compressed batch ends a group (it is decoded alone)."""
+    from strom.consumer.internals import arrow_decoder
+
+    calls = []
+    blocks = arrow_decoder.decode_blocks_columns
+    monkeypatch.setattr(arrow_decoder, "decode_blocks_columns", lambda data, b, *a: calls.append(len(b)) or blocks(data, b, *a))
+    f = cf(b"".join(batch(10 * i, 10) for i in range(6)))
+    assert [len(c) for c in f.fetch_columns(1000)] == [60] and calls == [6]
+    calls.clear()
+    f = cf(batch(0, 3) + batch(3, 3) + batch(6, 3, compression=CompressionType.GZIP) + batch(9, 3) + batch(12, 3))
+    assert [len(c) for c in f.fetch_columns(1000)] == [6, 3, 6] and calls == [2, 2]
