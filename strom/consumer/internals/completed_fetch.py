@@ -136,7 +136,8 @@ class CompletedFetch:
     def fetch_columns(self, max_records: int) -> list[Any]:
         """The columnar counterpart of :meth:`fetch_records`: up to ``max_records`` records from
         ``next_fetch_offset`` on as ``pyarrow.RecordBatch`` es of ``arrow_decoder.BATCH_SCHEMA`` (raw key and
-        value bytes: no deserializers), one or more per fetched batch; same positions, skipping and errors."""
+        value bytes: no deserializers), one or more per fetched batch (or per run of consecutive batches decoded
+        together, see :meth:`_group`); same positions, skipping and errors."""
         if self.is_consumed:
             return []
         if not self._columnar:
