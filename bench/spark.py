@@ -180,14 +180,14 @@ def cpu_by_role() -> dict[str, float]:
     return out
 
 
-def load(bootstrap: str, topic: str, n: int, size: int) -> float:
+def load(bootstrap: str, topic: str, n: int, size: int, batch_size: int = 1_000_000) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).all().result(30)
     finally:
         admin.close()
     p = KafkaProducer({"bootstrap.servers": bootstrap, "key.serializer": "bytes", "value.serializer": "bytes",
-                       "linger.ms": "20", "batch.size": "1000000", "acks": "1", "enable.idempotence": "false"})
+                       "linger.ms": "20", "batch.size": str(batch_size), "acks": "1", "enable.idempotence": "false"})
     payload = os.urandom(size)
     t0 = time.perf_counter()
     for part in range(PARTITIONS):  # record i in partition i % PARTITIONS, key k<i % 1000>, with send_many
@@ -238,6 +238,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100, help="value size in bytes")
+    ap.add_argument("--load-batch-size", type=int, default=1_000_000,
+                    help="the loading producer's batch.size (16384, Kafka's default, gives batches of ~140 records)")
     ap.add_argument("--per-trigger", type=int, default=200_000, help="maxOffsetsPerTrigger / rowsPerBatch")
     ap.add_argument("--repeat", type=int, default=2, help="runs per query; the best is reported")
     ap.add_argument("--bootstrap-server")
@@ -252,7 +254,7 @@ def main() -> int:
         spark = None
         try:
             src = f"bench-src-{int(time.time())}"
-            dt = load(bootstrap, src, n, args.size)
+            dt = load(bootstrap, src, n, args.size, args.load_batch_size)
             print(f"loaded {n:,} x {args.size} B records into {src} ({PARTITIONS} partitions) in {dt:.1f}s "
                   f"({n / dt:,.0f} records/s with strom's producer)", flush=True)
             spark = local_session("strom-bench", cores=2, conf={"spark.driver.memory": "2g"})
