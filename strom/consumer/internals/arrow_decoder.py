@@ -169,12 +169,16 @@ def _decode_vectorized(data: Any, blocks: list[Block], timestamp_type: int) -> p
         rec_end[-1] = end
         counts = None
     else:
-        parts = [_record_starts(data, b[0], b[1], b[2]) for b in blocks]
         counts = np.array([b[2] for b in blocks], dtype=np.int64)
         count = int(counts.sum())
-        starts = np.concatenate([part[0] for part in parts])
-        prefix_sizes = np.concatenate([np.broadcast_to(np.asarray(part[1], dtype=np.int64), (b[2],))
-                                       for part, b in zip(parts, blocks, strict=True)])
+        found = _block_record_starts(data, blocks)
+        if found is not None:
+            starts, prefix_sizes = found
+        else:
+            parts = [_record_starts(data, b[0], b[1], b[2]) for b in blocks]
+            starts = np.concatenate([part[0] for part in parts])
+            prefix_sizes = np.concatenate([np.broadcast_to(np.asarray(part[1], dtype=np.int64), (b[2],))
+                                           for part, b in zip(parts, blocks, strict=True)])
         rec_end = np.empty_like(starts)
         rec_end[:-1] = starts[1:]
         rec_end[np.cumsum(counts) - 1] = [b[1] for b in blocks]  # each block's last record ends with the block
@@ -282,11 +286,8 @@ def _headers(data: Any, n: int, per_record: np.ndarray, key_at: np.ndarray, key_
 def _record_starts(data: bytes | bytearray, start: int, end: int,
                    count: int) -> tuple[np.ndarray, int | np.ndarray]:
     """The start positions of the ``count`` records of ``data[start:end]`` and the sizes of their length
-    prefixes (an int when all are alike): runs of records with equal length prefixes, each found by comparing
-    the prefix bytes at the run's stride (``lstrip`` of a strided slice). The first slice of a run is as long
-    as the last run of records of that size (producers repeat their patterns: keys k0..k999 give runs of 10,
-    90 and 900 records) and grows 4x while the run goes on. When runs turn out short (sizes that vary record
-    to record), the rest is read record by record."""
+    prefixes (an int when all are alike): runs of records with equal length prefixes (:func:`_one_run`). When
+    runs turn out short (sizes that vary record to record), the rest is read record by record."""
     run_at: list[int] = []
     run_n: list[int] = []
     run_t: list[int] = []
@@ -300,40 +301,7 @@ def _record_starts(data: bytes | bytearray, start: int, end: int,
             sizes = np.repeat(np.array(run_sz, dtype=np.int64), run_n)
             return (np.concatenate([_expand_runs(done, run_at, run_n, run_t), rest]),
                     np.concatenate([sizes, rest_sizes]))
-        b = data[p]
-        if b < 128:
-            if b & 1:
-                raise _Fallback
-            sz = 1
-            t = 1 + (b >> 1)
-        elif data[p + 1] < 128 and not b & 1:
-            sz = 2
-            t = 2 + (((b & 127) | (data[p + 1] << 7)) >> 1)
-        else:
-            length, sz = _prefix(data, p)
-            t = sz + length
-        left = count - done
-        limit = (end - p) // t
-        if left < limit:
-            limit = left
-        if limit <= 0:
-            raise _Fallback
-        n = 1
-        window = last_run.get(t, 16)
-        while n < limit:
-            m = limit - n
-            if window < m:
-                m = window
-            q = p + n * t
-            k = m - len(data[q:q + m * t:t].lstrip(_BYTE[b]))
-            for j in range(1, sz):
-                if k:
-                    k -= len(data[q + j:q + j + k * t:t].lstrip(_BYTE[data[p + j]]))
-            n += k
-            if k < m:
-                break
-            window *= 4
-        last_run[t] = n
+        n, t, sz = _one_run(data, p, end, count - done, last_run)
         run_at.append(p)
         run_n.append(n)
         run_t.append(t)
@@ -342,11 +310,88 @@ def _record_starts(data: bytes | bytearray, start: int, end: int,
         done += n
     if p != end:
         raise _Fallback
+    return _starts_of_runs(count, run_at, run_n, run_t, run_sz)
+
+
+def _block_record_starts(data: bytes | bytearray,
+                         blocks: list[Block]) -> tuple[np.ndarray, int | np.ndarray] | None:
+    """:func:`_record_starts` of several blocks at once (one set of runs, expanded once; run sizes learnt in one
+    block serve the next); ``None`` when a block's runs turn out short (the caller reads each block alone)."""
+    run_at: list[int] = []
+    run_n: list[int] = []
+    run_t: list[int] = []
+    run_sz: list[int] = []
+    last_run: dict[int, int] = {}
+    total = 0
+    for start, end, count, *_ in blocks:
+        p = start
+        done = 0
+        first = len(run_at)
+        while done < count:
+            if len(run_at) - first >= 16 and done < (len(run_at) - first) * _MIN_AVERAGE_RUN:
+                return None
+            n, t, sz = _one_run(data, p, end, count - done, last_run)
+            run_at.append(p)
+            run_n.append(n)
+            run_t.append(t)
+            run_sz.append(sz)
+            p += n * t
+            done += n
+        if p != end:
+            raise _Fallback
+        total += count
+    return _starts_of_runs(total, run_at, run_n, run_t, run_sz)
+
+
+def _starts_of_runs(count: int, run_at: list[int], run_n: list[int], run_t: list[int],
+                    run_sz: list[int]) -> tuple[np.ndarray, int | np.ndarray]:
     starts = _expand_runs(count, run_at, run_n, run_t)
     first = run_sz[0]
     if all(sz == first for sz in run_sz):
         return starts, first
     return starts, np.repeat(np.array(run_sz, dtype=np.int64), run_n)
+
+
+def _one_run(data: bytes | bytearray, p: int, end: int, left: int, last_run: dict[int, int]) -> tuple[int, int, int]:
+    """The run of records from ``p`` (at most ``left``, before ``end``) with the length prefix of the record at
+    ``p``: ``(records, record size, prefix size)``, found by comparing the prefix bytes at the run's stride
+    (``lstrip`` of a strided slice). The first slice is as long as the last run of records of that size
+    (``last_run``: producers repeat their patterns, keys k0..k999 give runs of 10, 90 and 900 records) and grows
+    4x while the run goes on."""
+    b = data[p]
+    if b < 128:
+        if b & 1:
+            raise _Fallback
+        sz = 1
+        t = 1 + (b >> 1)
+    elif data[p + 1] < 128 and not b & 1:
+        sz = 2
+        t = 2 + (((b & 127) | (data[p + 1] << 7)) >> 1)
+    else:
+        length, sz = _prefix(data, p)
+        t = sz + length
+    limit = (end - p) // t
+    if left < limit:
+        limit = left
+    if limit <= 0:
+        raise _Fallback
+    n = 1
+    window = last_run.get(t, 16)
+    while n < limit:
+        m = limit - n
+        if window < m:
+            m = window
+        q = p + n * t
+        k = m - len(data[q:q + m * t:t].lstrip(_BYTE[b]))
+        for j in range(1, sz):
+            if k:
+                k -= len(data[q + j:q + j + k * t:t].lstrip(_BYTE[data[p + j]]))
+        n += k
+        if k < m:
+            break
+        window *= 4
+    last_run[t] = n
+    return n, t, sz
 
 
 def _record_starts_one_by_one(data: bytes | bytearray, p: int, end: int,
