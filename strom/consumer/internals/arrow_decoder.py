@@ -286,37 +286,19 @@ def _headers(data: Any, n: int, per_record: np.ndarray, key_at: np.ndarray, key_
 def _record_starts(data: bytes | bytearray, start: int, end: int,
                    count: int) -> tuple[np.ndarray, int | np.ndarray]:
     """The start positions of the ``count`` records of ``data[start:end]`` and the sizes of their length
-    prefixes (an int when all are alike): runs of records with equal length prefixes (:func:`_one_run`). When
-    runs turn out short (sizes that vary record to record), the rest is read record by record."""
-    run_at: list[int] = []
-    run_n: list[int] = []
-    run_t: list[int] = []
-    run_sz: list[int] = []
-    last_run: dict[int, int] = {}
-    p = start
-    done = 0
-    while done < count:
-        if len(run_at) >= 16 and done < len(run_at) * _MIN_AVERAGE_RUN:
-            rest, rest_sizes = _record_starts_one_by_one(data, p, end, count - done)
-            sizes = np.repeat(np.array(run_sz, dtype=np.int64), run_n)
-            return (np.concatenate([_expand_runs(done, run_at, run_n, run_t), rest]),
-                    np.concatenate([sizes, rest_sizes]))
-        n, t, sz = _one_run(data, p, end, count - done, last_run)
-        run_at.append(p)
-        run_n.append(n)
-        run_t.append(t)
-        run_sz.append(sz)
-        p += n * t
-        done += n
-    if p != end:
-        raise _Fallback
-    return _starts_of_runs(count, run_at, run_n, run_t, run_sz)
+    prefixes (an int when all are alike): runs of records with equal length prefixes (:func:`_one_run`), or,
+    when runs turn out short (sizes that vary record to record), record by record."""
+    found = _block_record_starts(data, [(start, end, count, 0, 0, None)])
+    if found is not None:
+        return found
+    return _record_starts_one_by_one(data, start, end, count)
 
 
 def _block_record_starts(data: bytes | bytearray,
                          blocks: list[Block]) -> tuple[np.ndarray, int | np.ndarray] | None:
-    """:func:`_record_starts` of several blocks at once (one set of runs, expanded once; run sizes learnt in one
-    block serve the next); ``None`` when a block's runs turn out short (the caller reads each block alone)."""
+    """The record starts and length-prefix sizes of several blocks at once (one set of runs, expanded once; run
+    sizes learnt in one block serve the next); ``None`` when a block's runs turn out short (16 runs averaging
+    fewer than 8 records: the caller reads record by record)."""
     run_at: list[int] = []
     run_n: list[int] = []
     run_t: list[int] = []
@@ -396,7 +378,7 @@ def _one_run(data: bytes | bytearray, p: int, end: int, left: int, last_run: dic
 
 def _record_starts_one_by_one(data: bytes | bytearray, p: int, end: int,
                               left: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rest of :func:`_record_starts`, record by record: starts and prefix sizes."""
+    """Record starts and length-prefix sizes of ``left`` records from ``p``, record by record."""
     starts = []
     sizes = []
     append = starts.append
