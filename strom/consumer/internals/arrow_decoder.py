@@ -161,26 +161,16 @@ def _decode_vectorized(data: Any, blocks: list[Block], timestamp_type: int) -> p
     if not isinstance(data, (bytes, bytearray)):
         data = bytes(data)
     buf = np.frombuffer(data, dtype=np.uint8)
+    starts, prefix_sizes = _record_starts(data, blocks)
+    rec_end = np.empty_like(starts)
+    rec_end[:-1] = starts[1:]
     if len(blocks) == 1:
         start, end, count, base_offset, base_ts, log_append_time = blocks[0]
-        starts, prefix_sizes = _record_starts(data, start, end, count)
-        rec_end = np.empty_like(starts)
-        rec_end[:-1] = starts[1:]
         rec_end[-1] = end
         counts = None
     else:
         counts = np.array([b[2] for b in blocks], dtype=np.int64)
         count = int(counts.sum())
-        found = _block_record_starts(data, blocks)
-        if found is not None:
-            starts, prefix_sizes = found
-        else:
-            parts = [_record_starts(data, b[0], b[1], b[2]) for b in blocks]
-            starts = np.concatenate([part[0] for part in parts])
-            prefix_sizes = np.concatenate([np.broadcast_to(np.asarray(part[1], dtype=np.int64), (b[2],))
-                                           for part, b in zip(parts, blocks, strict=True)])
-        rec_end = np.empty_like(starts)
-        rec_end[:-1] = starts[1:]
         rec_end[np.cumsum(counts) - 1] = [b[1] for b in blocks]  # each block's last record ends with the block
     q = starts + prefix_sizes
     q += 1  # attributes (unused, as in Kafka)
@@ -283,22 +273,11 @@ def _headers(data: Any, n: int, per_record: np.ndarray, key_at: np.ndarray, key_
     return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(offsets)], children=[entries])
 
 
-def _record_starts(data: bytes | bytearray, start: int, end: int,
-                   count: int) -> tuple[np.ndarray, int | np.ndarray]:
-    """The start positions of the ``count`` records of ``data[start:end]`` and the sizes of their length
-    prefixes (an int when all are alike): runs of records with equal length prefixes (:func:`_one_run`), or,
-    when runs turn out short (sizes that vary record to record), record by record."""
-    found = _block_record_starts(data, [(start, end, count, 0, 0, None)])
-    if found is not None:
-        return found
-    return _record_starts_one_by_one(data, start, end, count)
-
-
-def _block_record_starts(data: bytes | bytearray,
-                         blocks: list[Block]) -> tuple[np.ndarray, int | np.ndarray] | None:
-    """The record starts and length-prefix sizes of several blocks at once (one set of runs, expanded once; run
-    sizes learnt in one block serve the next); ``None`` when a block's runs turn out short (16 runs averaging
-    fewer than 8 records: the caller reads record by record)."""
+def _record_starts(data: bytes | bytearray, blocks: list[Block]) -> tuple[np.ndarray, int | np.ndarray]:
+    """The start positions of the records of ``blocks`` and the sizes of their length prefixes (an int when all
+    are alike): runs of records with equal length prefixes (:func:`_one_run`; one set of runs over all the
+    blocks, expanded once, run sizes learnt in one block serving the next), or, when a block's runs turn out
+    short (16 runs averaging fewer than 8 records: sizes that vary record to record), record by record."""
     run_at: list[int] = []
     run_n: list[int] = []
     run_t: list[int] = []
@@ -311,7 +290,8 @@ def _block_record_starts(data: bytes | bytearray,
         first = len(run_at)
         while done < count:
             if len(run_at) - first >= 16 and done < (len(run_at) - first) * _MIN_AVERAGE_RUN:
-                return None
+                parts = [_record_starts_one_by_one(data, b[0], b[1], b[2]) for b in blocks]
+                return np.concatenate([part[0] for part in parts]), np.concatenate([part[1] for part in parts])
             n, t, sz = _one_run(data, p, end, count - done, last_run)
             run_at.append(p)
             run_n.append(n)
@@ -322,15 +302,10 @@ def _block_record_starts(data: bytes | bytearray,
         if p != end:
             raise _Fallback
         total += count
-    return _starts_of_runs(total, run_at, run_n, run_t, run_sz)
-
-
-def _starts_of_runs(count: int, run_at: list[int], run_n: list[int], run_t: list[int],
-                    run_sz: list[int]) -> tuple[np.ndarray, int | np.ndarray]:
-    starts = _expand_runs(count, run_at, run_n, run_t)
-    first = run_sz[0]
-    if all(sz == first for sz in run_sz):
-        return starts, first
+    starts = _expand_runs(total, run_at, run_n, run_t)
+    first_size = run_sz[0]
+    if all(sz == first_size for sz in run_sz):
+        return starts, first_size
     return starts, np.repeat(np.array(run_sz, dtype=np.int64), run_n)
 
 

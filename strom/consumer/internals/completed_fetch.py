@@ -381,9 +381,7 @@ class CompletedFetch:
         if columns is None:
             self._pushed.extend(reversed(group[1:]))
             return None
-        from strom.consumer.internals.arrow_decoder import values_of
-
-        offsets = values_of(columns.column(0))
+        offsets = arrow_decoder.values_of(columns.column(0))
         row = -1
         gaps = {}
         for (b, _d, _p, _sz), block in zip(group[:-1], blocks, strict=False):
