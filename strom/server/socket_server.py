@@ -40,7 +40,7 @@ from strom.common.errors import ConfigError, ProtocolError
 from strom.common.time import SYSTEM_TIME, Time
 from strom.metrics import MetricConfig, Metrics, Rate, Sensor
 from strom.metrics.quota import Quota, QuotaViolationError
-from strom.protocol.connection import FrameDecoder
+from strom.protocol.connection import FrameBufferPool, FrameDecoder
 from strom.protocol.send import MultiSend, TransferableRecords
 from strom.server.security.principal import ANONYMOUS, KafkaPrincipal
 
@@ -231,14 +231,16 @@ class KafkaServerProtocol(asyncio.Protocol):
                  on_close: Callable[[KafkaServerProtocol], None], *, listener: Listener | None = None,
                  authenticator: ServerAuthenticator | None = None, time: Time = SYSTEM_TIME,
                  principal_from_cert: Callable[[dict[str, Any]], KafkaPrincipal] | None = None,
-                 zero_copy: bool = False) -> None:
-        """``zero_copy``: the transport is a plain socket, so Fetch records may be sent with ``sendfile``."""
+                 zero_copy: bool = False, frame_pool: FrameBufferPool | None = None) -> None:
+        """``zero_copy``: the transport is a plain socket, so Fetch records may be sent with ``sendfile``.
+        ``frame_pool``: buffers for frames that span reads, shared by the listener's connections."""
         self._dispatch = dispatcher
         self._zero_copy = zero_copy
         self._writer: SocketWriter | None = None
         self._max = max_request_size
         self._on_close = on_close
-        self._frames = FrameDecoder(max_request_size)
+        self._frames = (FrameDecoder(max_request_size) if frame_pool is None
+                        else FrameDecoder(max_request_size, frame_pool.allocate))
         self._queue: deque[tuple[memoryview, int]] = deque()  # (frame, arrival ns)
         self._wakeup: asyncio.Event = asyncio.Event()
         self._transport: asyncio.Transport | None = None
@@ -775,6 +777,7 @@ class SocketServer:
         self._stopped = False
         self.bound_port: int | None = None
         self.on_connection_created: Callable[[], None] | None = None  # socket-server-metrics
+        self.frame_pool = FrameBufferPool()  # the event loop's: large requests' buffers, reused
 
     @classmethod
     def from_config(cls, listener: Listener, dispatch: Dispatcher, config: Any, quotas: ConnectionQuotas,
@@ -932,7 +935,7 @@ class SocketServer:
                                     listener=self.listener,
                                     authenticator=self._authenticator_factory() if self._authenticator_factory else None,
                                     time=self._time, principal_from_cert=self._principal_from_cert,
-                                    zero_copy=self._ssl is None)
+                                    zero_copy=self._ssl is None, frame_pool=self.frame_pool)
         proto.ctx.client_host = ip
         self.connections.add(proto)
         if self.on_connection_created is not None:
