@@ -1,6 +1,6 @@
 """Broker benchmark: strom vs librdkafka's mock cluster vs the loopback limit, in one run.
 
-  .venv/bin/python bench/broker.py [--records N] [--seconds S]
+  .venv/bin/python bench/broker.py [--records-1k N] [--records-100 N] [--rounds R]
 
 (a) confluent-kafka Producer -> strom broker (subprocess), 1 KiB and 100-byte records, acks=1;
 (b) the same producer -> librdkafka's in-memory mock cluster (a C broker);
@@ -159,6 +159,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records-1k", type=int, default=300_000)
     ap.add_argument("--records-100", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=1, help="produce runs (strom, then the mock) per record size")
     args = ap.parse_args()
     results: dict[str, tuple[float, float]] = {}
     with BrokerProcess() as b:
@@ -168,15 +169,25 @@ def main() -> None:
             f.result(10)
         holder, mock_bs = mock_cluster()
         print(f"strom broker at {b.bootstrap}; mock cluster at {mock_bs}; cores={os.cpu_count()}")
-        for size, n, topic in ((1024, args.records_1k, "b1k"), (100, args.records_100, "b100")):
-            print(f"produce {n:,} x {size} B, acks=1")
-            dt, _ = produce(b.bootstrap, topic, size, n)
-            results[f"strom-produce-{size}"] = row("(a) confluent-kafka -> strom", n, size, dt)
-            dt, _ = produce(mock_bs, topic, size, n)
-            results[f"mock-produce-{size}"] = row("(b) confluent-kafka -> librdkafka mock", n, size, dt)
-        print("consume the 1 KiB topic back")
         bp = psutil.Process(b.proc.pid)
         me = psutil.Process()
+        ratios: dict[int, list[float]] = {1024: [], 100: []}
+        for rnd in range(args.rounds):
+            for size, n, topic in ((1024, args.records_1k, "b1k"), (100, args.records_100, "b100")):
+                print(f"produce {n:,} x {size} B, acks=1" + (f" (round {rnd + 1})" if args.rounds > 1 else ""))
+                c0, m0 = bp.cpu_times(), me.cpu_times()
+                dt, _ = produce(b.bootstrap, topic, size, n)
+                c1, m1 = bp.cpu_times(), me.cpu_times()
+                strom = row("(a) confluent-kafka -> strom", n, size, dt)
+                broker_cpu = c1.user - c0.user + c1.system - c0.system
+                print(f"      cpu: broker {broker_cpu / dt:.2f} cores ({broker_cpu * 1e3 / (n * size / 1e6):.2f} ms "
+                      f"per MB, {(c1.system - c0.system) / max(broker_cpu, 1e-9):.0%} system), producer "
+                      f"{(m1.user - m0.user + m1.system - m0.system) / dt:.2f} cores")
+                dt, _ = produce(mock_bs, topic, size, n)
+                mock = row("(b) confluent-kafka -> librdkafka mock", n, size, dt)
+                ratios[size].append(strom[0] / mock[0])
+                results[f"strom-produce-{size}"], results[f"mock-produce-{size}"] = strom, mock
+        print("consume the 1 KiB topic back")
         c0, m0 = bp.cpu_times(), me.cpu_times()
         dt, got, nbytes = consume(b.bootstrap, "b1k", args.records_1k + 1)
         c1, m1 = bp.cpu_times(), me.cpu_times()
@@ -199,8 +210,7 @@ def main() -> None:
     print(f"  {'(d2) loopback sendfile of a cached file':<44} {'':>12}       {lbs:>9.1f} MB/s")
     print("ratios")
     for size in (1024, 100):
-        r = results[f"strom-produce-{size}"][0] / results[f"mock-produce-{size}"][0]
-        print(f"  produce {size:>4} B: strom / mock cluster = {r:.2f}x")
+        print(f"  produce {size:>4} B: strom / mock cluster = {', '.join(f'{r:.2f}x' for r in ratios[size])}")
     print(f"  fetch 1 KiB: strom / loopback = {results['strom-fetch-1024'][1] / lb:.2f}x (confluent-kafka consumer), "
           f"{results['strom-lean-fetch'][1] / lb:.2f}x (lean fetch client); "
           f"lean / loopback sendfile = {results['strom-lean-fetch'][1] / lbs:.2f}x")
