@@ -6,7 +6,10 @@ itself (so it can refuse and back off), applies the connection quotas shared by 
 listener's protocol says so and reaps connections idle for longer than ``connections.max.idle.ms``.
 
 Each connection is a :class:`KafkaServerProtocol`: a length-prefixed frame reader (the shared sans-I/O
-:class:`~strom.protocol.connection.FrameDecoder`, sizes checked against ``socket.request.max.bytes``), an optional
+:class:`~strom.protocol.connection.FrameDecoder`, sizes checked against ``socket.request.max.bytes``; an asyncio
+buffered protocol: reads land in the listener's shared read buffer, whose frames are copied out at once, or, for
+the rest of a large frame, straight in the frame's buffer from the listener's
+:class:`~strom.protocol.connection.FrameBufferPool`), an optional
 authenticator that sees every frame until the session is authenticated (SASL), then a per-connection worker that
 handles requests in order — Kafka mutes a channel while a request is in flight, which gives clients in-order
 responses; we keep a bounded queue instead and pause reading when it is full. One refinement: a Produce whose
@@ -60,6 +63,8 @@ __all__ = [
 log = logging.getLogger("strom.server")
 
 MAX_QUEUED_PER_CONNECTION = 16
+_READ_BUFFER_SIZE = 256 * 1024
+_DIRECT_READ_MIN = 16 * 1024
 # accept() failures that mean "out of a resource": stop accepting for a while instead of spinning on them.
 _RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _ACCEPT_BACKOFF_MIN_S = 0.05
@@ -224,14 +229,15 @@ class ServerAuthenticator(Protocol):
     def handle(self, ctx: ConnectionContext, frame: memoryview, now_ms: int) -> tuple[bytes | None, bool, bool]: ...
 
 
-class KafkaServerProtocol(asyncio.Protocol):
+class KafkaServerProtocol(asyncio.BufferedProtocol):
     _next_id = 0
 
     def __init__(self, dispatcher: Dispatcher, max_request_size: int,
                  on_close: Callable[[KafkaServerProtocol], None], *, listener: Listener | None = None,
                  authenticator: ServerAuthenticator | None = None, time: Time = SYSTEM_TIME,
                  principal_from_cert: Callable[[dict[str, Any]], KafkaPrincipal] | None = None,
-                 zero_copy: bool = False, frame_pool: FrameBufferPool | None = None) -> None:
+                 zero_copy: bool = False, frame_pool: FrameBufferPool | None = None,
+                 read_buffer: memoryview | None = None) -> None:
         """``zero_copy``: the transport is a plain socket, so Fetch records may be sent with ``sendfile``.
         ``frame_pool``: buffers for frames that span reads, shared by the listener's connections."""
         self._dispatch = dispatcher
@@ -241,6 +247,8 @@ class KafkaServerProtocol(asyncio.Protocol):
         self._on_close = on_close
         self._frames = (FrameDecoder(max_request_size) if frame_pool is None
                         else FrameDecoder(max_request_size, frame_pool.allocate))
+        self._read_buffer = read_buffer if read_buffer is not None else memoryview(bytearray(_READ_BUFFER_SIZE))
+        self._direct = False  # the last get_buffer() handed out the frame in progress
         self._queue: deque[tuple[memoryview, int]] = deque()  # (frame, arrival ns)
         self._wakeup: asyncio.Event = asyncio.Event()
         self._transport: asyncio.Transport | None = None
@@ -292,13 +300,42 @@ class KafkaServerProtocol(asyncio.Protocol):
         self.last_active_ns = self._time.nanoseconds()
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the transport reads to: the rest of a large frame in progress (read straight into its buffer),
+        else the listener's read buffer (frames found there are copied out in :meth:`buffer_updated`)."""
+        frames = self._frames
+        if frames.payload_allocated:
+            buf = frames.buffer()
+            if buf is not None and len(buf) >= _DIRECT_READ_MIN:
+                self._direct = True
+                return buf
+        self._direct = False
+        return self._read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._direct:
+            try:
+                frame = self._frames.advance(nbytes)
+            except ProtocolError as e:  # pragma: no cover - a size prefix is checked before its payload
+                log.warning("closing connection %s: %s", self.ctx.peer, e)
+                self._abort()
+                return
+            if frame is not None:
+                self._frames_received([frame])
+            return
+        self.data_received(self._read_buffer[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         try:
             frames = self._frames.feed(data)
         except ProtocolError as e:
             log.warning("closing connection %s: %s (socket.request.max.bytes=%d)", self.ctx.peer, e, self._max)
             self._abort()
             return
+        if frames:
+            self._frames_received(frames)
+
+    def _frames_received(self, frames: list[memoryview]) -> None:
         if frames:
             now = self.last_active_ns = self._time.nanoseconds()
             self._queue.extend((f, now) for f in frames)
@@ -778,6 +815,7 @@ class SocketServer:
         self.bound_port: int | None = None
         self.on_connection_created: Callable[[], None] | None = None  # socket-server-metrics
         self.frame_pool = FrameBufferPool()  # the event loop's: large requests' buffers, reused
+        self.read_buffer = memoryview(bytearray(_READ_BUFFER_SIZE))  # shared: each read is handled before the next
 
     @classmethod
     def from_config(cls, listener: Listener, dispatch: Dispatcher, config: Any, quotas: ConnectionQuotas,
@@ -935,7 +973,8 @@ class SocketServer:
                                     listener=self.listener,
                                     authenticator=self._authenticator_factory() if self._authenticator_factory else None,
                                     time=self._time, principal_from_cert=self._principal_from_cert,
-                                    zero_copy=self._ssl is None, frame_pool=self.frame_pool)
+                                    zero_copy=self._ssl is None, frame_pool=self.frame_pool,
+                                    read_buffer=self.read_buffer)
         proto.ctx.client_host = ip
         self.connections.add(proto)
         if self.on_connection_created is not None:
