@@ -77,7 +77,7 @@ class FrameBufferPool:
     nothing refers to them.
 
     A frame larger than one read is copied into a buffer of its own; a new ``bytearray`` per frame is memory the
-    allocator zero-fills (and often faults in) only to be overwritten: about a tenth of a broker's CPU time when
+    allocator zero-fills (and often faults in) only to be overwritten: a tenth of a broker's busy time when
     producers send megabyte requests. A buffer goes back into use only when this pool holds the last reference to
     it (CPython's reference count): no frame, slice or decoded request still views it, so a request kept for
     later (a parked produce, a queued frame) makes the pool hand out another buffer instead. Frames below

@@ -313,13 +313,8 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
         return self._read_buffer
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._direct:
-            try:
-                frame = self._frames.advance(nbytes)
-            except ProtocolError as e:  # pragma: no cover - a size prefix is checked before its payload
-                log.warning("closing connection %s: %s", self.ctx.peer, e)
-                self._abort()
-                return
+        if self._direct:  # (bytes of a payload whose size was checked: nothing to refuse)
+            frame = self._frames.advance(nbytes)
             if frame is not None:
                 self._frames_received([frame])
             return
