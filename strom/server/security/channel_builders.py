@@ -12,9 +12,10 @@ from typing import Any
 
 from strom.common.time import SYSTEM_TIME, Time
 from strom.server.broker_config import BrokerConfig, Listener
+from strom.server.connection_quotas import ConnectionQuotas
 from strom.server.security.credentials import CredentialStore
 from strom.server.security.principal import KafkaPrincipal, SslPrincipalMapper, distinguished_name
-from strom.server.socket_server import ConnectionQuotas, Dispatcher, SocketServer
+from strom.server.socket_server import Dispatcher, SocketServer
 
 __all__ = ["build_socket_servers", "build_socket_server"]
 

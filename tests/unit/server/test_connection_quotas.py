@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from strom.common.errors import ConfigError
-from strom.server.socket_server import ConnectionQuotas, parse_max_connections_per_ip_overrides
+from strom.server.connection_quotas import ConnectionQuotas, parse_max_connections_per_ip_overrides
 
 
 def test_per_ip_limits_overrides_and_release() -> None:
