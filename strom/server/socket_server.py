@@ -3,7 +3,8 @@
 :class:`SocketServer` serves one listener (Kafka's ``Acceptor`` for one ``EndPoint``): it accepts connections
 itself (so it can refuse and back off), applies the connection quotas shared by all listeners
 (:class:`~strom.server.connection_quotas.ConnectionQuotas`: ``max.connections``, ``max.connections.per.ip`` and
-its overrides), wraps TLS when the listener's protocol says so and reaps connections idle for longer than ``connections.max.idle.ms``.
+its overrides), wraps TLS when the listener's protocol says so and reaps connections idle for longer than
+``connections.max.idle.ms``.
 
 Each connection is a :class:`KafkaServerProtocol`: a length-prefixed frame reader (the shared sans-I/O
 :class:`~strom.protocol.connection.FrameDecoder`, sizes checked against ``socket.request.max.bytes``; an asyncio
@@ -324,8 +325,7 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
             log.warning("closing connection %s: %s (socket.request.max.bytes=%d)", self.ctx.peer, e, self._max)
             self._abort()
             return
-        if frames:
-            self._frames_received(frames)
+        self._frames_received(frames)
 
     def _frames_received(self, frames: list[memoryview]) -> None:
         if frames:
