@@ -7,29 +7,32 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_DEMO := $(VENV)/.stamp-demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-cluster lint codegen codegen-check bench clean venv kcat java zookeeper chromium system-deps
+.PHONY: demo test test-cluster lint codegen codegen-check bench clean venv cc kcat java zookeeper chromium system-deps
 
 $(VPY):
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 
-$(STAMP_TEST): pyproject.toml | $(VPY)
+# (setup.py and the C source: `pip install -e .` builds the optional C accelerator in place)
+$(STAMP_TEST): pyproject.toml setup.py strom/record/_fastdecode.c | $(VPY)
+	@$(MAKE) --no-print-directory system-deps SYSTEM_DEPS=cc
 	$(VPY) -m pip install -q -e '.[test,fast,spark]'
 	touch $@
 
-$(STAMP_DEMO): pyproject.toml | $(VPY)
+$(STAMP_DEMO): pyproject.toml setup.py strom/record/_fastdecode.c | $(VPY)
 	$(VPY) -m pip install -q -e '.[spark,fast]'
 	touch $@
 
 venv: $(STAMP_TEST)
 
-# Debian packages the tests use, installed with apt-get when missing (apt-get update first, once): kcat (interop
-# tests), Chromium + ChromeDriver (the web console's browser tests), a Java runtime and ZooKeeper 3.8 (cluster mode: its jars land in /usr/share/java, where
+# Debian packages the tests use, installed with apt-get when missing (apt-get update first, once): a C compiler
+# (the optional decode accelerator, whose tests must run), kcat (interop tests), Chromium + ChromeDriver (the web console's browser tests), a Java runtime and ZooKeeper 3.8 (cluster mode: its jars land in /usr/share/java, where
 # `strom zookeeper-server-start` finds them).
-SYSTEM_DEPS ?= kcat java zookeeper chromium
+SYSTEM_DEPS ?= cc kcat java zookeeper chromium
 system-deps:
 	@missing=""; \
 	for want in $(SYSTEM_DEPS); do case $$want in \
+	  cc) command -v cc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev";; \
 	  kcat) command -v kcat >/dev/null 2>&1 || missing="$$missing kcat";; \
 	  java) command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless";; \
 	  zookeeper) test -f /usr/share/java/zookeeper.jar || missing="$$missing zookeeper";; \
@@ -43,7 +46,7 @@ system-deps:
 	    || { echo "error: could not install:$$missing (apt-get install$$missing)"; exit 1; }; \
 	fi
 
-kcat java zookeeper chromium: system-deps
+cc kcat java zookeeper chromium: system-deps
 
 
 # Two pytest-xdist workers, one test file at a time each (module fixtures stay in one process): most tests wait

@@ -180,11 +180,18 @@ def main() -> None:
                 c1, m1 = bp.cpu_times(), me.cpu_times()
                 strom = row("(a) confluent-kafka -> strom", n, size, dt)
                 broker_cpu = c1.user - c0.user + c1.system - c0.system
+                producer_cpu = m1.user - m0.user + m1.system - m0.system
                 print(f"      cpu: broker {broker_cpu / dt:.2f} cores ({broker_cpu * 1e3 / (n * size / 1e6):.2f} ms "
                       f"per MB, {(c1.system - c0.system) / max(broker_cpu, 1e-9):.0%} system), producer "
-                      f"{(m1.user - m0.user + m1.system - m0.system) / dt:.2f} cores")
+                      f"{producer_cpu / dt:.2f} cores ({producer_cpu * 1e3 / (n * size / 1e6):.2f} ms per MB)")
+                m0 = me.cpu_times()
                 dt, _ = produce(mock_bs, topic, size, n)
+                m1 = me.cpu_times()
                 mock = row("(b) confluent-kafka -> librdkafka mock", n, size, dt)
+                both = m1.user - m0.user + m1.system - m0.system
+                print(f"      cpu: producer and mock broker (one process) {both / dt:.2f} cores "
+                      f"({both * 1e3 / (n * size / 1e6):.2f} ms per MB, {(m1.system - m0.system) / max(both, 1e-9):.0%} "
+                      f"system)")
                 ratios[size].append(strom[0] / mock[0])
                 results[f"strom-produce-{size}"], results[f"mock-produce-{size}"] = strom, mock
         print("consume the 1 KiB topic back")

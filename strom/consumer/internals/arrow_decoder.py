@@ -39,6 +39,11 @@ import pyarrow as pa
 
 from strom.record.batch import decode_records
 
+try:
+    from strom.record import _fastdecode
+except ImportError:  # not built (no C compiler at install time): the numpy path reads every batch
+    _fastdecode = None
+
 __all__ = ["BATCH_SCHEMA", "TABLE_SCHEMA", "HEADERS_TYPE", "Block", "decode_batch_columns", "decode_blocks_columns",
            "records_to_columns", "empty_columns", "to_table"]
 
@@ -156,8 +161,46 @@ def records_to_columns(records: list[Any], timestamp_type: int) -> pa.RecordBatc
 
 
 def _decode_vectorized(data: Any, blocks: list[Block], timestamp_type: int) -> pa.RecordBatch:
-    """The vectorized path (see the module docstring) over one or more record blocks of ``data``; raises
-    _Fallback or IndexError to hand the batches to the record decoder."""
+    """The vectorized path (see the module docstring) over one or more record blocks of ``data``, in C when the
+    accelerator is built; raises _Fallback or IndexError to hand the batches to the record decoder."""
+    if _fastdecode is not None:
+        columns = _decode_native(data, blocks, timestamp_type)
+        if columns is not None:
+            return columns
+    return _decode_numpy(data, blocks, timestamp_type)
+
+
+def _decode_native(data: Any, blocks: list[Block], timestamp_type: int) -> pa.RecordBatch | None:
+    """The C accelerator's pass (``strom/record/_fastdecode.c``): the column buffers of every record, made into
+    Arrow columns here. ``None`` when it found something that does not add up, or header keys that are not
+    UTF-8: the numpy path looks again and hands the batches to the record decoder, which reports corruption."""
+    parts = _fastdecode.decode_blocks(data, blocks, pa.allocate_buffer)  # (Arrow's pool: see the C source)
+    if parts is None:
+        return None
+    (n, offsets, timestamps, key_offsets, key_data, key_valid, value_offsets, value_data, value_valid,
+     header_offsets, hkey_offsets, hkey_data, hvalue_offsets, hvalue_data, hvalue_valid) = parts
+    if header_offsets is None:
+        headers = _no_headers(n)
+    else:
+        h = hkey_offsets.size // 4 - 1
+        hkeys = pa.Array.from_buffers(pa.string(), h, [None, hkey_offsets, hkey_data])
+        try:
+            hkeys.validate(full=True)  # UTF-8
+        except pa.ArrowInvalid:
+            return None
+        hvalues = pa.Array.from_buffers(pa.binary(), h, [hvalue_valid, hvalue_offsets, hvalue_data])
+        entries = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADERS_TYPE.value_type))
+        headers = pa.Array.from_buffers(HEADERS_TYPE, n, [None, header_offsets], children=[entries])
+    return pa.RecordBatch.from_arrays(
+        [pa.Array.from_buffers(pa.int64(), n, [None, offsets]), pa.Array.from_buffers(pa.int64(), n, [None, timestamps]),
+         _ts_types(n, timestamp_type), pa.Array.from_buffers(pa.binary(), n, [key_valid, key_offsets, key_data]),
+         pa.Array.from_buffers(pa.binary(), n, [value_valid, value_offsets, value_data]), headers],
+        schema=BATCH_SCHEMA)
+
+
+def _decode_numpy(data: Any, blocks: list[Block], timestamp_type: int) -> pa.RecordBatch:
+    """The numpy pass over one or more record blocks of ``data``; raises _Fallback or IndexError to hand the
+    batches to the record decoder."""
     if not isinstance(data, (bytes, bytearray)):
         data = bytes(data)
     buf = np.frombuffer(data, dtype=np.uint8)

@@ -27,6 +27,20 @@ pytestmark = pytest.mark.unit
 TS = 1_700_000_000_000
 
 
+@pytest.fixture(autouse=True, scope="module", params=["C", "numpy"])
+def decoder_path(request: pytest.FixtureRequest) -> object:
+    """Every test of this module runs twice: through the C accelerator (``strom/record/_fastdecode.c``, which
+    ``pip install`` builds where a C compiler is found, as ``make test`` ensures), and through the numpy path
+    alone (what an install without a compiler runs)."""
+    if request.param == "C":
+        assert arrow_decoder._fastdecode is not None, "strom.record._fastdecode is not built (pip install -e .)"
+        yield request.param
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrow_decoder, "_fastdecode", None)
+        yield request.param
+
+
 def _batch(kind: str, n: int, rng: random.Random) -> bytes:
     b = MemoryRecordsBuilder()
     for i in range(n):

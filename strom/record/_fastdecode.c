@@ -1,0 +1,339 @@
+/*
+ * strom.record._fastdecode: the records of uncompressed v2 record blocks as the buffers of Arrow columns.
+ *
+ * An optional accelerator of strom.consumer.internals.arrow_decoder (the consumer's columnar read path,
+ * KafkaConsumer.poll_arrow, and so the Spark source): one C pass over the records instead of numpy's gathers.
+ * When it is not built (no C compiler at install time) the numpy path does the same job.
+ *
+ * decode_blocks(data, blocks, allocate) -> tuple | None
+ *   data:   any object with the buffer protocol (the fetched bytes).
+ *   blocks: a list of (start, end, count, base_offset, base_timestamp, log_append_time | None), each the records
+ *           section [start, end) of one record batch holding `count` records.
+ *   allocate: allocate(n) returns an object with a writable buffer of at least n bytes (pyarrow.allocate_buffer).
+ *   Returns None whenever anything does not add up (a length prefix that does not match its record, a varint
+ *   that runs on, a block not consumed exactly, a null header key, columns over 2 GiB): the caller then decodes
+ *   the batches with the record decoder, which reports corruption. Otherwise a tuple of the buffers allocate made,
+ *   those of the columns (little-endian, Arrow's layout; validity bitmaps None when nothing is null):
+ *     (n, offsets int64[n], timestamps int64[n],
+ *      key_offsets int32[n+1], key_data, key_validity | None,
+ *      value_offsets int32[n+1], value_data, value_validity | None,
+ *      header_list_offsets int32[n+1] | None (None: no record has headers),
+ *      header_key_offsets int32[h+1], header_key_data, header_value_offsets int32[h+1], header_value_data,
+ *      header_value_validity | None)
+ *   Header keys are not checked to be UTF-8 here (the caller validates the string column).
+ *
+ * The record layout (Kafka's DefaultRecord): length varint, attributes int8, timestampDelta varlong,
+ * offsetDelta varint, key length varint (-1 null) and bytes, value length varint (-1 null) and bytes, header
+ * count varint, then per header: key length varint and bytes, value length varint (-1 null) and bytes.
+ * Varints are zigzag-encoded. The GIL is released while the records are read and copied (the buffer stays
+ * exported, so a bytearray cannot be resized meanwhile).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    Py_ssize_t start, end, count;
+    int64_t base_offset, base_timestamp, log_append_time;
+    int has_log_append_time;
+} Block;
+
+/* A zigzag varint of at most max_bytes bytes at *p (before end); 0 on success. */
+static inline int read_varint(const uint8_t **p, const uint8_t *end, int max_bytes, int64_t *out) {
+    const uint8_t *q = *p;
+    uint64_t raw = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (q >= end)
+            return -1;
+        uint8_t b = *q++;
+        raw |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *p = q;
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return 0;
+        }
+        shift += 7;
+    }
+    return -1;
+}
+
+typedef struct {
+    Py_ssize_t n, key_bytes, value_bytes, headers, hkey_bytes, hvalue_bytes;
+    int key_nulls, value_nulls, hvalue_nulls;
+} Sizes;
+
+typedef struct {
+    int64_t *offsets, *timestamps;
+    int32_t *key_offsets, *value_offsets, *header_offsets, *hkey_offsets, *hvalue_offsets;
+    uint8_t *key_data, *value_data, *hkey_data, *hvalue_data;
+    uint8_t *key_valid, *value_valid, *hvalue_valid;
+} Out;
+
+#define FAIL_IF(cond) do { if (cond) return -1; } while (0)
+
+/* One pass over every record of every block: with out == NULL it only checks the records and sums the sizes;
+ * with out it fills the buffers (sized by the first pass). 0 on success, -1 when the blocks do not add up. */
+static int scan(const uint8_t *data, Py_ssize_t size, const Block *blocks, Py_ssize_t nblocks, Sizes *s,
+                const Out *out) {
+    Py_ssize_t row = 0, key_pos = 0, value_pos = 0, header = 0, hkey_pos = 0, hvalue_pos = 0;
+    for (Py_ssize_t b = 0; b < nblocks; b++) {
+        const Block *blk = &blocks[b];
+        FAIL_IF(blk->start < 0 || blk->end > size || blk->start > blk->end || blk->count < 0);
+        const uint8_t *p = data + blk->start, *end = data + blk->end;
+        for (Py_ssize_t i = 0; i < blk->count; i++) {
+            int64_t length, ts_delta, offset_delta, klen, vlen, nheaders;
+            FAIL_IF(read_varint(&p, end, 5, &length));
+            FAIL_IF(length < 1 || length > end - p);
+            const uint8_t *rec_end = p + length;
+            p++; /* attributes (unused, as in Kafka) */
+            FAIL_IF(read_varint(&p, rec_end, 10, &ts_delta));
+            FAIL_IF(read_varint(&p, rec_end, 5, &offset_delta));
+            FAIL_IF(read_varint(&p, rec_end, 5, &klen));
+            FAIL_IF(klen < -1 || klen > rec_end - p);
+            const uint8_t *key = p;
+            if (klen > 0)
+                p += klen;
+            FAIL_IF(read_varint(&p, rec_end, 5, &vlen));
+            FAIL_IF(vlen < -1 || vlen > rec_end - p);
+            const uint8_t *value = p;
+            if (vlen > 0)
+                p += vlen;
+            FAIL_IF(read_varint(&p, rec_end, 5, &nheaders));
+            FAIL_IF(nheaders < 0 || nheaders > rec_end - p);
+            if (out) {
+                out->offsets[row] = blk->base_offset + offset_delta;
+                out->timestamps[row] = blk->has_log_append_time ? blk->log_append_time
+                                                                : blk->base_timestamp + ts_delta;
+                if (klen >= 0) {
+                    memcpy(out->key_data + key_pos, key, (size_t)klen);
+                    key_pos += klen;
+                    if (out->key_valid)
+                        out->key_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
+                }
+                out->key_offsets[row + 1] = (int32_t)key_pos;
+                if (vlen >= 0) {
+                    memcpy(out->value_data + value_pos, value, (size_t)vlen);
+                    value_pos += vlen;
+                    if (out->value_valid)
+                        out->value_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
+                }
+                out->value_offsets[row + 1] = (int32_t)value_pos;
+            } else {
+                if (klen >= 0)
+                    s->key_bytes += klen;
+                else
+                    s->key_nulls = 1;
+                if (vlen >= 0)
+                    s->value_bytes += vlen;
+                else
+                    s->value_nulls = 1;
+            }
+            for (int64_t h = 0; h < nheaders; h++) {
+                int64_t hklen, hvlen;
+                FAIL_IF(read_varint(&p, rec_end, 5, &hklen));
+                FAIL_IF(hklen < 0 || hklen > rec_end - p); /* a null header key: the record decoder's error */
+                const uint8_t *hkey = p;
+                p += hklen;
+                FAIL_IF(read_varint(&p, rec_end, 5, &hvlen));
+                FAIL_IF(hvlen < -1 || hvlen > rec_end - p);
+                const uint8_t *hvalue = p;
+                if (hvlen > 0)
+                    p += hvlen;
+                if (out) {
+                    memcpy(out->hkey_data + hkey_pos, hkey, (size_t)hklen);
+                    hkey_pos += hklen;
+                    out->hkey_offsets[header + 1] = (int32_t)hkey_pos;
+                    if (hvlen >= 0) {
+                        memcpy(out->hvalue_data + hvalue_pos, hvalue, (size_t)hvlen);
+                        hvalue_pos += hvlen;
+                        if (out->hvalue_valid)
+                            out->hvalue_valid[header >> 3] |= (uint8_t)(1u << (header & 7));
+                    }
+                    out->hvalue_offsets[header + 1] = (int32_t)hvalue_pos;
+                } else {
+                    s->hkey_bytes += hklen;
+                    if (hvlen >= 0)
+                        s->hvalue_bytes += hvlen;
+                    else
+                        s->hvalue_nulls = 1;
+                }
+                header++;
+            }
+            FAIL_IF(p != rec_end);
+            row++;
+            if (out && out->header_offsets)
+                out->header_offsets[row] = (int32_t)header;
+        }
+        FAIL_IF(p != end);
+    }
+    if (!out) {
+        s->n = row;
+        s->headers = header;
+        FAIL_IF(s->key_bytes > INT32_MAX || s->value_bytes > INT32_MAX || s->hkey_bytes > INT32_MAX ||
+                s->hvalue_bytes > INT32_MAX || row > INT32_MAX || header > INT32_MAX);
+    }
+    return 0;
+}
+
+/* allocate(n), an object with a writable buffer of n bytes (e.g. pyarrow.allocate_buffer: Arrow's memory pool
+ * keeps freed memory, where malloc hands fetch-sized blocks back to the kernel and faults them in again); its
+ * memory in *at, zero-filled when asked. The view is kept in *view until release. */
+static PyObject *new_buffer(PyObject *allocate, Py_ssize_t n, Py_buffer *view, void **at, int zero) {
+    PyObject *b = PyObject_CallFunction(allocate, "n", n);
+    if (!b)
+        return NULL;
+    if (PyObject_GetBuffer(b, view, PyBUF_WRITABLE) < 0) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    if (view->len < n) {
+        PyBuffer_Release(view);
+        Py_DECREF(b);
+        PyErr_SetString(PyExc_ValueError, "allocate(n) returned a buffer smaller than n bytes");
+        return NULL;
+    }
+    *at = view->buf;
+    if (zero)
+        memset(*at, 0, (size_t)n);
+    return b;
+}
+
+/* The blocks argument into *blocks (allocated here, freed by the caller whatever the outcome). */
+static int parse_blocks(PyObject *list, Block **blocks, Py_ssize_t *nblocks) {
+    PyObject *seq = PySequence_Fast(list, "blocks must be a sequence");
+    if (!seq)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    *blocks = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Block));
+    if (!*blocks) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Block *b = &(*blocks)[i];
+        PyObject *lat = NULL;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "nnnLLO;a block is (start, end, count, "
+                              "base_offset, base_timestamp, log_append_time)", &b->start, &b->end, &b->count,
+                              &b->base_offset, &b->base_timestamp, &lat)) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (lat != Py_None) {
+            b->log_append_time = PyLong_AsLongLong(lat);
+            if (b->log_append_time == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            b->has_log_append_time = 1;
+        }
+    }
+    Py_DECREF(seq);
+    *nblocks = n;
+    return 0;
+}
+
+enum { N_OUT = 15 };
+
+static PyObject *decode_blocks(PyObject *self, PyObject *args) {
+    PyObject *data_obj, *blocks_obj, *allocate;
+    if (!PyArg_ParseTuple(args, "OOO:decode_blocks", &data_obj, &blocks_obj, &allocate))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Block *blocks = NULL;
+    Py_ssize_t nblocks = 0;
+    PyObject *items[N_OUT] = {NULL};
+    Py_buffer views[N_OUT];
+    int nviews = 0;
+    PyObject *result = NULL;
+    if (parse_blocks(blocks_obj, &blocks, &nblocks) < 0)
+        goto done;
+    Sizes s;
+    memset(&s, 0, sizeof(s));
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &s, NULL);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Out out;
+    memset(&out, 0, sizeof(out));
+    Py_ssize_t bitmap = (s.n + 7) / 8, hbitmap = (s.headers + 7) / 8;
+    void *at;
+    int i = 0;
+    if (!(items[i++] = PyLong_FromSsize_t(s.n)))
+        goto done;
+#define ALLOC(n, field, zero) \
+    do { \
+        if (!(items[i++] = new_buffer(allocate, (n), &views[nviews], &at, (zero)))) goto done; \
+        nviews++; \
+        out.field = at; \
+    } while (0)
+#define NONE() do { items[i++] = Py_NewRef(Py_None); } while (0)
+    ALLOC(8 * s.n, offsets, 0);
+    ALLOC(8 * s.n, timestamps, 0);
+    ALLOC(4 * (s.n + 1), key_offsets, 0);
+    ALLOC(s.key_bytes, key_data, 0);
+    if (s.key_nulls) ALLOC(bitmap, key_valid, 1); else NONE();
+    ALLOC(4 * (s.n + 1), value_offsets, 0);
+    ALLOC(s.value_bytes, value_data, 0);
+    if (s.value_nulls) ALLOC(bitmap, value_valid, 1); else NONE();
+    if (s.headers) {
+        ALLOC(4 * (s.n + 1), header_offsets, 0);
+        ALLOC(4 * (s.headers + 1), hkey_offsets, 0);
+        ALLOC(s.hkey_bytes, hkey_data, 0);
+        ALLOC(4 * (s.headers + 1), hvalue_offsets, 0);
+        ALLOC(s.hvalue_bytes, hvalue_data, 0);
+        if (s.hvalue_nulls) ALLOC(hbitmap, hvalue_valid, 1); else NONE();
+        out.header_offsets[0] = out.hkey_offsets[0] = out.hvalue_offsets[0] = 0;
+    } else {
+        for (int k = 0; k < 6; k++)
+            NONE();
+    }
+#undef ALLOC
+#undef NONE
+    out.key_offsets[0] = out.value_offsets[0] = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &s, &out);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) { /* cannot happen: the same bytes passed the first scan */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyTuple_New(N_OUT);
+    if (result) {
+        for (int k = 0; k < N_OUT; k++) {
+            PyTuple_SET_ITEM(result, k, items[k]);
+            items[k] = NULL;
+        }
+    }
+done:
+    for (int k = 0; k < nviews; k++)
+        PyBuffer_Release(&views[k]);
+    for (int k = 0; k < N_OUT; k++)
+        Py_XDECREF(items[k]);
+    PyMem_Free(blocks);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_blocks", decode_blocks, METH_VARARGS,
+     "decode_blocks(data, blocks, allocate) -> the column buffers of the records of uncompressed v2 record blocks, or None "
+     "when they do not add up (see the module's source for the tuple's layout)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastdecode",
+    "The records of uncompressed v2 record blocks as Arrow column buffers (optional C accelerator).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastdecode(void) { return PyModule_Create(&module); }
