@@ -182,10 +182,11 @@ class KafkaConsumer:
         from strom.network.channel_builder import ClientChannelBuilder
         from strom.network.network_client import NetworkClient
         from strom.network.selector import Selector
+        from strom.network.transport import ReusingMemoryPool
 
         selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context,
                             metrics=self._metrics, metric_grp_prefix="consumer",
-                            channel_builder=ClientChannelBuilder.from_config(c))
+                            channel_builder=ClientChannelBuilder.from_config(c), memory_pool=ReusingMemoryPool())
         return NetworkClient(
             selector, self._metadata, self.client_id, 100, c["reconnect.backoff.ms"], c["reconnect.backoff.max.ms"],
             c["send.buffer.bytes"], c["receive.buffer.bytes"], self._request_timeout_ms,

@@ -163,6 +163,31 @@ class _NonePool:
 NONE_POOL: MemoryPool = _NonePool()
 
 
+class ReusingMemoryPool:
+    """``MemoryPool.NONE`` (always allocates, never runs out) whose buffers for large responses are handed out
+    again once nothing refers to them (:class:`~strom.protocol.connection.FrameBufferPool`): a consumer receives a
+    fetch response of up to ``max.partition.fetch.bytes`` per partition into memory that ``bytearray`` would
+    zero-fill and often fault in anew each time. Records copied out of a response (the record-by-record path, the
+    columnar decoders) let its buffer go at once; a view still alive makes the pool allocate another. Not
+    thread-safe: the selector's reads must be serialized (the consumer polls under its client's lock)."""
+
+    __slots__ = ("_frames",)
+
+    def __init__(self, min_size: int = 64 * 1024, max_buffers: int = 4, max_bytes: int = 64 * 1024 * 1024) -> None:
+        from strom.protocol.connection import FrameBufferPool
+
+        self._frames = FrameBufferPool(min_size, max_buffers, max_bytes)
+
+    def try_allocate(self, size: int) -> bytearray | memoryview:
+        return self._frames.allocate(size)
+
+    def release(self, buf: bytearray) -> None:
+        pass
+
+    def is_out_of_memory(self) -> bool:
+        return False
+
+
 class SimpleMemoryPool:
     """A bounded pool (Kafka's ``SimpleMemoryPool``): ``try_allocate`` fails (``None``) once ``size_bytes``
     are handed out; ``release`` gives memory back. Thread-safe."""

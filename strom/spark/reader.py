@@ -106,6 +106,17 @@ def records_to_batch(records: list[ConsumerRecord], arrow_schema: pa.Schema, inc
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 
 
+_ZERO_INT32S = pa.py_buffer(bytes(4 * 65536))
+
+
+def _timestamp_types(column: pa.Array, n: int) -> pa.Array:
+    """``timestampType`` as int32: for CreateTime on every row (the usual case) a slice of shared zeros."""
+    types = values_of(column, np.int8)
+    if n <= 65536 and not types.any():
+        return pa.Array.from_buffers(pa.int32(), n, [None, _ZERO_INT32S.slice(0, 4 * n)])
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(types.astype(np.int32))])
+
+
 def table_to_batches(table: pa.Table, arrow_schema: pa.Schema, include_headers: bool) -> Iterator[pa.RecordBatch]:
     """``KafkaConsumer.poll_arrow``'s columns as the source's rows, column by column (no per-record work):
     timestamps from int64 milliseconds to ``timestamp[us, UTC]``, ``timestampType`` to int32."""
@@ -120,8 +131,7 @@ def table_to_batches(table: pa.Table, arrow_schema: pa.Schema, include_headers: 
             batch.column("partition"),
             batch.column("offset"),
             pa.Array.from_buffers(ts_type, n, [None, pa.py_buffer(micros)]),
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(
-                values_of(batch.column("timestamp_type"), np.int8).astype(np.int32))]),
+            _timestamp_types(batch.column("timestamp_type"), n),
         ]
         if include_headers:
             columns.append(batch.column("headers").cast(arrow_schema.field("headers").type))

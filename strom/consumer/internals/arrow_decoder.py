@@ -32,6 +32,7 @@ the rest of the consumer does not). Pure functions; thread-safe.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -629,17 +630,48 @@ def _partition_columns(topic: bytes, partition: int, n: int) -> tuple[pa.Array, 
     return topics, _prim(pa.int32(), np.full(n, partition, dtype=np.int32), n)
 
 
+_CONSTANT_COLUMNS: dict[tuple[bytes, int], tuple[pa.Array, pa.Array]] = {}
+_CONSTANT_COLUMNS_MAX_BYTES = 16 << 20  # what the cache's columns take, all partitions together
+_constant_columns_lock = threading.Lock()
+_constant_columns_bytes = 0
+
+
+def _cached_partition_columns(topic: bytes, partition: int, n: int) -> tuple[pa.Array, pa.Array]:
+    """:func:`_partition_columns` of at least ``n`` rows (to slice), kept from poll to poll: built for each poll,
+    they cost a column of ``n`` copies of the topic name per fetch. The oldest partitions' columns are dropped
+    past :data:`_CONSTANT_COLUMNS_MAX_BYTES`; columns too large to keep are built each time."""
+    global _constant_columns_bytes
+    key = (topic, partition)
+    cached = _CONSTANT_COLUMNS.get(key)
+    if cached is not None and len(cached[0]) >= n:
+        return cached
+    rows = max(n, 1024, 2 * len(cached[0]) if cached is not None else 0)
+    if rows * (len(topic) + 8) > _CONSTANT_COLUMNS_MAX_BYTES // 4:
+        return _partition_columns(topic, partition, n)
+    columns = _partition_columns(topic, partition, rows)
+    with _constant_columns_lock:
+        old = _CONSTANT_COLUMNS.pop(key, None)
+        if old is not None:
+            _constant_columns_bytes -= len(old[0]) * (len(topic) + 8)
+        _CONSTANT_COLUMNS[key] = columns
+        _constant_columns_bytes += rows * (len(topic) + 8)
+        while _constant_columns_bytes > _CONSTANT_COLUMNS_MAX_BYTES:
+            oldest = next(iter(_CONSTANT_COLUMNS))
+            _constant_columns_bytes -= len(_CONSTANT_COLUMNS.pop(oldest)[0]) * (len(oldest[0]) + 8)
+    return columns
+
+
 def to_table(fetched: dict[Any, list[pa.RecordBatch]]) -> pa.Table:
     """``{TopicPartition: [column batches]}`` (the fetcher's columnar output) as one table of
     :data:`TABLE_SCHEMA` (no copy of the columns: the table's chunks are the batches; a partition's topic and
-    partition columns, the same value on every row, are made once for its longest chunk and sliced per chunk)."""
+    partition columns, the same value on every row, are made once and sliced per chunk)."""
     batches = []
     for tp, chunks in fetched.items():
         topic = tp.topic.encode()
         longest = max((len(chunk) for chunk in chunks), default=0)
         whole = (longest + 1) * len(topic) < _MAX_STRING_BYTES
         if whole:
-            topics, partitions = _partition_columns(topic, tp.partition, longest)
+            topics, partitions = _cached_partition_columns(topic, tp.partition, longest)
         for chunk in chunks:
             n = len(chunk)
             columns = ([topics.slice(0, n), partitions.slice(0, n)] if whole

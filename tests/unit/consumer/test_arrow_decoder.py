@@ -324,6 +324,54 @@ def test_to_table_labels_every_row_with_its_topic_partition(monkeypatch: pytest.
         batch.validate(full=True)
 
 
+def test_partition_columns_are_kept_from_poll_to_poll_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The topic and partition columns of a partition are built once, grown when a longer chunk comes, and the
+    oldest partitions' are dropped past the cache's byte bound; every table still labels its rows right."""
+    from strom.common.structs import TopicPartition
+
+    monkeypatch.setattr(arrow_decoder, "_CONSTANT_COLUMNS", {})
+    monkeypatch.setattr(arrow_decoder, "_constant_columns_bytes", 0)
+    monkeypatch.setattr(arrow_decoder, "_CONSTANT_COLUMNS_MAX_BYTES", 100_000)
+    built: list[tuple[bytes, int, int]] = []
+    build = arrow_decoder._partition_columns
+
+    def counting(topic: bytes, partition: int, n: int) -> tuple[pa.Array, pa.Array]:
+        built.append((topic, partition, n))
+        return build(topic, partition, n)
+
+    monkeypatch.setattr(arrow_decoder, "_partition_columns", counting)
+
+    def poll(topic: str, partition: int, n: int) -> None:
+        b = MemoryRecordsBuilder()
+        for i in range(n):
+            b.append(TS, None, b"v%d" % i)
+        data = bytes(b.build())
+        table = arrow_decoder.to_table({TopicPartition(topic, partition): [
+            decode_batch_columns(data, HEADER_SIZE, len(data), n, 0, TS)]})
+        assert table.column("topic").to_pylist() == [topic] * n
+        assert table.column("partition").to_pylist() == [partition] * n
+        assert table.column("value").to_pylist() == [b"v%d" % i for i in range(n)]
+
+    poll("t", 0, 500)
+    poll("t", 0, 1000)
+    poll("t", 0, 7)
+    assert built == [(b"t", 0, 1024)]  # one build for all three polls
+    poll("t", 0, 1500)
+    assert built[-1] == (b"t", 0, 2048)  # grown: twice the rows
+    poll("t", 1, 10)
+    poll("u", 0, 10)
+    assert len(built) == 4
+    sizes = sum(len(topics) * (len(topic) + 8) for (topic, _), (topics, _p) in arrow_decoder._CONSTANT_COLUMNS.items())
+    assert sizes == arrow_decoder._constant_columns_bytes <= 100_000
+    for partition in range(2, 12):  # ~9 KB each: the oldest go
+        poll("t", partition, 1000)
+    assert (b"t", 0) not in arrow_decoder._CONSTANT_COLUMNS
+    assert arrow_decoder._constant_columns_bytes <= 100_000
+    poll("t", 0, 20_000)  # too large to keep (over a quarter of the bound): built per poll
+    poll("t", 0, 20_000)
+    assert built[-2:] == [(b"t", 0, 20_000)] * 2
+
+
 def _blocks(batches: list[bytes], log_append: bool = False) -> tuple[bytes, list]:
     """The batches one after another (a 7-byte gap between them, as other bytes of a response) and their blocks."""
     data = b""
