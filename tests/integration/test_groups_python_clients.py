@@ -8,6 +8,7 @@ kafka-python and confluent-kafka members agrees on the one protocol both support
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,12 +24,57 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 OVERRIDES = {"group.initial.rebalance.delay.ms": "200", "group.min.session.timeout.ms": "1000",
              "offsets.topic.num.partitions": "5"}
-# The tests poll several kafka-python consumers from one thread, and kafka-python joins a group inside poll(): a
-# member blocked in its JoinGroup waits for one that cannot poll until the broker expires that one's session. So
-# the session must be short enough to break that wait quickly, yet long enough that a member polled late on a
-# loaded machine is not evicted over and over (3 s flaked under load, 10 s left too little time in the waits).
 KP = {"auto_offset_reset": "earliest", "enable_auto_commit": False, "session_timeout_ms": 6000,
       "heartbeat_interval_ms": 500}
+
+
+class Poller:
+    """One kafka-python consumer polled in a thread of its own, committing what it reads. kafka-python joins a
+    group inside ``poll()``: members polled from one thread wait on each other (a member blocked in its
+    JoinGroup holds up the one that would complete the rebalance until the broker expires its session), which
+    made these tests flaky on a loaded machine."""
+
+    def __init__(self, consumer: object, sink: list | None = None, idx: int = 0) -> None:  # type: ignore[type-arg]
+        self.consumer = consumer
+        self.sink = sink
+        self.idx = idx
+        self.polls = 0
+        self.assigned: set[int] = set()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"kp-poller-{idx}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        c = self.consumer
+        try:
+            while not self._stop.is_set():
+                batch = c.poll(timeout_ms=100)  # type: ignore[attr-defined]
+                records = [r for rs in batch.values() for r in rs]
+                if records:
+                    assert self.sink is not None, f"unexpected records {[r.value for r in records][:3]}"
+                    self.sink.extend((self.idx, r.value) for r in records)
+                    c.commit()  # type: ignore[attr-defined]
+                self.assigned = {tp.partition for tp in c.assignment()}  # type: ignore[attr-defined]
+                self.polls += 1
+        except BaseException as e:  # noqa: BLE001 - reported by check()
+            self.error = e
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"poller {self.idx} failed") from self.error
+        assert self._thread.is_alive() or self._stop.is_set(), f"poller {self.idx} stopped"
+
+    def parts(self) -> set[int]:
+        self.check()
+        return self.assigned
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive(), f"poller {self.idx} did not stop"
+        self.consumer.close()  # type: ignore[attr-defined]
+        self.check()
 
 
 @pytest.fixture(scope="module")
@@ -56,22 +102,15 @@ def produce(bootstrap: str, topic: str, tag: str, n: int, partitions: int) -> se
     return set(values)
 
 
-def wait_until(cond: Callable[[], bool], timeout: float, step: Callable[[], None], what: str) -> None:
+def wait_until(cond: Callable[[], bool], timeout: float, what: str, pollers: list[Poller] = ()) -> None:  # type: ignore[assignment]
+    """Wait for ``cond()`` (checked every 50 ms) while the pollers run; a poller's error fails at once."""
     deadline = time.monotonic() + timeout
     while not cond():
+        for p in pollers:
+            p.check()
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        step()
-
-
-def poll_kp(consumers: list, sink: list | None = None) -> None:  # type: ignore[type-arg]
-    for idx, c in enumerate(consumers):
-        batch = c.poll(timeout_ms=50)
-        records = [r for rs in batch.values() for r in rs]
-        if records:
-            assert sink is not None, f"unexpected records {[r.value for r in records][:3]}"
-            sink.extend((idx, r.value) for r in records)
-            c.commit()
+        time.sleep(0.05)
 
 
 def parts(c) -> set[int]:  # type: ignore[no-untyped-def]
@@ -81,30 +120,29 @@ def parts(c) -> set[int]:  # type: ignore[no-untyped-def]
 def test_kafka_python_members_share_commit_and_resume(group_broker: BrokerProcess) -> None:
     bootstrap, topic, group = group_broker.bootstrap, "kp-share", "kp-share-group"
     create_topic(bootstrap, topic, 4)
-    consumers = [kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=f"kp{i}", **KP)
-                 for i in range(2)]
+    got: list[tuple[int, bytes]] = []
+    pollers = [Poller(kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=f"kp{i}",
+                                          **KP), got, i) for i in range(2)]
     try:
-        wait_until(lambda: [len(parts(c)) for c in consumers] == [2, 2], 60, lambda: poll_kp(consumers),
-                   "two members with two partitions each")
+        wait_until(lambda: [len(p.parts()) for p in pollers] == [2, 2], 60, "two members with two partitions each",
+                   pollers)
         sent = produce(bootstrap, topic, "a", 200, 4)
-        got: list[tuple[int, bytes]] = []
-        wait_until(lambda: len(got) >= len(sent), 60, lambda: poll_kp(consumers, got), "records")
+        wait_until(lambda: len(got) >= len(sent), 60, "records", pollers)
         assert Counter(v for _, v in got) == Counter(sent) and {i for i, _ in got} == {0, 1}
     finally:
-        for c in consumers:
-            c.close()
+        for p in pollers:
+            p.close()
     sent2 = produce(bootstrap, topic, "b", 100, 4)
     # One end marker per partition after the new records: each partition is read in offset order, so an
     # already committed record read again would arrive before its partition's marker.
     markers = produce(bootstrap, topic, "end", 4, 4)
-    late = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, **KP)
+    got2: list[tuple[int, bytes]] = []
+    late = Poller(kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, **KP), got2)
     try:
-        got2: list[tuple[int, bytes]] = []
-        wait_until(lambda: markers <= {v for _, v in got2}, 60, lambda: poll_kp([late], got2),
-                   "records after restart")
-        assert Counter(v for _, v in got2) == Counter(sent2 | markers)  # only what was not committed before
+        wait_until(lambda: markers <= {v for _, v in got2}, 60, "records after restart", [late])
     finally:
         late.close()
+    assert Counter(v for _, v in got2) == Counter(sent2 | markers)  # only what was not committed before
 
 
 class CountingListener(kafka.ConsumerRebalanceListener):  # type: ignore[misc]
@@ -123,21 +161,26 @@ def test_kafka_python_static_member_restart_keeps_assignment(group_broker: Broke
     bootstrap, topic, group = group_broker.bootstrap, "kp-static", "kp-static-group"
     create_topic(bootstrap, topic, 4)
     listener = CountingListener()
-    dynamic = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="dyn", **KP)
-    dynamic.subscribe([topic], listener=listener)
-    static = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="st",
-                                 group_instance_id="instance-1", **KP)
+    dynamic_consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="dyn", **KP)
+    dynamic_consumer.subscribe([topic], listener=listener)
+    dynamic = Poller(dynamic_consumer, idx=0)
+
+    def static_member() -> Poller:
+        return Poller(kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="st",
+                                          group_instance_id="instance-1", **KP), idx=1)
+
+    static = static_member()
     try:
-        wait_until(lambda: len(parts(dynamic)) == 2 and len(parts(static)) == 2, 60,
-                   lambda: poll_kp([dynamic, static]), "a stable group of two")
-        revoked_before, static_parts = listener.revoked, parts(static)
+        wait_until(lambda: len(dynamic.parts()) == 2 and len(static.parts()) == 2, 60, "a stable group of two",
+                   [dynamic, static])
+        revoked_before, static_parts = listener.revoked, static.parts()
         static.close()  # a static member sends no LeaveGroup
-        static = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="st",
-                                     group_instance_id="instance-1", **KP)
-        wait_until(lambda: len(parts(static)) == 2, 60, lambda: poll_kp([dynamic, static]), "the static member back")
-        for _ in range(10):
-            poll_kp([dynamic, static])
-        assert parts(static) == static_parts and len(parts(dynamic)) == 2
+        static = static_member()
+        wait_until(lambda: len(static.parts()) == 2, 60, "the static member back", [dynamic, static])
+        polls = dynamic.polls, static.polls
+        wait_until(lambda: dynamic.polls >= polls[0] + 10 and static.polls >= polls[1] + 10, 60,
+                   "ten more polls of each member", [dynamic, static])
+        assert static.parts() == static_parts and len(dynamic.parts()) == 2
         assert listener.revoked == revoked_before  # the other member was not rebalanced
     finally:
         dynamic.close()
@@ -158,11 +201,11 @@ def test_mixed_clients_agree_on_common_protocol(group_broker: BrokerProcess) -> 
                       "partition.assignment.strategy": "range,roundrobin"})
     rd.subscribe([topic])
     try:
-        def step() -> None:
+        deadline = time.monotonic() + 60
+        while not (len(parts(kp)) == 2 and len(rd.assignment()) == 2):  # (librdkafka joins in its own thread)
+            assert time.monotonic() < deadline, "timed out waiting for a mixed stable group"
             kp.poll(timeout_ms=50)
             rd.poll(0.05)
-
-        wait_until(lambda: len(parts(kp)) == 2 and len(rd.assignment()) == 2, 60, step, "a mixed stable group")
         admin = AdminClient({"bootstrap.servers": bootstrap})
         desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
         assert desc.partition_assignor == "roundrobin"  # the only protocol both members support
