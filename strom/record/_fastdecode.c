@@ -59,120 +59,102 @@ static inline int read_varint(const uint8_t **p, const uint8_t *end, int max_byt
     return -1;
 }
 
+/* A length-prefixed byte field at *p (before end): its bytes at *at, its length in *len (-1: null, allowed only
+ * when nullable); 0 on success. */
+static inline int read_field(const uint8_t **p, const uint8_t *end, int nullable, const uint8_t **at,
+                             int64_t *len) {
+    if (read_varint(p, end, 5, len) < 0 || *len < -nullable || *len > end - *p)
+        return -1;
+    *at = *p;
+    if (*len > 0)
+        *p += *len;
+    return 0;
+}
+
+/* A binary column: the first pass sums its bytes and notes a null; the second fills its buffers. */
 typedef struct {
-    Py_ssize_t n, key_bytes, value_bytes, headers, hkey_bytes, hvalue_bytes;
-    int key_nulls, value_nulls, hvalue_nulls;
-} Sizes;
+    Py_ssize_t bytes;
+    int nulls;
+    uint8_t *data, *valid; /* valid: NULL when the column has no null */
+    int32_t *offsets;
+    Py_ssize_t pos;
+} Column;
+
+static inline void put(Column *c, int fill, Py_ssize_t i, const uint8_t *at, int64_t len) {
+    if (!fill) {
+        if (len >= 0)
+            c->bytes += len;
+        else
+            c->nulls = 1;
+        return;
+    }
+    if (len >= 0) {
+        memcpy(c->data + c->pos, at, (size_t)len);
+        c->pos += len;
+        if (c->valid)
+            c->valid[i >> 3] |= (uint8_t)(1u << (i & 7));
+    }
+    c->offsets[i + 1] = (int32_t)c->pos;
+}
 
 typedef struct {
+    Py_ssize_t n, headers;
+    Column key, value, hkey, hvalue;
     int64_t *offsets, *timestamps;
-    int32_t *key_offsets, *value_offsets, *header_offsets, *hkey_offsets, *hvalue_offsets;
-    uint8_t *key_data, *value_data, *hkey_data, *hvalue_data;
-    uint8_t *key_valid, *value_valid, *hvalue_valid;
+    int32_t *header_offsets; /* NULL when no record has headers */
 } Out;
 
 #define FAIL_IF(cond) do { if (cond) return -1; } while (0)
 
-/* One pass over every record of every block: with out == NULL it only checks the records and sums the sizes;
- * with out it fills the buffers (sized by the first pass). 0 on success, -1 when the blocks do not add up. */
-static int scan(const uint8_t *data, Py_ssize_t size, const Block *blocks, Py_ssize_t nblocks, Sizes *s,
-                const Out *out) {
-    Py_ssize_t row = 0, key_pos = 0, value_pos = 0, header = 0, hkey_pos = 0, hvalue_pos = 0;
+/* One pass over every record of every block: with fill == 0 it checks the records and sizes the columns; with
+ * fill it fills the buffers (allocated by the sizes of the first pass). 0 on success, -1 when the blocks do not
+ * add up. */
+static int scan(const uint8_t *data, Py_ssize_t size, const Block *blocks, Py_ssize_t nblocks, Out *o, int fill) {
+    Py_ssize_t row = 0, header = 0;
     for (Py_ssize_t b = 0; b < nblocks; b++) {
         const Block *blk = &blocks[b];
         FAIL_IF(blk->start < 0 || blk->end > size || blk->start > blk->end || blk->count < 0);
         const uint8_t *p = data + blk->start, *end = data + blk->end;
         for (Py_ssize_t i = 0; i < blk->count; i++) {
             int64_t length, ts_delta, offset_delta, klen, vlen, nheaders;
+            const uint8_t *key, *value;
             FAIL_IF(read_varint(&p, end, 5, &length));
             FAIL_IF(length < 1 || length > end - p);
             const uint8_t *rec_end = p + length;
             p++; /* attributes (unused, as in Kafka) */
             FAIL_IF(read_varint(&p, rec_end, 10, &ts_delta));
             FAIL_IF(read_varint(&p, rec_end, 5, &offset_delta));
-            FAIL_IF(read_varint(&p, rec_end, 5, &klen));
-            FAIL_IF(klen < -1 || klen > rec_end - p);
-            const uint8_t *key = p;
-            if (klen > 0)
-                p += klen;
-            FAIL_IF(read_varint(&p, rec_end, 5, &vlen));
-            FAIL_IF(vlen < -1 || vlen > rec_end - p);
-            const uint8_t *value = p;
-            if (vlen > 0)
-                p += vlen;
+            FAIL_IF(read_field(&p, rec_end, 1, &key, &klen));
+            FAIL_IF(read_field(&p, rec_end, 1, &value, &vlen));
             FAIL_IF(read_varint(&p, rec_end, 5, &nheaders));
             FAIL_IF(nheaders < 0 || nheaders > rec_end - p);
-            if (out) {
-                out->offsets[row] = blk->base_offset + offset_delta;
-                out->timestamps[row] = blk->has_log_append_time ? blk->log_append_time
-                                                                : blk->base_timestamp + ts_delta;
-                if (klen >= 0) {
-                    memcpy(out->key_data + key_pos, key, (size_t)klen);
-                    key_pos += klen;
-                    if (out->key_valid)
-                        out->key_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
-                }
-                out->key_offsets[row + 1] = (int32_t)key_pos;
-                if (vlen >= 0) {
-                    memcpy(out->value_data + value_pos, value, (size_t)vlen);
-                    value_pos += vlen;
-                    if (out->value_valid)
-                        out->value_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
-                }
-                out->value_offsets[row + 1] = (int32_t)value_pos;
-            } else {
-                if (klen >= 0)
-                    s->key_bytes += klen;
-                else
-                    s->key_nulls = 1;
-                if (vlen >= 0)
-                    s->value_bytes += vlen;
-                else
-                    s->value_nulls = 1;
+            if (fill) {
+                o->offsets[row] = blk->base_offset + offset_delta;
+                o->timestamps[row] = blk->has_log_append_time ? blk->log_append_time : blk->base_timestamp + ts_delta;
             }
+            put(&o->key, fill, row, key, klen);
+            put(&o->value, fill, row, value, vlen);
             for (int64_t h = 0; h < nheaders; h++) {
+                const uint8_t *hkey, *hvalue;
                 int64_t hklen, hvlen;
-                FAIL_IF(read_varint(&p, rec_end, 5, &hklen));
-                FAIL_IF(hklen < 0 || hklen > rec_end - p); /* a null header key: the record decoder's error */
-                const uint8_t *hkey = p;
-                p += hklen;
-                FAIL_IF(read_varint(&p, rec_end, 5, &hvlen));
-                FAIL_IF(hvlen < -1 || hvlen > rec_end - p);
-                const uint8_t *hvalue = p;
-                if (hvlen > 0)
-                    p += hvlen;
-                if (out) {
-                    memcpy(out->hkey_data + hkey_pos, hkey, (size_t)hklen);
-                    hkey_pos += hklen;
-                    out->hkey_offsets[header + 1] = (int32_t)hkey_pos;
-                    if (hvlen >= 0) {
-                        memcpy(out->hvalue_data + hvalue_pos, hvalue, (size_t)hvlen);
-                        hvalue_pos += hvlen;
-                        if (out->hvalue_valid)
-                            out->hvalue_valid[header >> 3] |= (uint8_t)(1u << (header & 7));
-                    }
-                    out->hvalue_offsets[header + 1] = (int32_t)hvalue_pos;
-                } else {
-                    s->hkey_bytes += hklen;
-                    if (hvlen >= 0)
-                        s->hvalue_bytes += hvlen;
-                    else
-                        s->hvalue_nulls = 1;
-                }
+                FAIL_IF(read_field(&p, rec_end, 0, &hkey, &hklen)); /* a null key: the record decoder's error */
+                FAIL_IF(read_field(&p, rec_end, 1, &hvalue, &hvlen));
+                put(&o->hkey, fill, header, hkey, hklen);
+                put(&o->hvalue, fill, header, hvalue, hvlen);
                 header++;
             }
             FAIL_IF(p != rec_end);
             row++;
-            if (out && out->header_offsets)
-                out->header_offsets[row] = (int32_t)header;
+            if (fill && o->header_offsets)
+                o->header_offsets[row] = (int32_t)header;
         }
         FAIL_IF(p != end);
     }
-    if (!out) {
-        s->n = row;
-        s->headers = header;
-        FAIL_IF(s->key_bytes > INT32_MAX || s->value_bytes > INT32_MAX || s->hkey_bytes > INT32_MAX ||
-                s->hvalue_bytes > INT32_MAX || row > INT32_MAX || header > INT32_MAX);
+    if (!fill) {
+        o->n = row;
+        o->headers = header;
+        FAIL_IF(o->key.bytes > INT32_MAX || o->value.bytes > INT32_MAX || o->hkey.bytes > INT32_MAX ||
+                o->hvalue.bytes > INT32_MAX || row > INT32_MAX || header > INT32_MAX);
     }
     return 0;
 }
@@ -252,55 +234,53 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     if (parse_blocks(blocks_obj, &blocks, &nblocks) < 0)
         goto done;
-    Sizes s;
-    memset(&s, 0, sizeof(s));
+    Out out;
+    memset(&out, 0, sizeof(out));
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &s, NULL);
+    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &out, 0);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    Out out;
-    memset(&out, 0, sizeof(out));
-    Py_ssize_t bitmap = (s.n + 7) / 8, hbitmap = (s.headers + 7) / 8;
+    Py_ssize_t n = out.n, h = out.headers;
     void *at;
     int i = 0;
-    if (!(items[i++] = PyLong_FromSsize_t(s.n)))
+    if (!(items[i++] = PyLong_FromSsize_t(n)))
         goto done;
-#define ALLOC(n, field, zero) \
+#define ALLOC(size, field, zero) \
     do { \
-        if (!(items[i++] = new_buffer(allocate, (n), &views[nviews], &at, (zero)))) goto done; \
+        if (!(items[i++] = new_buffer(allocate, (size), &views[nviews], &at, (zero)))) goto done; \
         nviews++; \
-        out.field = at; \
+        field = at; \
     } while (0)
 #define NONE() do { items[i++] = Py_NewRef(Py_None); } while (0)
-    ALLOC(8 * s.n, offsets, 0);
-    ALLOC(8 * s.n, timestamps, 0);
-    ALLOC(4 * (s.n + 1), key_offsets, 0);
-    ALLOC(s.key_bytes, key_data, 0);
-    if (s.key_nulls) ALLOC(bitmap, key_valid, 1); else NONE();
-    ALLOC(4 * (s.n + 1), value_offsets, 0);
-    ALLOC(s.value_bytes, value_data, 0);
-    if (s.value_nulls) ALLOC(bitmap, value_valid, 1); else NONE();
-    if (s.headers) {
-        ALLOC(4 * (s.n + 1), header_offsets, 0);
-        ALLOC(4 * (s.headers + 1), hkey_offsets, 0);
-        ALLOC(s.hkey_bytes, hkey_data, 0);
-        ALLOC(4 * (s.headers + 1), hvalue_offsets, 0);
-        ALLOC(s.hvalue_bytes, hvalue_data, 0);
-        if (s.hvalue_nulls) ALLOC(hbitmap, hvalue_valid, 1); else NONE();
-        out.header_offsets[0] = out.hkey_offsets[0] = out.hvalue_offsets[0] = 0;
+#define COLUMN(c, rows, nullable) \
+    do { \
+        ALLOC(4 * ((rows) + 1), (c).offsets, 0); \
+        (c).offsets[0] = 0; \
+        ALLOC((c).bytes, (c).data, 0); \
+        if ((c).nulls) ALLOC(((rows) + 7) / 8, (c).valid, 1); else if (nullable) NONE(); \
+    } while (0)
+    ALLOC(8 * n, out.offsets, 0);
+    ALLOC(8 * n, out.timestamps, 0);
+    COLUMN(out.key, n, 1);
+    COLUMN(out.value, n, 1);
+    if (h) {
+        ALLOC(4 * (n + 1), out.header_offsets, 0);
+        out.header_offsets[0] = 0;
+        COLUMN(out.hkey, h, 0); /* (header keys are never null: no validity buffer in the tuple) */
+        COLUMN(out.hvalue, h, 1);
     } else {
         for (int k = 0; k < 6; k++)
             NONE();
     }
+#undef COLUMN
 #undef ALLOC
 #undef NONE
-    out.key_offsets[0] = out.value_offsets[0] = 0;
     Py_BEGIN_ALLOW_THREADS
-    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &s, &out);
+    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &out, 1);
     Py_END_ALLOW_THREADS
     if (rc < 0) { /* cannot happen: the same bytes passed the first scan */
         result = Py_NewRef(Py_None);
