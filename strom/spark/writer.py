@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 from strom.producer.kafka_producer import KafkaProducer
 from strom.spark.commit_markers import CommitMarkers, TaskIdentity
 from strom.spark.options import OptionError, SinkOptions, parse_sink_options
-from strom.spark.reader import HEADERS_TYPE
+from strom.spark.reader import HEADERS_TYPE, freeze_worker_heap
 
 __all__ = ["validate_sink_schema", "producer_config", "SinkCommitMessage", "write_task", "StromBatchWriter",
            "StromStreamWriter"]
@@ -134,6 +134,7 @@ def write_task(opts: SinkOptions, batches: Iterator[pa.RecordBatch], task: TaskI
     transactional id ``<commitMarkerGroupPrefix>-<queryId>-<partition>`` is the same for every attempt and run of
     the task, so a new attempt fences a zombie one and aborts whatever it left open before checking the marker.
     """
+    freeze_worker_heap()  # (before any client exists: see the reader)
     markers = CommitMarkers(opts.producer_config, opts.marker_group_prefix, task) if (
         task is not None and opts.skip_committed_tasks) else None
     pid = task.partition_id if task is not None else partition_id
