@@ -113,7 +113,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     state = json.load(r)
                 if [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]:
                     break
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or a page that is not the JSON (seen once in CI)
                 pass
             for p in procs:
                 assert p.poll() is None, (logs / "master.log").read_text() + (logs / "worker.log").read_text()
