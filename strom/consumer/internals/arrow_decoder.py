@@ -5,8 +5,11 @@ Kafka counterpart: none (Kafka's consumer hands out one ``ConsumerRecord`` per r
 int8 (0 CreateTime, 1 LogAppendTime, -1 none), ``key`` and
 ``value`` binary (null when the record's is null), ``headers`` list<struct<key: string, value: binary>>.
 
-Two paths:
+Three paths, the first that can read a batch does:
 
+* the C accelerator ``strom/record/_fastdecode.c``, where ``pip install`` found a C compiler: one pass checks every
+  record and sizes the columns, a second fills buffers from Arrow's memory pool (any header count; a null
+  header key, a header key that is not UTF-8 or anything that does not add up goes on to the next path);
 * the vectorized path, for every batch whose records have at most 63 headers each: numpy works on all of a
   batch's records at once, with no Python object per record. First the records' start positions: each record begins with its
   length, so a *run* of records with the same length prefix is found by comparing the prefix bytes of the
@@ -24,10 +27,11 @@ Two paths:
   malformed block): the records of
   :func:`strom.record.batch.decode_records`, made columns.
 
-Both check every record's structure against its length prefix and that the block is consumed exactly (the
-vectorized path hands anything it cannot account for to the record decoder, which raises
+All check every record's structure against its length prefix and that the block is consumed exactly (the
+faster paths hand anything they cannot account for to the record decoder, which raises
 :class:`~strom.common.error_codes.CorruptMessageError`). Needs numpy and pyarrow (imported by this module only:
-the rest of the consumer does not). Pure functions; thread-safe.
+the rest of the consumer does not). Thread-safe: pure functions, and :func:`to_table`'s cache of topic and
+partition columns takes a lock.
 """
 
 from __future__ import annotations
