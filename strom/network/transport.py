@@ -18,6 +18,7 @@ import ssl
 import threading
 from typing import Any, Protocol
 
+from strom.protocol.connection import FrameBufferPool
 from strom.security.sasl import SslAuthenticationError
 
 __all__ = [
@@ -165,7 +166,7 @@ NONE_POOL: MemoryPool = _NonePool()
 
 class ReusingMemoryPool:
     """``MemoryPool.NONE`` (always allocates, never runs out) whose buffers for large responses are handed out
-    again once nothing refers to them (:class:`~strom.protocol.connection.FrameBufferPool`): a consumer receives a
+    again once nothing refers to them (:class:`FrameBufferPool`): a consumer receives a
     fetch response of up to ``max.partition.fetch.bytes`` per partition into memory that ``bytearray`` would
     zero-fill and often fault in anew each time. Records copied out of a response (the record-by-record path, the
     columnar decoders) let its buffer go at once; a view still alive makes the pool allocate another. Not
@@ -174,8 +175,6 @@ class ReusingMemoryPool:
     __slots__ = ("_frames",)
 
     def __init__(self, min_size: int = 64 * 1024, max_buffers: int = 4, max_bytes: int = 64 * 1024 * 1024) -> None:
-        from strom.protocol.connection import FrameBufferPool
-
         self._frames = FrameBufferPool(min_size, max_buffers, max_bytes)
 
     def try_allocate(self, size: int) -> bytearray | memoryview:

@@ -2,7 +2,8 @@
  * strom.record._fastdecode: the records of uncompressed v2 record blocks as the buffers of Arrow columns.
  *
  * An optional accelerator of strom.consumer.internals.arrow_decoder (the consumer's columnar read path,
- * KafkaConsumer.poll_arrow, and so the Spark source): one C pass over the records instead of numpy's gathers.
+ * KafkaConsumer.poll_arrow, and so the Spark source): two C passes over the records (check and size, then
+ * fill) instead of numpy's gathers.
  * When it is not built (no C compiler at install time) the numpy path does the same job.
  *
  * decode_blocks(data, blocks, allocate) -> tuple | None

@@ -187,15 +187,12 @@ def _decode_native(data: Any, blocks: list[Block], timestamp_type: int) -> pa.Re
     if header_offsets is None:
         headers = _no_headers(n)
     else:
-        h = hkey_offsets.size // 4 - 1
-        hkeys = pa.Array.from_buffers(pa.string(), h, [None, hkey_offsets, hkey_data])
+        hvalues = pa.Array.from_buffers(pa.binary(), hkey_offsets.size // 4 - 1,
+                                        [hvalue_valid, hvalue_offsets, hvalue_data])
         try:
-            hkeys.validate(full=True)  # UTF-8
-        except pa.ArrowInvalid:
+            headers = _header_column(n, header_offsets, [hkey_offsets, hkey_data], hvalues)
+        except _Fallback:
             return None
-        hvalues = pa.Array.from_buffers(pa.binary(), h, [hvalue_valid, hvalue_offsets, hvalue_data])
-        entries = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADERS_TYPE.value_type))
-        headers = pa.Array.from_buffers(HEADERS_TYPE, n, [None, header_offsets], children=[entries])
     return pa.RecordBatch.from_arrays(
         [pa.Array.from_buffers(pa.int64(), n, [None, offsets]), pa.Array.from_buffers(pa.int64(), n, [None, timestamps]),
          _ts_types(n, timestamp_type), pa.Array.from_buffers(pa.binary(), n, [key_valid, key_offsets, key_data]),
@@ -310,15 +307,21 @@ def _headers(data: Any, n: int, per_record: np.ndarray, key_at: np.ndarray, key_
     are not UTF-8: _Fallback."""
     keys = _binary(data, key_at, key_len, None)
     values = _binary(data, value_at, value_len, value_nulls if value_nulls.any() else None)
-    keys = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers())
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(per_record, out=offsets[1:])
+    return _header_column(n, pa.py_buffer(offsets), keys.buffers()[1:], values)
+
+
+def _header_column(n: int, list_offsets: pa.Buffer, key_buffers: list[pa.Buffer], values: pa.Array) -> pa.Array:
+    """The headers column of ``n`` records: each record's headers from ``list_offsets`` (int32), the headers' keys
+    from their offsets and bytes ``key_buffers`` (checked to be UTF-8, else _Fallback) and their values."""
+    keys = pa.Array.from_buffers(pa.string(), len(values), [None, *key_buffers])
     try:
         keys.validate(full=True)  # UTF-8
     except pa.ArrowInvalid:
         raise _Fallback from None
     entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(per_record, out=offsets[1:])
-    return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(offsets)], children=[entries])
+    return pa.Array.from_buffers(HEADERS_TYPE, n, [None, list_offsets], children=[entries])
 
 
 def _record_starts(data: bytes | bytearray, blocks: list[Block]) -> tuple[np.ndarray, int | np.ndarray]:
