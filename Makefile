@@ -14,12 +14,12 @@ $(VPY):
 	$(VPY) -m pip install -q --upgrade pip
 
 # (setup.py and the C source: `pip install -e .` builds the optional C accelerator in place)
-$(STAMP_TEST): pyproject.toml setup.py strom/record/_fastdecode.c | $(VPY)
+$(STAMP_TEST): pyproject.toml setup.py strom/record/_fastdecode.c strom/record/_fastencode.c | $(VPY)
 	@$(MAKE) --no-print-directory system-deps SYSTEM_DEPS=cc
 	$(VPY) -m pip install -q -e '.[test,fast,spark]'
 	touch $@
 
-$(STAMP_DEMO): pyproject.toml setup.py strom/record/_fastdecode.c | $(VPY)
+$(STAMP_DEMO): pyproject.toml setup.py strom/record/_fastdecode.c strom/record/_fastencode.c | $(VPY)
 	$(VPY) -m pip install -q -e '.[spark,fast]'
 	touch $@
 

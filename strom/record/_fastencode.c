@@ -1,0 +1,185 @@
+/*
+ * strom.record._fastencode: one record of a v2 record batch, encoded straight into the batch's buffer.
+ *
+ * An optional accelerator of MemoryRecordsBuilder.try_append (strom/record/builder.py), the producer's per-record
+ * path: the Python path builds the record with table look-ups and one bytes format, then copies it into the
+ * pooled buffer; this writes the same bytes in place. When it is not built (no C compiler at install time) the
+ * Python path does the same job.
+ *
+ * encode_record(target, pos, room, timestamp_delta, offset_delta, key, value, headers) -> int
+ *   target:  a writable buffer (the batch's pooled bytearray, or a memoryview of it).
+ *   pos:     where the record starts in target (0 <= pos <= len(target)).
+ *   room:    the most bytes the record may take under the batch's write limit (may be negative).
+ *   timestamp_delta: int64 (varlong); offset_delta: int32 (varint).
+ *   key, value: None (null) or any bytes-like object.
+ *   headers: the record's headers already in their wire form (the count varint, then each header), bytes-like.
+ *   Returns the record's size once written at pos; -1 (nothing written) when it would take more than room bytes;
+ *   -2 (nothing written) when it fits the write limit but not the buffer (the caller grows its buffer).
+ *   Raises TypeError for a key, value or headers that is not bytes-like, BufferError for a target that is not
+ *   writable, ValueError for a pos outside the target or an offset delta that is not an int32, OverflowError for
+ *   a timestamp delta that is not an int64.
+ *
+ * The record layout (Kafka's DefaultRecord): length varint, attributes int8 (0), timestampDelta varlong,
+ * offsetDelta varint, key length varint (-1 null) and bytes, value length varint (-1 null) and bytes, then the
+ * headers. Varints are zigzag-encoded.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Bytes of the unsigned varint of v. */
+static inline Py_ssize_t uvarint_size(uint64_t v) {
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *put_uvarint(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint64_t zigzag(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+/* A key or value: None (null, length -1) or a bytes-like object (its buffer in *view). */
+typedef struct {
+    Py_buffer view;
+    int held;
+    uint64_t zz; /* the zigzag length */
+} Field;
+
+static int get_field(PyObject *obj, Field *f, const char *what) {
+    f->held = 0;
+    if (obj == Py_None) {
+        f->zz = 1; /* zigzag(-1) */
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0) {
+        PyErr_Format(PyExc_TypeError, "a bytes-like object or None is required for the record's %s, not '%.100s'",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    f->held = 1;
+    if (f->view.len > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "the record's %s is longer than 2 GiB", what);
+        return -1;
+    }
+    f->zz = (uint64_t)f->view.len << 1;
+    return 0;
+}
+
+static inline Py_ssize_t field_size(const Field *f) {
+    return uvarint_size(f->zz) + (f->held ? f->view.len : 0);
+}
+
+static inline uint8_t *put_field(uint8_t *p, const Field *f) {
+    p = put_uvarint(p, f->zz);
+    if (f->held && f->view.len) {
+        memcpy(p, f->view.buf, (size_t)f->view.len);
+        p += f->view.len;
+    }
+    return p;
+}
+
+static PyObject *encode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "encode_record() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    long long room = PyLong_AsLongLong(args[2]);
+    if (room == -1 && PyErr_Occurred())
+        return NULL;
+    long long ts_delta = PyLong_AsLongLong(args[3]);
+    if (ts_delta == -1 && PyErr_Occurred())
+        return NULL;
+    long long offset_delta = PyLong_AsLongLong(args[4]);
+    if (offset_delta == -1 && PyErr_Occurred())
+        return NULL;
+    if (offset_delta < INT32_MIN || offset_delta > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the offset delta is not an int32");
+        return NULL;
+    }
+    Field key, value, headers;
+    key.held = value.held = headers.held = 0;
+    Py_buffer target;
+    int target_held = 0;
+    PyObject *result = NULL;
+    if (get_field(args[5], &key, "key") < 0 || get_field(args[6], &value, "value") < 0)
+        goto done;
+    if (PyObject_GetBuffer(args[7], &headers.view, PyBUF_SIMPLE) < 0) {
+        PyErr_Format(PyExc_TypeError, "the record's encoded headers must be bytes-like, not '%.100s'",
+                     Py_TYPE(args[7])->tp_name);
+        goto done;
+    }
+    headers.held = 1;
+    if (PyObject_GetBuffer(args[0], &target, PyBUF_WRITABLE) < 0)
+        goto done; /* (BufferError or TypeError, from the object itself) */
+    target_held = 1;
+    if (pos < 0 || pos > target.len) {
+        PyErr_Format(PyExc_ValueError, "position %zd is outside the %zd-byte buffer", pos, target.len);
+        goto done;
+    }
+    uint64_t ts_zz = zigzag((int64_t)ts_delta), od_zz = zigzag((int64_t)offset_delta);
+    Py_ssize_t body = 1 + uvarint_size(ts_zz) + uvarint_size(od_zz) + field_size(&key) + field_size(&value) +
+                      headers.view.len;
+    if (body > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the record is longer than 2 GiB");
+        goto done;
+    }
+    Py_ssize_t total = uvarint_size((uint64_t)body << 1) + body;
+    if ((long long)total > room) {
+        result = PyLong_FromLong(-1);
+        goto done;
+    }
+    if (total > target.len - pos) {
+        result = PyLong_FromLong(-2);
+        goto done;
+    }
+    uint8_t *p = (uint8_t *)target.buf + pos;
+    p = put_uvarint(p, (uint64_t)body << 1);
+    *p++ = 0; /* attributes */
+    p = put_uvarint(p, ts_zz);
+    p = put_uvarint(p, od_zz);
+    p = put_field(p, &key);
+    p = put_field(p, &value);
+    if (headers.view.len)
+        memcpy(p, headers.view.buf, (size_t)headers.view.len);
+    result = PyLong_FromSsize_t(total);
+done:
+    if (target_held)
+        PyBuffer_Release(&target);
+    if (headers.held)
+        PyBuffer_Release(&headers.view);
+    if (value.held)
+        PyBuffer_Release(&value.view);
+    if (key.held)
+        PyBuffer_Release(&key.view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL,
+     "encode_record(target, pos, room, timestamp_delta, offset_delta, key, value, headers) -> int: one v2 record "
+     "written at pos; -1 when it takes more than room bytes, -2 when it does not fit the buffer."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastencode",
+                                    "One v2 record encoded into a batch's buffer (see the C source).", -1, methods};
+
+PyMODINIT_FUNC PyInit__fastencode(void) {
+    return PyModule_Create(&module);
+}
