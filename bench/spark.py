@@ -1,7 +1,7 @@
 """Spark benchmark: a local[2] Structured Streaming query reading from / writing to strom vs Spark's rate source.
 
   .venv/bin/python bench/spark.py [--records N] [--size BYTES] [--per-trigger N] [--bootstrap-server H:P]
-  .venv/bin/python bench/spark.py --batch-count --records 2000000 --repeat 3
+  .venv/bin/python bench/spark.py --batch-count --records 2000000 --repeat 3 [--option KEY=VALUE ...]
 
 Queries (micro-batches of --per-trigger records, 2 partitions, one local[2] session):
   (a) format("strom") -> groupBy().count()            read throughput
@@ -127,16 +127,18 @@ def prebuilt_batch_source(topic: str, n: int, size: int) -> type:
     return PrebuiltBatch
 
 
-def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repeat: int) -> None:
+def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repeat: int,
+                options: dict[str, str] | None = None) -> None:
     """(f): ``spark.read.format("strom")...load().count()`` vs the same count over prebuilt Arrow batches of
-    the same rows, alternating, ``repeat`` runs each; prints every run, the best of each and the ratio."""
+    the same rows, alternating, ``repeat`` runs each; prints every run, the best of each and the ratio.
+    ``options`` are more options of the strom reads (e.g. ``kafka.max.partition.fetch.bytes``)."""
     spark.dataSource.register(prebuilt_batch_source(topic, n, size))
     runs: dict[str, list[float]] = {"strom": [], "prebuilt": []}
     for _ in range(repeat):
         for name in ("strom", "prebuilt"):
             if name == "strom":
                 df = (spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap)
-                      .option("subscribe", topic).load())
+                      .option("subscribe", topic).options(**(options or {})).load())
             else:
                 df = spark.read.format("prebuilt_arrow_batch").load()
             cpu0 = cpu_by_role()
@@ -245,7 +247,12 @@ def main() -> int:
     ap.add_argument("--bootstrap-server")
     ap.add_argument("--batch-count", action="store_true",
                     help="only (f): batch count of --records rows, strom vs prebuilt Arrow batches")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an option of (f)'s strom reads (repeatable), e.g. kafka.max.partition.fetch.bytes=4194304")
     args = ap.parse_args()
+    if any("=" not in o for o in args.option):
+        ap.error("--option takes KEY=VALUE")
+    options = dict(o.split("=", 1) for o in args.option)
     n, per = args.records, args.per_trigger
     with tempfile.TemporaryDirectory(prefix="strom-bench-spark-") as tmp:
         work = Path(tmp)
@@ -260,7 +267,7 @@ def main() -> int:
             spark = local_session("strom-bench", cores=2, conf={"spark.driver.memory": "2g"})
             print(f"Spark {spark.version} local[2]", flush=True)
             if args.batch_count:
-                batch_count(spark, bootstrap, src, n, args.size, args.repeat)
+                batch_count(spark, bootstrap, src, n, args.size, args.repeat, options)
                 return 0
             results: dict[str, dict[str, float]] = {}
             admin = AdminClient({"bootstrap.servers": bootstrap})
