@@ -207,11 +207,16 @@ class MemoryRecordsBuilder:
         """Append one record; return its offset delta. Raises ``IllegalStateError`` once closed."""
         if self._built is not None:
             raise IllegalStateError("cannot append to a closed MemoryRecordsBuilder")
+        if timestamp < 0 and timestamp != -1:
+            raise ValueError(f"invalid negative timestamp {timestamp}")
+        hb = (headers if type(headers) is EncodedHeaders else encode_headers(headers)) if headers else _EMPTY_HEADERS
+        return self._write(timestamp, key, value, hb, _UNBOUNDED)
+
+    def _write(self, timestamp: int, key: bytes | None, value: bytes | None, hb: bytes, room: int) -> int:
+        """The Python encoding of one record (table-driven varints, one ``bytes`` format) at the write position:
+        its offset delta, or -1 (nothing written) when it takes more than ``room`` bytes."""
         delta = self._n
         if delta == 0:
-            if timestamp < 0 and timestamp != -1:
-                raise ValueError(f"invalid negative timestamp {timestamp}")
-            self._base_ts = timestamp
             tsb = b"\x00"
             od = b"\x00"
         else:
@@ -219,8 +224,6 @@ class MemoryRecordsBuilder:
             z = (tsd << 1) ^ (tsd >> 63)
             tsb = _UV[z] if z < CACHE_SIZE else varlong_bytes(tsd)
             od = _UV[delta << 1] if delta < _HALF else varint_bytes(delta)
-            if timestamp < 0 and timestamp != -1:
-                raise ValueError(f"invalid negative timestamp {timestamp}")
         if key is None:
             kb = _NULL
             klen = 0
@@ -235,9 +238,10 @@ class MemoryRecordsBuilder:
         else:
             vlen = len(value)
             vb = _UV[vlen << 1] if vlen < _HALF else varint_bytes(vlen)
-        hb = (headers if type(headers) is EncodedHeaders else encode_headers(headers)) if headers else _EMPTY_HEADERS
         body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
         lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
+        if len(lb) + body > room:
+            return -1
         data = b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
         pos = self._pos
         end = pos + len(data)
@@ -250,6 +254,8 @@ class MemoryRecordsBuilder:
             self._expand()
             self._buf += data
         self._pos = end
+        if delta == 0:
+            self._base_ts = timestamp
         if timestamp > self._max_ts:
             self._max_ts = timestamp
         self._n = delta + 1
@@ -262,86 +268,34 @@ class MemoryRecordsBuilder:
 
         Returns the offset delta, or -1 (builder unchanged) when the record does not fit or the builder
         is closed. Same decision as :meth:`has_room_for`, at no extra cost: the exact size is known here.
-        (Deliberately a copy of :meth:`append`'s body: this is the producer's hottest path.)
+        (The producer's hottest path: a record bound for a pooled buffer goes to the C accelerator where it was
+        built, else to :meth:`_write`, as :meth:`append`'s do.)
         """
         if self._built is not None:
             return -1
         delta = self._n
         if timestamp < 0 and timestamp != -1:
             raise ValueError(f"invalid negative timestamp {timestamp}")
-        mv = self._mv
-        if _encode_record is not None and mv is not None:
-            # The C accelerator writes the record in place (the same bytes as below).
-            pos = self._pos
-            limit = self.write_limit
-            if delta and limit is not None:
-                written = pos
-                if self.compression_type:
-                    written = HEADER_SIZE + int((written - HEADER_SIZE) * self.estimated_compression_ratio
-                                                * COMPRESSION_RATE_ESTIMATION_FACTOR)
-                room = limit - written
-            else:
-                room = _UNBOUNDED
-            n = _encode_record(mv, pos, room, timestamp - self._base_ts if delta else 0, delta, key, value,
-                               (headers if type(headers) is EncodedHeaders else encode_headers(headers))
-                               if headers else _EMPTY_HEADERS)
-            if n > 0:
-                self._pos = pos + n
-                if delta == 0:
-                    self._base_ts = timestamp
-                if timestamp > self._max_ts:
-                    self._max_ts = timestamp
-                self._n = delta + 1
-                return delta
-            if n == -1:
-                return -1
-            # -2: within the write limit but not the pooled buffer: the path below moves to a growing buffer.
-        if delta == 0:
-            tsb = b"\x00"
-            od = b"\x00"
-        else:
-            tsd = timestamp - self._base_ts
-            z = (tsd << 1) ^ (tsd >> 63)
-            tsb = _UV[z] if z < CACHE_SIZE else varlong_bytes(tsd)
-            od = _UV[delta << 1] if delta < _HALF else varint_bytes(delta)
-        if key is None:
-            kb = _NULL
-            klen = 0
-            key = b""
-        else:
-            klen = len(key)
-            kb = _UV[klen << 1] if klen < _HALF else varint_bytes(klen)
-        if value is None:
-            vb = _NULL
-            vlen = 0
-            value = b""
-        else:
-            vlen = len(value)
-            vb = _UV[vlen << 1] if vlen < _HALF else varint_bytes(vlen)
-        hb = (headers if type(headers) is EncodedHeaders else encode_headers(headers)) if headers else _EMPTY_HEADERS
-        body = 1 + len(tsb) + len(od) + len(kb) + klen + len(vb) + vlen + len(hb)
-        lb = _UV[body << 1] if body < _HALF else varint_bytes(body)
         pos = self._pos
-        end = pos + len(lb) + body
         limit = self.write_limit
-        if delta and limit is not None:
+        if delta and limit is not None:  # (the first record always fits)
             written = pos
             if self.compression_type:
-                written = HEADER_SIZE + int(
-                    (written - HEADER_SIZE)
-                    * self.estimated_compression_ratio
-                    * COMPRESSION_RATE_ESTIMATION_FACTOR
-                )
-            if written + len(lb) + body > limit:
-                return -1
-        if mv is None:
-            self._buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
-        elif end <= self._cap:
-            mv[pos:end] = b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
+                written = HEADER_SIZE + int((written - HEADER_SIZE) * self.estimated_compression_ratio
+                                            * COMPRESSION_RATE_ESTIMATION_FACTOR)
+            room = limit - written
         else:
-            self._expand()
-            self._buf += b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
-        self._pos = end
+            room = _UNBOUNDED
+        hb = (headers if type(headers) is EncodedHeaders else encode_headers(headers)) if headers else _EMPTY_HEADERS
+        mv = self._mv
+        if _encode_record is None or mv is None:
+            return self._write(timestamp, key, value, hb, room)
+        # The C accelerator writes the record in place, the bytes `_write` would.
+        size = _encode_record(mv, pos, room, timestamp - self._base_ts if delta else 0, delta, key, value, hb)
+        if size < 0:
+            # -2: it fits the write limit but not the pooled buffer: `_write` moves to a growing buffer.
+            return -1 if size == -1 else self._write(timestamp, key, value, hb, room)
+        self._pos = pos + size
         if delta == 0:
             self._base_ts = timestamp
         if timestamp > self._max_ts:
