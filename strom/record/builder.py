@@ -67,7 +67,7 @@ from strom.record.varint import CACHE_SIZE, UVARINT_TABLE, varint_bytes, varlong
 
 try:  # the optional C accelerator of try_append (strom/record/_fastencode.c; setup.py builds it when it can)
     from strom.record._fastencode import encode_record as _encode_record
-except ImportError:  # pragma: no cover - exercised by the tests with the accelerator switched off
+except ImportError:  # pragma: no cover - an install without a C compiler (tests switch it off by attribute)
     _encode_record = None
 
 __all__ = [

@@ -62,19 +62,7 @@ def _read_all(mc: MockCluster, topic: str, partitions: int, expected: int, timeo
 
 
 def _check_exactly_once_in_order(messages: list[Any], keys: int, per_key: int, ordered: bool = True) -> None:
-    by_partition: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for m in messages:
-        key, seq = (int(x) for x in m.value().decode().split(":"))
-        by_partition[m.partition()].append((key, seq))
-    seen: dict[int, list[int]] = defaultdict(list)
-    for records in by_partition.values():
-        for key, seq in records:
-            seen[key].append(seq)
-    assert sorted(seen) == list(range(keys))
-    for key, seqs in seen.items():
-        if not ordered:
-            seqs = sorted(seqs)
-        assert seqs == list(range(per_key)), f"key {key}: lost, duplicated or reordered records"
+    _check_no_loss_in_order_replays_on(messages, keys, per_key, ordered, replaying=set())
 
 
 def _check_no_loss_in_order_replays_on(messages: list[Any], keys: int, per_key: int, ordered: bool,
