@@ -50,7 +50,7 @@ from strom.producer.internals.transaction_manager import TransactionalRequestRes
 from strom.producer.partitioner import make_partitioner
 from strom.producer.record import ProducerRecord, checked_header
 from strom.record.records import upper_bound_size
-from strom.record.sizes import EncodedHeaders, encode_headers
+from strom.record.sizes import EncodedHeaders, encode_headers, encode_plain_headers
 
 __all__ = ["KafkaProducer", "RecordTooLargeError", "NETWORK_THREAD_PREFIX"]
 
@@ -61,6 +61,8 @@ RecordTooLargeError = MessageTooLargeError
 """Kafka's ``RecordTooLargeException`` (error code 10, MESSAGE_TOO_LARGE)."""
 _ApiErrors = (BrokerResponseError, KafkaTimeoutError)  # Kafka's ApiException family
 _RAW_TYPES = {bytes, type(None)}
+# Plain (str, bytes | None) header pairs straight to the C encoder when it is built (None: another shape).
+_encode_plain_headers = encode_plain_headers or (lambda headers: None)
 
 
 def _natural_or_none(value: Any) -> bool:
@@ -222,7 +224,8 @@ class KafkaProducer:
                     return self._do_send(record, partition, key, value, None, timestamp, callback, None)
                 if self._raw_key and self._raw_value and type(headers) in (list, tuple):
                     return self._do_send(record, partition, key, value, None, timestamp, callback, None,
-                                         encode_headers(headers, checked_header) if headers else None)
+                                         _encode_plain_headers(headers) or encode_headers(headers, checked_header)
+                                         if headers else None)
             record = ProducerRecord(record, value, key, partition, timestamp, headers)
         elif not isinstance(record, ProducerRecord):
             raise TypeError(f"send() takes a ProducerRecord or a topic name, not {type(record).__name__}")

@@ -19,6 +19,14 @@
  *   writable, ValueError for a pos outside the target or an offset delta that is not an int32, OverflowError for
  *   a timestamp delta that is not an int64.
  *
+ * encode_headers(headers) -> EncodedHeaders | None
+ *   headers: a list or tuple of (key, value) pairs (tuples, NamedTuples included) with a str key and a bytes or
+ *   None value: the headers in their wire form (the count varint, then each key's length varint and UTF-8 bytes and
+ *   each value's length varint, -1 for null, and bytes), as strom.record.sizes.encode_headers makes them, in one
+ *   allocation of the type given to set_encoded_headers_type. Returns None for any other shape (a list pair, a
+ *   str subclass key, a str or bytearray value, a key that is not valid UTF-8...): the Python encoder converts,
+ *   or raises its error, for those. Raises RuntimeError when the type was never set.
+ *
  * The record layout (Kafka's DefaultRecord): length varint, attributes int8 (0), timestampDelta varlong,
  * offsetDelta varint, key length varint (-1 null) and bytes, value length varint (-1 null) and bytes, then the
  * headers. Varints are zigzag-encoded.
@@ -170,7 +178,103 @@ done:
     return result;
 }
 
+/* The bytes subclass strom.record.sizes.EncodedHeaders (set once at import by sizes.py). */
+static PyTypeObject *encoded_headers_type = NULL;
+
+static PyObject *set_encoded_headers_type(PyObject *self, PyObject *arg) {
+    if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject *)arg, &PyBytes_Type)) {
+        PyErr_SetString(PyExc_TypeError, "set_encoded_headers_type() takes a subclass of bytes");
+        return NULL;
+    }
+    Py_INCREF(arg);
+    Py_XSETREF(encoded_headers_type, (PyTypeObject *)arg);
+    Py_RETURN_NONE;
+}
+
+static PyObject *encode_headers(PyObject *self, PyObject *headers) {
+    if (encoded_headers_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "encode_headers(): set_encoded_headers_type() was not called");
+        return NULL;
+    }
+    if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers))
+        Py_RETURN_NONE;
+    /* Two passes over the items: sizes, then bytes. Keys' UTF-8 is the str's own (ASCII) or cached in it. */
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(headers);
+    PyObject **items = PySequence_Fast_ITEMS(headers);
+    Py_ssize_t size = uvarint_size(zigzag(n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = items[i];
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2)
+            Py_RETURN_NONE;
+        PyObject *key = PyTuple_GET_ITEM(pair, 0), *value = PyTuple_GET_ITEM(pair, 1);
+        if (!PyUnicode_CheckExact(key) || (value != Py_None && !PyBytes_CheckExact(value)))
+            Py_RETURN_NONE;
+        Py_ssize_t klen;
+        if (PyUnicode_AsUTF8AndSize(key, &klen) == NULL) {
+            PyErr_Clear(); /* (not encodable: the Python encoder raises its own error) */
+            Py_RETURN_NONE;
+        }
+        size += uvarint_size(zigzag(klen)) + klen;
+        size += value == Py_None ? 1 : uvarint_size(zigzag(PyBytes_GET_SIZE(value))) + PyBytes_GET_SIZE(value);
+    }
+    /* What bytes.__new__ does for a subclass: allocate the subtype's object, fill it, no hash cached yet. */
+    PyObject *out = encoded_headers_type->tp_alloc(encoded_headers_type, size);
+    if (out == NULL)
+        return NULL;
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    ((PyBytesObject *)out)->ob_shash = -1;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    /* The subclass is a GC type: its allocation may run a collection, and a finalizer may change a list. So the
+     * second pass reads the items afresh and checks every one again; anything changed: the Python encoder. */
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out), *end = p + size;
+    if (PySequence_Fast_GET_SIZE(headers) != n)
+        goto changed;
+    items = PySequence_Fast_ITEMS(headers);
+    p = put_uvarint(p, zigzag(n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = items[i];
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2)
+            goto changed;
+        PyObject *key = PyTuple_GET_ITEM(pair, 0), *value = PyTuple_GET_ITEM(pair, 1);
+        if (!PyUnicode_CheckExact(key) || (value != Py_None && !PyBytes_CheckExact(value)))
+            goto changed;
+        Py_ssize_t klen, vlen = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+        const char *kbuf = PyUnicode_AsUTF8AndSize(key, &klen);
+        if (kbuf == NULL) {
+            PyErr_Clear();
+            goto changed;
+        }
+        if (end - p < uvarint_size(zigzag(klen)) + klen + uvarint_size(zigzag(vlen)) + (vlen > 0 ? vlen : 0))
+            goto changed;
+        p = put_uvarint(p, zigzag(klen));
+        memcpy(p, kbuf, (size_t)klen);
+        p += klen;
+        p = put_uvarint(p, zigzag(vlen));
+        if (vlen > 0) {
+            memcpy(p, PyBytes_AS_STRING(value), (size_t)vlen);
+            p += vlen;
+        }
+    }
+    if (p != end)
+        goto changed;
+    *p = 0; /* (bytes keep a NUL after their last byte) */
+    return out;
+changed:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"set_encoded_headers_type", set_encoded_headers_type, METH_O,
+     "set_encoded_headers_type(type): the bytes subclass encode_headers returns."},
+    {"encode_headers", encode_headers, METH_O,
+     "encode_headers(headers) -> EncodedHeaders | None: (str, bytes | None) pairs in their wire form; None for any "
+     "other shape."},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL,
      "encode_record(target, pos, room, timestamp_delta, offset_delta, key, value, headers) -> int: one v2 record "
      "written at pos; -1 when it takes more than room bytes, -2 when it does not fit the buffer."},

@@ -17,6 +17,7 @@ from strom.record.varint import size_of_varint, varint_bytes
 __all__ = [
     "EncodedHeaders",
     "encode_headers",
+    "encode_plain_headers",
     "record_size",
     "record_size_upper_bound",
     "upper_bound_size",
@@ -41,6 +42,16 @@ class EncodedHeaders(bytes):
     __slots__ = ()
 
 
+try:  # the optional C encoder of plain (str, bytes | None) pairs (strom/record/_fastencode.c)
+    from strom.record import _fastencode
+
+    _fastencode.set_encoded_headers_type(EncodedHeaders)
+    #: ``encode_plain_headers(headers)``: the wire form of a list or tuple of (str, bytes | None) pairs, ``None``
+    #: for any other shape (then :func:`encode_headers` converts or raises); ``None`` itself when not built.
+    encode_plain_headers: Callable[[Any], EncodedHeaders | None] | None = _fastencode.encode_headers
+except (ImportError, AttributeError):  # (an install without a C compiler, or a build older than this file)
+    encode_plain_headers = None
+
 _SHORT = [bytes([n << 1]) for n in range(64)]  # the varints of 0..63: one byte each
 _KEY_FIELDS: dict[str, bytes] = {}  # header key -> its length varint and UTF-8 bytes (keys repeat record to record)
 _MAX_KEY_FIELDS = 1024
@@ -60,8 +71,13 @@ def _key_field(hkey: str | bytes) -> bytes:
 def encode_headers(headers: Sequence[Any],
                    check: Callable[[Any, Any], tuple[str, bytes | None]] | None = None) -> EncodedHeaders:
     """Headers in their wire form. ``check(key, value)`` (the producer's) is called for a pair that is not
-    ``(str, bytes | None)``, to convert it or raise. (Per record on the producer's send path: one header, as a
-    tracing library sets, takes one join; encoded keys are cached.)"""
+    ``(str, bytes | None)``, to convert it or raise. (Per record on the producer's send path: a list or tuple
+    of plain pairs goes to the C encoder where it was built, ~0.05 µs for one header; else one header, as a
+    tracing library sets, takes one join, ~0.3 µs; encoded keys are cached.)"""
+    if encode_plain_headers is not None:
+        encoded = encode_plain_headers(headers)
+        if encoded is not None:
+            return encoded
     n = len(headers)
     if n == 1:
         hkey, hval = headers[0]
