@@ -23,6 +23,20 @@
  *      header_value_validity | None)
  *   Header keys are not checked to be UTF-8 here (the caller validates the string column).
  *
+ * decode_records(data, start, end, count, base_timestamp) -> tuple | None
+ *   The per-record path (strom.consumer.internals.record_decoder, KafkaConsumer.poll): the `count` records of
+ *   one uncompressed v2 batch at data[start:end] as Python lists, for a batch whose offset deltas are 0..count-1
+ *   (the caller checks the header's lastOffsetDelta), whose values are all non-null and whose keys are all
+ *   non-null or all null. Returns (timestamps, keys | None, values, header_runs | None, position after the last
+ *   record); keys None: no record has a key; header_runs None: no record has headers, else a list of
+ *   (first, stop, keys, columns): records first..stop-1 (a run with the same header keys in the same order) have
+ *   the header keys `keys` (a tuple of str) and `columns[j][i - first]` is record i's value of header j (bytes or
+ *   None); records in no run have no headers. Returns None for any other shape or anything that does not add
+ *   up (a length prefix that does not match its record, a varint that runs on, an offset delta that is not the
+ *   record's index, a null header key, a header key that is not UTF-8, a record past `end`): the caller then
+ *   uses the Python decoders, which report corruption. Whether the records end exactly at `end` is the caller's
+ *   check (the returned position).
+ *
  * The record layout (Kafka's DefaultRecord): length varint, attributes int8, timestampDelta varlong,
  * offsetDelta varint, key length varint (-1 null) and bytes, value length varint (-1 null) and bytes, header
  * count varint, then per header: key length varint and bytes, value length varint (-1 null) and bytes.
@@ -304,10 +318,201 @@ done:
     return result;
 }
 
+/* One header of a record, as found in the data. */
+typedef struct {
+    const uint8_t *key, *value;
+    int64_t key_len, value_len; /* value_len -1: null */
+} RawHeader;
+
+/* Grow *arr (of *cap elements of `size` bytes) to hold at least n; 0 on success. */
+static int ensure_capacity(void **arr, Py_ssize_t *cap, Py_ssize_t n, size_t size) {
+    if (n <= *cap)
+        return 0;
+    Py_ssize_t want = *cap ? *cap : 4;
+    while (want < n)
+        want *= 2;
+    void *grown = PyMem_Realloc(*arr, (size_t)want * size);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *arr = grown;
+    *cap = want;
+    return 0;
+}
+
+/* Close the open header run (records run_first..stop-1) into runs; 0 on success. */
+static int close_run(PyObject *runs, Py_ssize_t run_first, Py_ssize_t stop, PyObject **run_keys,
+                     PyObject **run_columns) {
+    PyObject *item = Py_BuildValue("(nnOO)", run_first, stop, *run_keys, *run_columns);
+    Py_CLEAR(*run_keys);
+    Py_CLEAR(*run_columns);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(runs, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static PyObject *decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "decode_records() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), stop = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    long long base_ts = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *tss = NULL, *keys = NULL, *values = NULL, *runs = NULL;
+    PyObject *run_keys = NULL, *run_columns = NULL; /* the open header run */
+    Py_ssize_t run_first = 0, run_n = 0;
+    RawHeader *hs = NULL, *run_raw = NULL; /* this record's headers; the open run's keys */
+    Py_ssize_t hs_cap = 0, run_raw_cap = 0;
+    int fallback = 0;
+    if (start < 0 || stop > view.len || start > stop || count <= 0 || count > stop - start) {
+        fallback = 1;
+        goto done;
+    }
+    const uint8_t *data = (const uint8_t *)view.buf, *p = data + start, *end = data + stop;
+    tss = PyList_New(count);
+    values = PyList_New(count);
+    if (tss == NULL || values == NULL)
+        goto done;
+    int keyed = -1; /* unknown until the first record */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, offset_delta, key_len, value_len, header_count;
+        const uint8_t *key_at, *value_at;
+        if (read_varint(&p, end, 5, &length) < 0 || length < 0 || length > end - p) {
+            fallback = 1;
+            goto done;
+        }
+        const uint8_t *rec_end = p + length;
+        if (p >= rec_end) {
+            fallback = 1;
+            goto done;
+        }
+        p++; /* attributes */
+        if (read_varint(&p, rec_end, 10, &ts_delta) < 0 || read_varint(&p, rec_end, 5, &offset_delta) < 0 ||
+            offset_delta != i || read_field(&p, rec_end, 1, &key_at, &key_len) < 0 ||
+            read_field(&p, rec_end, 1, &value_at, &value_len) < 0 || value_len < 0 ||
+            read_varint(&p, rec_end, 5, &header_count) < 0 || header_count < 0 || header_count > rec_end - p) {
+            fallback = 1;
+            goto done;
+        }
+        if (keyed < 0) {
+            keyed = key_len >= 0;
+            if (keyed && (keys = PyList_New(count)) == NULL)
+                goto done;
+        } else if (keyed != (key_len >= 0)) {
+            fallback = 1; /* keys in some records only */
+            goto done;
+        }
+        if (ensure_capacity((void **)&hs, &hs_cap, header_count, sizeof(RawHeader)) < 0)
+            goto done;
+        for (int64_t j = 0; j < header_count; j++) {
+            if (read_field(&p, rec_end, 0, &hs[j].key, &hs[j].key_len) < 0 ||
+                read_field(&p, rec_end, 1, &hs[j].value, &hs[j].value_len) < 0) {
+                fallback = 1;
+                goto done;
+            }
+        }
+        if (p != rec_end) {
+            fallback = 1;
+            goto done;
+        }
+        /* Headers: continue the open run when the keys are the same, else close it (and open another). */
+        int same = run_keys != NULL && run_n == header_count;
+        for (int64_t j = 0; same && j < header_count; j++)
+            same = run_raw[j].key_len == hs[j].key_len && memcmp(run_raw[j].key, hs[j].key, (size_t)hs[j].key_len) == 0;
+        if (!same && run_keys != NULL) {
+            if (runs == NULL && (runs = PyList_New(0)) == NULL)
+                goto done;
+            if (close_run(runs, run_first, i, &run_keys, &run_columns) < 0)
+                goto done;
+        }
+        if (!same && header_count > 0) {
+            if (ensure_capacity((void **)&run_raw, &run_raw_cap, header_count, sizeof(RawHeader)) < 0)
+                goto done;
+            run_keys = PyTuple_New(header_count);
+            run_columns = PyList_New(header_count);
+            if (run_keys == NULL || run_columns == NULL)
+                goto done;
+            for (int64_t j = 0; j < header_count; j++) {
+                PyObject *k = PyUnicode_DecodeUTF8((const char *)hs[j].key, hs[j].key_len, NULL);
+                if (k == NULL) {
+                    PyErr_Clear();
+                    fallback = 1; /* not UTF-8: the Python decoders report it */
+                    goto done;
+                }
+                PyTuple_SET_ITEM(run_keys, j, k);
+                PyObject *column = PyList_New(0);
+                if (column == NULL)
+                    goto done;
+                PyList_SET_ITEM(run_columns, j, column);
+                run_raw[j] = hs[j];
+            }
+            run_first = i;
+            run_n = header_count;
+        }
+        for (int64_t j = 0; j < header_count; j++) {
+            PyObject *v = hs[j].value_len < 0 ? Py_NewRef(Py_None)
+                                              : PyBytes_FromStringAndSize((const char *)hs[j].value, hs[j].value_len);
+            if (v == NULL)
+                goto done;
+            int rc = PyList_Append(PyList_GET_ITEM(run_columns, j), v);
+            Py_DECREF(v);
+            if (rc < 0)
+                goto done;
+        }
+        PyObject *ts = PyLong_FromLongLong(base_ts + ts_delta);
+        if (ts == NULL)
+            goto done;
+        PyList_SET_ITEM(tss, i, ts);
+        if (keyed) {
+            PyObject *k = PyBytes_FromStringAndSize((const char *)key_at, key_len);
+            if (k == NULL)
+                goto done;
+            PyList_SET_ITEM(keys, i, k);
+        }
+        PyObject *v = PyBytes_FromStringAndSize((const char *)value_at, value_len);
+        if (v == NULL)
+            goto done;
+        PyList_SET_ITEM(values, i, v);
+    }
+    if (run_keys != NULL) {
+        if (runs == NULL && (runs = PyList_New(0)) == NULL)
+            goto done;
+        if (close_run(runs, run_first, count, &run_keys, &run_columns) < 0)
+            goto done;
+    }
+    result = Py_BuildValue("(OOOOn)", tss, keys ? keys : Py_None, values, runs ? runs : Py_None,
+                           (Py_ssize_t)(p - data));
+done:
+    PyMem_Free(hs);
+    PyMem_Free(run_raw);
+    Py_XDECREF(run_keys);
+    Py_XDECREF(run_columns);
+    Py_XDECREF(tss);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(runs);
+    PyBuffer_Release(&view);
+    if (fallback && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_blocks", decode_blocks, METH_VARARGS,
      "decode_blocks(data, blocks, allocate) -> the column buffers of the records of uncompressed v2 record blocks, or None "
      "when they do not add up (see the module's source for the tuple's layout)."},
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
+     "decode_records(data, start, end, count, base_timestamp) -> (timestamps, keys, values, header_runs, end) of one "
+     "batch's records as lists, or None for a shape the Python decoders handle (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 

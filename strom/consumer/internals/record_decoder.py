@@ -6,8 +6,12 @@ consumer's hottest path. Record layout (see ``strom.record.batch``)::
     length VARINT | attributes INT8 | timestampDelta VARLONG | offsetDelta VARINT | keyLength VARINT | key |
     valueLength VARINT | value | headersCount VARINT | headers
 
-Two paths for v2 batches (legacy v0/v1 message sets are decoded by :mod:`strom.record.legacy`):
+Three paths for v2 batches (legacy v0/v1 message sets are decoded by :mod:`strom.record.legacy`):
 
+* the C decoder (``decode_records`` of ``strom/record/_fastdecode.c``, where ``pip install`` found a compiler) for
+  batches with offset deltas ``0..count-1``, non-null values and keys in all records or in none (any header
+  shape): timestamps, keys, values and header runs as lists in one pass, the records then assembled as below.
+  Anything else (or an install without it) goes to
 * the fast path (:mod:`record_runs`) for the common batch shape — offset deltas ``0..count-1``
   (``records_count == last_offset_delta + 1``: no compaction gaps), non-null values, headers with non-null
   values, short varints, keys in all records or in none. It yields timestamps, keys and values; the ``ConsumerRecord`` tuples
@@ -32,6 +36,11 @@ from strom.consumer.consumer_records import ConsumerRecord
 from strom.consumer.internals.record_runs import HeaderColumns, NotSimple, decode_simple
 from strom.record.batch import decode_records
 
+try:  # the optional C decoder (strom/record/_fastdecode.c; setup.py builds it when it can)
+    from strom.record._fastdecode import decode_records as _decode_records_c
+except ImportError:  # (an install without a C compiler, or a build older than this file)
+    _decode_records_c = None
+
 __all__ = ["decode_consumer_records", "BatchRecords"]
 
 _new = tuple.__new__
@@ -45,6 +54,15 @@ def decode_consumer_records(data: bytes, start: int, end: int, count: int, base_
     """``count`` records from ``data[start:end]`` as ``ConsumerRecord`` s (raw ``bytes`` keys and values): a
     list, or from the fast path a :class:`BatchRecords` that makes them per slice."""
     if contiguous and count > 0 and end - start >= 4:
+        decoded = None if _decode_records_c is None else _decode_records_c(data, start, end, count, base_timestamp)
+        if decoded is not None:
+            tss, keys, values, runs, p = decoded
+            if p != end:
+                raise CorruptMessageError(f"records block has {end - p:+d} bytes unaccounted for after "
+                                          f"{count} records")
+            return BatchRecords(topic, partition, base_offset, None if log_append_time is not None else tss,
+                                log_append_time, timestamp_type, keys, values, leader_epoch, 0, count,
+                                None if runs is None else HeaderColumns.of_runs(runs))
         try:
             tss, keys, values, headers, p = decode_simple(data, start, count, base_timestamp)
         except (NotSimple, IndexError, ValueError):

@@ -313,6 +313,14 @@ class HeaderColumns:
         self._starts: list[int] = []
         self._runs: list[tuple[int, int, tuple[str, ...] | None, list[Any]]] = []
 
+    @classmethod
+    def of_runs(cls, runs: list[tuple[int, int, tuple[str, ...], list[Any]]]) -> HeaderColumns:
+        """Headers from ``(start, stop, keys, columns)`` runs in record order (the C decoder's)."""
+        headers = cls()
+        headers._starts = [run[0] for run in runs]
+        headers._runs = runs  # type: ignore[assignment]
+        return headers
+
     def add(self, start: int, stop: int, keys: tuple[str, ...] | None, columns: list[Any]) -> None:
         """Records ``start..stop-1``: ``keys`` and a value column per key, or ``keys`` ``None`` and the records'
         header tuples in ``columns``."""

@@ -1,5 +1,8 @@
 """The fused consumer record decoder agrees with the generic record-layer decoder on any batch, and turns
-malformed input into CorruptMessageError (never another exception)."""
+malformed input into CorruptMessageError (never another exception). Every test runs twice: with the C decoder of
+the per-record path (``strom/record/_fastdecode.c``, ``decode_records``; it must be built: these tests fail, not
+skip, without it) and with the Python decoders an install without a compiler uses (the C decoder's own contract:
+``test_record_decoder_c.py``)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom.common.error_codes import CorruptMessageError
+from strom.consumer.internals import record_decoder
 from strom.consumer.internals.record_decoder import decode_consumer_records
-from strom.record import CompressionType, MemoryRecordsBuilder, RecordBatch
+from strom.record import CompressionType, MemoryRecordsBuilder, RecordBatch, _fastdecode
 from strom.record.compression import decompress
 from strom.record.header import HEADER_SIZE
 
@@ -22,6 +26,17 @@ pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 # STROM_HYPOTHESIS_EXAMPLES=2000 for a longer local run
 SETTINGS = settings(max_examples=int(os.environ.get("STROM_HYPOTHESIS_EXAMPLES", "200")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
+
+decode_records_c = _fastdecode.decode_records
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    assert record_decoder._decode_records_c is decode_records_c  # built and wired in
+    if request.param == "python":
+        monkeypatch.setattr(record_decoder, "_decode_records_c", None)
+    return request.param
+
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
 headers_st = st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=10))), max_size=3)
@@ -233,3 +248,4 @@ def test_records_of_a_batch_are_made_per_slice() -> None:
     finally:
         gc.enable()
     assert (decoded, taken, released) == (before, before + 500, before)
+
