@@ -359,10 +359,17 @@ static PyObject *decode_records(PyObject *self, PyObject *const *args, Py_ssize_
         PyErr_Format(PyExc_TypeError, "decode_records() takes 5 arguments (%zd given)", nargs);
         return NULL;
     }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]), stop = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    if (stop == -1 && PyErr_Occurred())
+        return NULL;
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
     long long base_ts = PyLong_AsLongLong(args[4]);
-    if (PyErr_Occurred())
+    if (base_ts == -1 && PyErr_Occurred())
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
@@ -468,7 +475,12 @@ static PyObject *decode_records(PyObject *self, PyObject *const *args, Py_ssize_
             if (rc < 0)
                 goto done;
         }
-        PyObject *ts = PyLong_FromLongLong(base_ts + ts_delta);
+        long long timestamp;
+        if (__builtin_add_overflow(base_ts, (long long)ts_delta, &timestamp)) {
+            fallback = 1; /* (beyond int64: Python's ints in the Python decoders) */
+            goto done;
+        }
+        PyObject *ts = PyLong_FromLongLong(timestamp);
         if (ts == NULL)
             goto done;
         PyList_SET_ITEM(tss, i, ts);

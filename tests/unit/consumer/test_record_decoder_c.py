@@ -100,6 +100,15 @@ def test_the_c_decoder_declines_what_does_not_add_up() -> None:
     for start, end, count in ((-1, len(data), 20), (HEADER_SIZE, len(data) + 1, 20), (HEADER_SIZE, len(data), 0),
                               (len(data), HEADER_SIZE, 20)):
         assert decode_records_c(data, start, end, count, ts0) is None
+    # a timestamp beyond int64 (base timestamp + delta): the Python decoders' ints take it
+    late = MemoryRecordsBuilder()
+    late.append(1, None, b"v")
+    late.append(1 << 62, None, b"w")
+    raw = bytes(late.build())
+    base = (1 << 63) - 2
+    assert decode_records_c(raw, HEADER_SIZE, len(raw), 2, base) is None
+    got = decode_consumer_records(raw, HEADER_SIZE, len(raw), 2, 0, base, True, "t", 0, 0, None)
+    assert [r.timestamp for r in got] == [base, base + (1 << 62) - 1]
     # fewer records than the block holds: the position tells the caller what is left
     *_, end = decode_records_c(data, HEADER_SIZE, len(data), 19, ts0)
     assert HEADER_SIZE < end < len(data)
