@@ -19,6 +19,16 @@
  *   writable, ValueError for a pos outside the target or an offset delta that is not an int32, OverflowError for
  *   a timestamp delta that is not an int64.
  *
+ * encode_records(target, pos, room, timestamp_delta, offset_delta, keys, values, start, stop) -> (count, size, why)
+ *   The bulk path (MemoryRecordsBuilder.try_append_many): records start..stop-1 of the lists `values` and `keys`
+ *   (None: no keys), all with `timestamp_delta` and no headers, offset deltas from `offset_delta` on, written one
+ *   after the other at pos while each fits: `room` is what the batch's write limit leaves (the first record of a
+ *   batch, offset delta 0, always fits it), and each must also fit the buffer. Returns how many were written,
+ *   their bytes, and why it stopped: 0 all written, 1 the next one is over room (the batch is full), 2 the next
+ *   one fits room but not the buffer (the caller grows its buffer), 3 the next key or value is neither bytes nor
+ *   None (the caller's general path takes it). Raises TypeError for lists that are not lists, BufferError for a
+ *   target that is not writable, ValueError for a position or range outside the buffer or the lists.
+ *
  * encode_headers(headers) -> EncodedHeaders | None
  *   headers: a list or tuple of (key, value) pairs (tuples, NamedTuples included) with a str key and a bytes or
  *   None value: the headers in their wire form (the count varint, then each key's length varint and UTF-8 bytes and
@@ -178,6 +188,105 @@ done:
     return result;
 }
 
+enum { RUN_DONE = 0, RUN_FULL = 1, RUN_BUFFER = 2, RUN_OTHER = 3 };
+
+static PyObject *encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "encode_records() takes 9 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    long long room = PyLong_AsLongLong(args[2]);
+    if (room == -1 && PyErr_Occurred())
+        return NULL;
+    long long ts_delta = PyLong_AsLongLong(args[3]);
+    if (ts_delta == -1 && PyErr_Occurred())
+        return NULL;
+    long long offset_delta = PyLong_AsLongLong(args[4]);
+    if (offset_delta == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *keys = args[5], *values = args[6];
+    Py_ssize_t start = PyLong_AsSsize_t(args[7]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t stop = PyLong_AsSsize_t(args[8]);
+    if (stop == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyList_Check(values) || (keys != Py_None && !PyList_Check(keys))) {
+        PyErr_SetString(PyExc_TypeError, "encode_records() takes lists of keys (or None) and values");
+        return NULL;
+    }
+    if (start < 0 || stop < start || stop > PyList_GET_SIZE(values) ||
+        (keys != Py_None && stop > PyList_GET_SIZE(keys))) {
+        PyErr_Format(PyExc_ValueError, "records %zd..%zd are outside the lists", start, stop);
+        return NULL;
+    }
+    if (offset_delta < 0 || offset_delta + (stop - start) > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the offset deltas are not int32s");
+        return NULL;
+    }
+    Py_buffer target;
+    if (PyObject_GetBuffer(args[0], &target, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (pos < 0 || pos > target.len) {
+        PyErr_Format(PyExc_ValueError, "position %zd is outside the %zd-byte buffer", pos, target.len);
+        PyBuffer_Release(&target);
+        return NULL;
+    }
+    /* Only bytes and None are read here, and nothing here runs Python code: the lists cannot change meanwhile. */
+    uint64_t ts_zz = zigzag((int64_t)ts_delta);
+    Py_ssize_t ts_size = uvarint_size(ts_zz), written = 0, i = start;
+    int why = RUN_DONE;
+    uint8_t *base = (uint8_t *)target.buf + pos;
+    Py_ssize_t space = target.len - pos;
+    for (; i < stop; i++) {
+        PyObject *key = keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i), *value = PyList_GET_ITEM(values, i);
+        if ((key != Py_None && !PyBytes_CheckExact(key)) || (value != Py_None && !PyBytes_CheckExact(value))) {
+            why = RUN_OTHER;
+            break;
+        }
+        Py_ssize_t klen = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
+        Py_ssize_t vlen = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+        uint64_t od_zz = zigzag(offset_delta + (i - start));
+        Py_ssize_t body = 1 + ts_size + uvarint_size(od_zz) + uvarint_size(zigzag(klen)) + (klen > 0 ? klen : 0) +
+                          uvarint_size(zigzag(vlen)) + (vlen > 0 ? vlen : 0) + 1;
+        if (body > INT32_MAX) {
+            why = RUN_OTHER; /* (the general path raises) */
+            break;
+        }
+        Py_ssize_t total = uvarint_size((uint64_t)body << 1) + body;
+        if (offset_delta + (i - start) > 0 && (long long)(written + total) > room) {
+            why = RUN_FULL;
+            break;
+        }
+        if (written + total > space) {
+            why = RUN_BUFFER;
+            break;
+        }
+        uint8_t *p = base + written;
+        p = put_uvarint(p, (uint64_t)body << 1);
+        *p++ = 0; /* attributes */
+        p = put_uvarint(p, ts_zz);
+        p = put_uvarint(p, od_zz);
+        p = put_uvarint(p, zigzag(klen));
+        if (klen > 0) {
+            memcpy(p, PyBytes_AS_STRING(key), (size_t)klen);
+            p += klen;
+        }
+        p = put_uvarint(p, zigzag(vlen));
+        if (vlen > 0) {
+            memcpy(p, PyBytes_AS_STRING(value), (size_t)vlen);
+            p += vlen;
+        }
+        *p = 0; /* no headers */
+        written += total;
+    }
+    PyBuffer_Release(&target);
+    return Py_BuildValue("(nni)", i - start, written, why);
+}
+
 /* The bytes subclass strom.record.sizes.EncodedHeaders (set once at import by sizes.py). */
 static PyTypeObject *encoded_headers_type = NULL;
 
@@ -270,6 +379,9 @@ changed:
 }
 
 static PyMethodDef methods[] = {
+    {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,
+     "encode_records(target, pos, room, timestamp_delta, offset_delta, keys, values, start, stop) -> (count, size, "
+     "why): the bulk path's records written at pos while they fit (see the C source)."},
     {"set_encoded_headers_type", set_encoded_headers_type, METH_O,
      "set_encoded_headers_type(type): the bytes subclass encode_headers returns."},
     {"encode_headers", encode_headers, METH_O,

@@ -67,8 +67,9 @@ from strom.record.varint import CACHE_SIZE, UVARINT_TABLE, varint_bytes, varlong
 
 try:  # the optional C accelerator of try_append (strom/record/_fastencode.c; setup.py builds it when it can)
     from strom.record._fastencode import encode_record as _encode_record
+    from strom.record._fastencode import encode_records as _encode_records
 except ImportError:  # pragma: no cover - an install without a C compiler (tests switch it off by attribute)
-    _encode_record = None
+    _encode_record = _encode_records = None
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -95,6 +96,7 @@ _UNBOUNDED = 1 << 62  # capacity of a builder-owned buffer
 # Tables of the bulk path (try_append_many), for non-negative values below 8192 (two-byte varints at most):
 _ZZ = _UV[0::2]  # _ZZ[v] = zig-zag varint of v
 _FIELD = tuple(v + len(_ZZ[v]) for v in range(len(_ZZ)))  # size of v bytes with their length prefix
+_RUN_FULL = 1  # encode_records stopped at the write limit
 _ODS_LIMIT = 1 << 20  # offset deltas of the bulk path (three-byte varints at most); more: record by record
 _ODS: list[bytes] = []  # _ODS[d] = varint of offset delta d, grown on demand (_offset_tables)
 _ODSIZE: list[int] = []  # len(_ODS[d])
@@ -332,6 +334,25 @@ class MemoryRecordsBuilder:
         """One window of :meth:`try_append_many`: ``(records appended, the limit stopped us)``."""
         n0 = self._n
         limit = self.write_limit
+        mv = self._mv
+        if (_encode_records is not None and mv is not None and not self.compression_type and type(values) is list
+                and (keys is None or type(keys) is list)):
+            # The C accelerator writes the records into the pooled buffer, the bytes the code below would write;
+            # it stops at the write limit, at the end of the buffer or at a key or value that is not bytes or None.
+            timestamp_delta = 0 if n0 == 0 else timestamp - self._base_ts
+            room = _UNBOUNDED if limit is None else limit - self._pos
+            count, size, why = _encode_records(mv, self._pos, room, timestamp_delta, n0, keys, values, start, stop)
+            if count:
+                self._pos += size
+                if n0 == 0:
+                    self._base_ts = timestamp
+                if timestamp > self._max_ts:
+                    self._max_ts = timestamp
+                self._n = n0 + count
+                return count, why == _RUN_FULL
+            if why == _RUN_FULL:
+                return 0, True
+            # (nothing written: the next record needs a growing buffer or the general path, below)
         # Records are sized before they are encoded; look at a window of about what can still fit, so a call
         # with a million values does not size them all to fill one batch.
         if limit is None:
@@ -393,7 +414,6 @@ class MemoryRecordsBuilder:
             raise IllegalStateError(f"bulk encoding wrote {len(data)} bytes, sized {sizes[count - 1]}")
         pos = self._pos
         end_pos = pos + len(data)
-        mv = self._mv
         if mv is None:
             self._buf += data
         elif end_pos <= self._cap:
