@@ -312,9 +312,11 @@ class MemoryRecordsBuilder:
         (0 only when the builder is closed or already holds records and the next one does not fit).
 
         The bulk counterpart of :meth:`try_append`, with the same size rule (the first record of an empty
-        builder always fits). The common shape — bytes values and keys (or no keys) shorter than 8 KiB — is
-        encoded with table look-ups and ``map``/``join`` in C for the whole run instead of one format per record;
-        anything else (null values or keys, longer ones) goes through :meth:`try_append` record by record.
+        builder always fits). Into a pooled buffer without a codec (the producer's batches) the C accelerator
+        ``strom/record/_fastencode.c`` (``encode_records``) writes the run where it was built. Otherwise the
+        common shape — bytes values and keys (or no keys) shorter than 8 KiB — is encoded with table look-ups and
+        ``map``/``join`` for the whole run instead of one format per record; anything else (null values or keys,
+        longer ones) goes through :meth:`try_append` record by record.
         """
         if self._built is not None or stop <= start:
             return 0
