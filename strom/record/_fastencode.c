@@ -109,22 +109,32 @@ static inline uint8_t *put_field(uint8_t *p, const Field *f) {
     return p;
 }
 
+/* The arguments both encoders start with, after the target: pos, room, timestamp delta, offset delta. */
+static int position_args(PyObject *const *args, Py_ssize_t *pos, long long *room, long long *ts_delta,
+                         long long *offset_delta) {
+    *pos = PyLong_AsSsize_t(args[1]);
+    if (*pos == -1 && PyErr_Occurred())
+        return -1;
+    *room = PyLong_AsLongLong(args[2]);
+    if (*room == -1 && PyErr_Occurred())
+        return -1;
+    *ts_delta = PyLong_AsLongLong(args[3]);
+    if (*ts_delta == -1 && PyErr_Occurred())
+        return -1;
+    *offset_delta = PyLong_AsLongLong(args[4]);
+    if (*offset_delta == -1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
 static PyObject *encode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8) {
         PyErr_Format(PyExc_TypeError, "encode_record() takes 8 arguments (%zd given)", nargs);
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    long long room = PyLong_AsLongLong(args[2]);
-    if (room == -1 && PyErr_Occurred())
-        return NULL;
-    long long ts_delta = PyLong_AsLongLong(args[3]);
-    if (ts_delta == -1 && PyErr_Occurred())
-        return NULL;
-    long long offset_delta = PyLong_AsLongLong(args[4]);
-    if (offset_delta == -1 && PyErr_Occurred())
+    Py_ssize_t pos;
+    long long room, ts_delta, offset_delta;
+    if (position_args(args, &pos, &room, &ts_delta, &offset_delta) < 0)
         return NULL;
     if (offset_delta < INT32_MIN || offset_delta > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "the offset delta is not an int32");
@@ -195,23 +205,13 @@ static PyObject *encode_records(PyObject *self, PyObject *const *args, Py_ssize_
         PyErr_Format(PyExc_TypeError, "encode_records() takes 9 arguments (%zd given)", nargs);
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    long long room = PyLong_AsLongLong(args[2]);
-    if (room == -1 && PyErr_Occurred())
-        return NULL;
-    long long ts_delta = PyLong_AsLongLong(args[3]);
-    if (ts_delta == -1 && PyErr_Occurred())
-        return NULL;
-    long long offset_delta = PyLong_AsLongLong(args[4]);
-    if (offset_delta == -1 && PyErr_Occurred())
+    Py_ssize_t pos;
+    long long room, ts_delta, offset_delta;
+    if (position_args(args, &pos, &room, &ts_delta, &offset_delta) < 0)
         return NULL;
     PyObject *keys = args[5], *values = args[6];
     Py_ssize_t start = PyLong_AsSsize_t(args[7]);
-    if (start == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t stop = PyLong_AsSsize_t(args[8]);
+    Py_ssize_t stop = start == -1 && PyErr_Occurred() ? -1 : PyLong_AsSsize_t(args[8]);
     if (stop == -1 && PyErr_Occurred())
         return NULL;
     if (!PyList_Check(values) || (keys != Py_None && !PyList_Check(keys))) {
