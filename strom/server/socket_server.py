@@ -272,6 +272,13 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
         # that never completes do not count, so a client trickling a request (slowloris) is reaped too.
         self.last_active_ns = time.nanoseconds()
         self.released = False  # the connection quota slot was given back
+        # The broker closed this connection (idle expiry, shutdown, a bad frame, an error). When the client closed
+        # it instead, the requests it sent whole before closing are still handled (Kafka's broker reads a closed
+        # socket up to its end and handles every request found there: an acks=0 produce sent just before
+        # close() is appended); their responses are dropped.
+        self._aborted = False
+        self._lost = False  # connection_lost ran
+        self._close_reported = False
 
     # -- asyncio callbacks -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -337,16 +344,25 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
                 self._transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
         self.ctx.closed = True
         if self._writer is not None:
             self._writer.close()
         self._wakeup.set()
         self._write_ready.set()
-        if self._worker is not None and not self.busy:
-            self._worker.cancel()
         if self._pending_writer is not None and not self._pending:
             self._pending_writer.cancel()
-        self._on_close(self)
+        worker = self._worker
+        if worker is not None and not worker.done() and (self.busy or (self._queue and not self._aborted)):
+            return  # the worker handles what was received and reports the close when it ends
+        if worker is not None:
+            worker.cancel()
+        self._report_close()
+
+    def _report_close(self) -> None:
+        if not self._close_reported:
+            self._close_reported = True
+            self._on_close(self)
 
     def pause_writing(self) -> None:
         self._write_ready.clear()
@@ -363,8 +379,10 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            while not self.ctx.closed:
+            while not self._aborted:
                 if not self._queue:
+                    if self.ctx.closed:
+                        return
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
@@ -377,7 +395,7 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
                     await self._drain_pending()  # anything but a Produce starts after the parked ones are answered
                 if not self._unmuted.is_set():
                     await self._unmuted.wait()
-                if self.ctx.closed:
+                if self._aborted:
                     return
                 self.ctx.received_ns = received_ns
                 response: bytes | bytearray | MultiSend | None = None
@@ -420,7 +438,7 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
                         return
                     finally:
                         self._dispatching = False
-                if not await self._write_response(response):
+                if not await self._write_response(response) and self._aborted:
                     return
                 if close_after:
                     self._abort()
@@ -430,6 +448,9 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
         except Exception:  # a bug in a handler must not take the broker down
             log.exception("closing connection %s after an internal error", self.ctx.peer)
             self._abort()
+        finally:
+            if self._lost:  # else connection_lost, still to come, reports the close
+                self._report_close()
 
     async def _write_multi(self, send: MultiSend) -> bool:
         """Write a frame holding file regions: sendfile on a plain socket, else read into memory. False when the
@@ -544,6 +565,7 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
             self.last_active_ns = self._time.nanoseconds()
 
     def _abort(self) -> None:
+        self._aborted = True
         self.ctx.closed = True
         if self._transport is not None:
             self._transport.close()
