@@ -277,8 +277,6 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
         # socket up to its end and handles every request found there: an acks=0 produce sent just before
         # close() is appended); their responses are dropped.
         self._aborted = False
-        self._lost = False  # connection_lost ran
-        self._close_reported = False
 
     # -- asyncio callbacks -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -352,17 +350,14 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
         self._write_ready.set()
         if self._pending_writer is not None and not self._pending:
             self._pending_writer.cancel()
-        worker = self._worker
-        if worker is not None and not worker.done() and (self.busy or (self._queue and not self._aborted)):
-            return  # the worker handles what was received and reports the close when it ends
-        if worker is not None:
-            worker.cancel()
-        self._report_close()
+        if self._worker is not None and not self.busy and (self._aborted or not self._queue):
+            self._worker.cancel()
+        self._on_close(self)
 
-    def _report_close(self) -> None:
-        if not self._close_reported:
-            self._close_reported = True
-            self._on_close(self)
+    @property
+    def worker(self) -> asyncio.Task[None] | None:
+        """The task handling this connection's requests (it may outlive the connection: see ``_aborted``)."""
+        return self._worker
 
     def pause_writing(self) -> None:
         self._write_ready.clear()
@@ -448,9 +443,6 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
         except Exception:  # a bug in a handler must not take the broker down
             log.exception("closing connection %s after an internal error", self.ctx.peer)
             self._abort()
-        finally:
-            if self._lost:  # else connection_lost, still to come, reports the close
-                self._report_close()
 
     async def _write_multi(self, send: MultiSend) -> bool:
         """Write a frame holding file regions: sendfile on a plain socket, else read into memory. False when the
@@ -634,6 +626,8 @@ class SocketServer:
         self._time = time
         self._backlog = backlog
         self.connections: set[KafkaServerProtocol] = set()
+        # Connections the client closed whose worker still handles the requests received before the close.
+        self._closed_working: set[KafkaServerProtocol] = set()
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._accepting = False
@@ -700,7 +694,8 @@ class SocketServer:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)), return_exceptions=True)
+        await asyncio.gather(*(c.drain_and_close() for c in [*self.connections, *self._closed_working]),
+                             return_exceptions=True)
 
     def close_listening(self) -> None:
         """Stop accepting new connections (the first step of a broker shutdown)."""
@@ -854,6 +849,10 @@ class SocketServer:
         if not proto.released:
             proto.released = True
             self.quotas.release(proto.ctx.client_host)
+        worker = proto.worker
+        if worker is not None and not worker.done():  # still handling what the client sent before closing
+            self._closed_working.add(proto)
+            worker.add_done_callback(lambda _t: self._closed_working.discard(proto))
 
     # -- idle expiry ------------------------------------------------------------------------------------------
     async def _reap_idle(self) -> None:
