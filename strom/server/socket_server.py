@@ -342,7 +342,6 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
                 self._transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
         self.ctx.closed = True
         if self._writer is not None:
             self._writer.close()
