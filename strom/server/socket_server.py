@@ -574,6 +574,10 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
         """``connection_made`` ran (for TLS: the handshake is done)."""
         return self._transport is not None
 
+    def discard_queued(self) -> None:
+        """Drop the requests not yet started (a broker shutting down); the one in progress, if any, finishes."""
+        self._queue.clear()
+
     async def drain_and_close(self) -> None:
         """Graceful shutdown: stop reading, let the in-flight request finish, then close."""
         if self._transport is not None:
@@ -625,7 +629,8 @@ class SocketServer:
         self._time = time
         self._backlog = backlog
         self.connections: set[KafkaServerProtocol] = set()
-        # Connections the client closed whose worker still handles the requests received before the close.
+        # Connections the client closed whose worker still handles the requests received before the close (a
+        # shutdown drops the ones not started and does not wait for the one in progress).
         self._closed_working: set[KafkaServerProtocol] = set()
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -693,8 +698,9 @@ class SocketServer:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(c.drain_and_close() for c in [*self.connections, *self._closed_working]),
-                             return_exceptions=True)
+        for c in list(self._closed_working):
+            c.discard_queued()  # a closed connection's request in progress finishes; no one waits for it
+        await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)), return_exceptions=True)
 
     def close_listening(self) -> None:
         """Stop accepting new connections (the first step of a broker shutdown)."""
