@@ -20,11 +20,11 @@ from strom.protocol.messages.list_offsets import ListOffsetsRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.server.broker import BrokerServer
-from strom.server.broker_config import BrokerConfig
 from strom.server.socket_server import MAX_QUEUED_PER_CONNECTION
 from strom.testing.certs import Pki, make_pki
 from strom.testing.raw_client import RawClient
-from tests.integration.test_fetch_zero_copy import _Client, _LoopThread
+from tests.integration.in_process_broker import in_process_broker
+from tests.integration.test_fetch_zero_copy import _Client
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -104,16 +104,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(params=["asyncio", "uvloop"])
 def broker_in_process(request: pytest.FixtureRequest, tmp_path: Path, pki: Pki) -> Iterator[tuple[BrokerServer, str]]:
-    runner = _LoopThread(request.param)
-    b = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://localhost:0",
-                                   "ssl.keystore.location": str(pki.broker_keystore),
-                                   "log.dirs": str(tmp_path / "data"), "num.partitions": "1"}))
-    runner.run(b.start())
-    try:
+    with in_process_broker(request.param, tmp_path / "data", pki) as (b, _runner):
         yield b, request.param
-    finally:
-        runner.run(b.stop())
-        runner.close()
 
 
 @pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])

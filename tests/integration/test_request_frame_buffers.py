@@ -21,8 +21,8 @@ from strom.protocol.messages.create_topics import CreateTopicsRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.server.broker import BrokerServer
-from strom.server.broker_config import BrokerConfig
 from strom.testing.certs import Pki, make_pki
+from tests.integration.in_process_broker import in_process_broker
 from tests.integration.test_fetch_zero_copy import _Client, _LoopThread
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -54,16 +54,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(params=["asyncio", "uvloop"])
 def broker(request: pytest.FixtureRequest, tmp_path: Path, pki: Pki) -> Iterator[tuple[BrokerServer, _LoopThread]]:
-    runner = _LoopThread(request.param)
-    b = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://localhost:0",
-                                   "ssl.keystore.location": str(pki.broker_keystore),
-                                   "log.dirs": str(tmp_path / "data"), "num.partitions": "1"}))
-    runner.run(b.start())
-    try:
-        yield b, runner
-    finally:
-        runner.run(b.stop())
-        runner.close()
+    with in_process_broker(request.param, tmp_path / "data", pki) as started:
+        yield started
 
 
 def _batch(i: int) -> bytes:
