@@ -36,6 +36,7 @@ import logging
 import os
 import socket
 import ssl
+from asyncio import sslproto
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -821,11 +822,28 @@ class SocketServer:
         else:
             # A client that never finishes the TLS handshake is dropped after the idle limit (or 60 s).
             timeout = min(60.0, max(0.1, self._max_idle_ns / 1e9))
-            coro = self._loop.connect_accepted_socket(lambda: proto, conn, ssl=self._ssl,
-                                                      ssl_handshake_timeout=timeout)
+            coro = self._tls_connect(conn, proto, timeout)
         task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._connect_done(t, proto, conn))
+
+    async def _tls_connect(self, conn: socket.socket, proto: KafkaServerProtocol, handshake_timeout: float) -> None:
+        """TLS through asyncio's own ``SSLProtocol`` over the loop's plain TCP transport, on every loop (what
+        ``connect_accepted_socket(ssl=...)`` does on asyncio's loop). uvloop's TLS transport (0.23) loses the
+        records it decrypted after a peer's close while the application has reading paused (its
+        ``resume_reading`` does nothing once the close has moved it out of the WRAPPED state), and a connection
+        pauses at ``MAX_QUEUED_PER_CONNECTION`` queued requests: a client's last requests would be dropped."""
+        loop = self._loop
+        assert loop is not None and self._ssl is not None
+        waiter = loop.create_future()
+        tls = sslproto.SSLProtocol(loop, proto, self._ssl, waiter, server_side=True,
+                                   ssl_handshake_timeout=handshake_timeout)
+        transport, _ = await loop.connect_accepted_socket(lambda: tls, conn)
+        try:
+            await waiter
+        except BaseException:
+            transport.close()
+            raise
 
     def _connect_done(self, task: asyncio.Task[Any], proto: KafkaServerProtocol, conn: socket.socket) -> None:
         self._tasks.discard(task)
