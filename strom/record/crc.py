@@ -6,6 +6,12 @@ batch (see ``strom.record.header``).
 
 Kafka counterpart: ``org.apache.kafka.common.utils.Crc32C``. Wraps the hardware-accelerated ``crc32c``
 package. Thread-safe.
+
+The GIL is kept for inputs below 1 MiB (the package releases it from 32 KiB on): the CRC runs at over 20 GB/s
+(3 µs for a 64 KiB batch), and a thread that gives the GIL up while another thread runs Python waits for it
+again up to the interpreter's switch interval (5 ms). The producer's I/O thread closes every batch with a CRC
+while the application's thread appends: with the GIL released there, `send_many` of 300,000 × 1 KiB records
+took 0.96–1.01 s against 0.73–0.80 s with it kept, and the I/O thread 0.64–0.73 s of CPU against 0.44–0.47 s.
 """
 
 from __future__ import annotations
@@ -15,6 +21,11 @@ from crc32c import crc32c as _crc32c
 __all__ = ["crc32c"]
 
 
+_RELEASE_GIL_FROM = 1 << 20
+_KEEP_GIL = 0
+_RELEASE_GIL = 1
+
+
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     """CRC-32C of ``data`` as an unsigned 32-bit int; pass a previous result as ``value`` to continue it."""
-    return _crc32c(data, value)
+    return _crc32c(data, value, _KEEP_GIL if len(data) < _RELEASE_GIL_FROM else _RELEASE_GIL)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
+from strom.record.crc import crc32c
 
 __all__ = [
     "HEADER_SIZE",

@@ -435,3 +435,37 @@ def test_malformed_records_with_valid_crc_raise_corrupt() -> None:
 def test_records_module_reexports() -> None:
     for name in records_module.__all__:
         assert hasattr(records_module, name)
+
+
+@pytest.mark.parametrize("size", [0, 9, (1 << 20) - 1, 1 << 20, (1 << 20) + 13])
+def test_crc32c_on_both_sides_of_the_gil_threshold(size: int) -> None:
+    """Below 1 MiB the CRC keeps the GIL, from 1 MiB on it releases it: the same checksum either way, and
+    continuing a CRC over pieces (one below the threshold, one above) gives the checksum of the whole."""
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert crc32c(b"123456789") == 0xE3069283
+    cut = size // 3
+    whole = crc32c(data)
+    assert crc32c(data[cut:], crc32c(data[:cut])) == whole
+    assert crc32c(memoryview(bytearray(data))) == whole
+    assert whole == _reference_crc32c(data)
+
+
+def _reference_crc32c(data: bytes) -> int:
+    """A bitwise CRC-32C (Castagnoli, reflected 0x82F63B78) to check against, byte by byte over a table."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _CRC32C_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
