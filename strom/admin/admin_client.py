@@ -76,7 +76,7 @@ from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
 from strom.metrics import KafkaMetric, MetricName
 from strom.metrics.client_metrics import new_client_metrics
-from strom.network.api_versions import ApiVersions
+from strom.network.api_versions import ApiVersions, NodeApiVersions
 from strom.network.channel_builder import ClientChannelBuilder
 from strom.network.kafka_client import KafkaClient
 from strom.network.network_client import NetworkClient
@@ -283,6 +283,12 @@ class AdminClient:
     def describe_cluster(self, *, include_authorized_operations: bool = False,
                          timeout_ms: int | None = None) -> DescribeClusterResult:
         return _cluster.describe_cluster(self._runnable, include_authorized_operations, timeout_ms)
+
+    def describe_broker_api_versions(self, broker_ids: Iterable[int], *,
+                                     timeout_ms: int | None = None) -> KeyedResult[int, NodeApiVersions]:
+        """The API versions each broker supports (what Kafka's kafka-broker-api-versions.sh prints; not part of
+        Java's ``Admin``): one ApiVersions request per broker id, answered as a :class:`NodeApiVersions`."""
+        return _cluster.describe_broker_api_versions(self._runnable, list(broker_ids), timeout_ms)
 
     # -------------------------------------------------------------------------------------------- ACLs
 

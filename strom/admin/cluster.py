@@ -1,4 +1,4 @@
-"""Describe the cluster: brokers, controller, cluster id.
+"""Describe the cluster: brokers, controller, cluster id; and each broker's API versions.
 
 Kafka counterpart: ``KafkaAdminClient.describeCluster``: a DescribeCluster request (KIP-700) to the least loaded
 broker, or — when the broker does not support it — a Metadata request for no topics (Kafka's
@@ -12,16 +12,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from strom.admin._support import FutureMap
-from strom.admin.calls import Call, LeastLoadedNodeProvider, raise_for
+from strom.admin.calls import Call, ConstantNodeProvider, LeastLoadedNodeProvider, raise_for
 from strom.admin.models import ClusterDescription, sorted_nodes
-from strom.admin.results import DescribeClusterResult
+from strom.admin.results import DescribeClusterResult, KeyedResult
 from strom.common.structs import Node
-from strom.protocol.messages import DescribeClusterRequest, MetadataRequest
+from strom.network.api_versions import NodeApiVersions
+from strom.network.network_client import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
+from strom.protocol.messages import ApiVersionsRequest, DescribeClusterRequest, MetadataRequest
 
 if TYPE_CHECKING:
     from strom.admin.runnable import AdminClientRunnable
 
-__all__ = ["describe_cluster"]
+__all__ = ["describe_cluster", "describe_broker_api_versions"]
 
 _OMITTED = -(2**31)
 
@@ -64,3 +66,21 @@ def describe_cluster(rt: AdminClientRunnable, include_authorized_operations: boo
                 futures.fail_all, on_unsupported_version=unsupported)
     rt.submit(call)
     return DescribeClusterResult(futures.futures["cluster"])
+
+
+def describe_broker_api_versions(rt: AdminClientRunnable, broker_ids: list[int],
+                                 timeout_ms: int | None) -> KeyedResult[int, NodeApiVersions]:
+    """One ApiVersions request to each broker (what kafka-broker-api-versions.sh asks): per broker id, the API
+    versions it supports."""
+    futures: FutureMap[int] = FutureMap(dict.fromkeys(broker_ids))
+    deadline = rt.calc_deadline(timeout_ms)
+    for broker in futures.undone():
+        def response(body: Any, _version: int, broker: int = broker) -> None:
+            raise_for(body.error_code)
+            futures.complete(broker, NodeApiVersions.from_response(body))
+
+        rt.submit(Call("describeBrokerApiVersions", deadline, ConstantNodeProvider(broker),
+                       lambda _t: ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
+                                                     client_software_version=CLIENT_SOFTWARE_VERSION),
+                       response, lambda e, broker=broker: futures.fail(broker, e)))
+    return KeyedResult(futures.futures)

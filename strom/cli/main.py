@@ -54,6 +54,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                               "assignments, records and commits as JSON "
                                                               "(kafka-verifiable-consumer.sh)"),
     "dump-log": ("strom.cli.dump_log", "print log segments and indexes (kafka-dump-log.sh)"),
+    "broker-api-versions": ("strom.cli.broker_api_versions",
+                            "print the API versions each broker supports (kafka-broker-api-versions.sh)"),
     "log-dirs": ("strom.cli.log_dirs", "describe the brokers' log directories and partition sizes (kafka-log-dirs.sh)"),
     "end-to-end-latency": ("strom.cli.end_to_end_latency", "produce-then-consume round-trip latency with "
                                                             "p50/p99/p99.9 (kafka-e2e-latency.sh)"),

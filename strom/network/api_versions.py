@@ -27,6 +27,7 @@ from strom.protocol.messages import REQUESTS
 __all__ = [
     "NodeApiVersions",
     "ApiVersions",
+    "api_display_name",
     "CLIENT_VERSIONS",
     "client_version_range",
     "decode_api_versions_response",
@@ -48,6 +49,12 @@ def client_version_range(api_key: int) -> tuple[int, int]:
 
 
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {key: client_version_range(key) for key in REQUESTS}
+
+
+def api_display_name(api_key: int) -> str:
+    """Kafka's name of an API (``ApiKeys.name``: ``Produce``, ``ApiVersions``), from the message definitions."""
+    cls = REQUESTS.get(api_key)
+    return cls.NAME.removesuffix("Request") if cls is not None else f"UNKNOWN({api_key})"
 
 
 def _api_name(api_key: int) -> str:
@@ -104,8 +111,32 @@ class NodeApiVersions:
     def items(self) -> list[tuple[int, tuple[int, int]]]:
         return sorted(self._supported.items())
 
+    def to_text(self, line_breaks: bool = False) -> str:
+        """Kafka's ``NodeApiVersions.toString(lineBreaks)``, as kafka-broker-api-versions.sh prints it: per API
+        key in ascending order ``Name(key): min to max`` (one number when they are equal) and what this client
+        would use, ``[usable: v]`` or ``[unusable: node too new|old]``; ``UNKNOWN(key)`` for keys this client
+        does not know; ``Name(key): UNSUPPORTED`` for APIs this client knows and the node does not list."""
+        texts: dict[int, str] = {}
+        for key, (lo, hi) in self._supported.items():
+            versions = str(lo) if lo == hi else f"{lo} to {hi}"
+            if key not in REQUESTS:
+                texts[key] = f"UNKNOWN({key}): {versions}"
+                continue
+            client_lo, client_hi = CLIENT_VERSIONS[key]
+            if client_hi < lo:
+                usable = "[unusable: node too new]"
+            elif hi < client_lo:
+                usable = "[unusable: node too old]"
+            else:
+                usable = f"[usable: {min(client_hi, hi)}]"
+            texts[key] = f"{api_display_name(key)}({key}): {versions} {usable}"
+        for key in REQUESTS:
+            texts.setdefault(key, f"{api_display_name(key)}({key}): UNSUPPORTED")
+        body = (",\n\t" if line_breaks else ", ").join(texts[k] for k in sorted(texts))
+        return f"(\n\t{body}\n)" if line_breaks else f"({body})"
+
     def __repr__(self) -> str:
-        return "(" + ", ".join(f"{_api_name(k)}({k}): {lo} to {hi}" for k, (lo, hi) in self.items()) + ")"
+        return self.to_text()
 
 
 class ApiVersions:

@@ -103,6 +103,13 @@ def test_documents_commands_create_describe_alter_produce_consume(cluster: Local
     replicated = wait_until(sizes, 30, "the same partition sizes on every broker")
     assert sum(next(iter(s)) for s in replicated.values()) > sum(map(len, lines))
 
+    # kafka-broker-api-versions.sh: one block per broker, each offering Produce and the inter-broker APIs
+    out = ok("broker-api-versions", "--bootstrap-server", bs)
+    headers = re.findall(r"^\S+:\d+ \(id: (\d) rack: null\) -> \($", out, re.M)
+    assert sorted(headers) == ["1", "2", "3"]
+    assert len(re.findall(r"^\tProduce\(0\): \d+ to \d+ \[usable: \d+\],$", out, re.M)) == 3
+    assert len(re.findall(r"^\tLeaderAndIsr\(4\): \d+ to \d+ \[usable: \d+\],$", out, re.M)) == 3
+
 
 def test_describe_partition_filters(cluster: LocalCluster) -> None:
     bs = cluster.bootstrap
