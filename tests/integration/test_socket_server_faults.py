@@ -158,17 +158,18 @@ def test_bad_tls_traffic_is_dropped_and_everyone_else_served(server_factory: typ
     pki = make_pki(Path(str(tmp_path)) / "pki")
     server = server_factory({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
                              "ssl.keystore.location": str(pki.broker_keystore),
-                             "connections.max.idle.ms": "500"}).start()
-    stalled = socket.create_connection(("127.0.0.1", server.port("SSL")))
-    stalled.sendall(b"\x16\x03\x01\x02")  # the first bytes of a ClientHello, then nothing
-    plaintext_on_tls = socket.create_connection(("127.0.0.1", server.port("SSL")))
-    plaintext_on_tls.sendall(struct.pack(">ihhi", 10, 18, 0, 1) + b"\x00\x00")  # an ApiVersions v0 request
-    try:
-        for s in (stalled, plaintext_on_tls):
-            assert _closed_within(s, 10.0)
-    finally:
-        stalled.close()
-        plaintext_on_tls.close()
+                             "connections.max.idle.ms": "500", "max.connections.per.ip": "2"}).start()
+    for _ in range(3):  # six failed handshakes against two slots per IP: each must give its slot back
+        stalled = socket.create_connection(("127.0.0.1", server.port("SSL")))
+        stalled.sendall(b"\x16\x03\x01\x02")  # the first bytes of a ClientHello, then nothing
+        plaintext_on_tls = socket.create_connection(("127.0.0.1", server.port("SSL")))
+        plaintext_on_tls.sendall(struct.pack(">ihhi", 10, 18, 0, 1) + b"\x00\x00")  # an ApiVersions v0 request
+        try:
+            for s in (stalled, plaintext_on_tls):
+                assert _closed_within(s, 10.0)
+        finally:
+            stalled.close()
+            plaintext_on_tls.close()
     client_ctx = ssl.create_default_context(cafile=str(pki.ca))
     with socket.create_connection(("127.0.0.1", server.port("PLAINTEXT"))) as raw:
         with pytest.raises((ssl.SSLError, ConnectionError)):  # a TLS handshake on the plaintext port
