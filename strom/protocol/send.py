@@ -101,13 +101,19 @@ class MultiSend:
     def regions(self) -> list[TransferableRecords]:
         return [p for p in self.parts if isinstance(p, TransferableRecords)]
 
+    def read_parts(self) -> list[Any]:
+        """The frame's parts in memory, each region read, nothing joined (for a transport that takes a list of
+        buffers, e.g. TLS: the record bytes are not copied into a frame first). Raises what a region's
+        ``read_bytes`` raises, e.g. an ``OSError`` when its file was cut shorter than the region."""
+        parts = [p.read_bytes() if isinstance(p, TransferableRecords) else p for p in self.parts]
+        size = sum(map(len, parts))
+        if size != self.size:  # a region must give exactly its size; anything else would corrupt the stream
+            raise ValueError(f"frame of {self.size} bytes assembled into {size} bytes")
+        return parts
+
     def to_bytes(self) -> bytes:
-        """The whole frame in memory (every region read). Raises what a region's ``read_bytes`` raises, e.g. an
-        ``OSError`` when its file was cut shorter than the region."""
-        out = b"".join(p.read_bytes() if isinstance(p, TransferableRecords) else p for p in self.parts)
-        if len(out) != self.size:  # a region must give exactly its size; anything else would corrupt the stream
-            raise ValueError(f"frame of {self.size} bytes assembled into {len(out)} bytes")
-        return out
+        """The whole frame in memory (every region read, see :meth:`read_parts`)."""
+        return b"".join(self.read_parts())
 
     def release(self) -> None:
         for p in self.parts:

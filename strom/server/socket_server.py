@@ -237,7 +237,8 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
                  principal_from_cert: Callable[[dict[str, Any]], KafkaPrincipal] | None = None,
                  zero_copy: bool = False, frame_pool: FrameBufferPool | None = None,
                  read_buffer: memoryview | None = None) -> None:
-        """``zero_copy``: the transport is a plain socket, so Fetch records may be sent with ``sendfile``.
+        """``zero_copy``: the transport is a plain socket, so Fetch records may be sent with ``sendfile`` (on other
+        transports, TLS, they are file regions too, read when the response is written).
         ``frame_pool``: buffers for frames that span reads, shared by the listener's connections."""
         self._dispatch = dispatcher
         self._zero_copy = zero_copy
@@ -294,6 +295,10 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
                     self.ctx.zero_copy = True
                 except OSError as e:  # out of descriptors: this connection copies records instead
                     log.debug("no zero-copy writes for %s: %s", self.ctx.peer, e)
+        if not self._zero_copy:
+            # TLS: Fetch records stay file regions until the response is written; each is then read and handed to
+            # the TLS transport as it is, not copied into the response frame first (see _write_multi)
+            self.ctx.zero_copy = True
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.ctx.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
@@ -445,7 +450,8 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
             self._abort()
 
     async def _write_multi(self, send: MultiSend) -> bool:
-        """Write a frame holding file regions: sendfile on a plain socket, else read into memory. False when the
+        """Write a frame holding file regions: sendfile on a plain socket, else each region read and the parts
+        handed to the transport as a list (TLS encrypts them in turn: no copy into one frame). False when the
         frame could not be written whole (the connection must close: a partial frame may be out)."""
         try:
             if self.ctx.closed or self._transport is None:
@@ -460,11 +466,11 @@ class KafkaServerProtocol(asyncio.BufferedProtocol):
                     return False
             else:
                 try:
-                    data = send.to_bytes()
+                    parts = send.read_parts()
                 except (OSError, ValueError) as e:
                     log.warning("closing connection %s: %s", self.ctx.peer, e)
                     return False
-                self._transport.write(data)
+                self._transport.writelines(parts)
                 if not self._write_ready.is_set():
                     await self._write_ready.wait()
             self.last_active_ns = self._time.nanoseconds()

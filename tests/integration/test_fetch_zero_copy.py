@@ -1,6 +1,6 @@
 """Zero-copy Fetch: on a plaintext listener the records of a Fetch response leave the broker by ``sendfile`` from
 the segment files, byte for byte what the files hold, in order with the other responses of the connection, also
-when the client reads slowly; over TLS the same response is read into memory and is identical. A region whose
+when the client reads slowly; over TLS the regions are read as the response is written, and it is identical. A region whose
 file was cut between the read and the send closes the connection instead of sending a frame whose length lies.
 
 The broker runs in-process on a thread (the standard asyncio loop and uvloop, which has no ``loop.sendfile``), so
@@ -31,7 +31,7 @@ from strom.server.broker import BrokerServer
 from strom.server.broker_config import BrokerConfig, Listener
 from strom.server.security.ssl_factory import server_ssl_context
 from strom.server.socket_server import ConnectionContext, SocketServer
-from strom.storage.file_records import FileRecords
+from strom.storage.file_records import FileRecords, FileRegion
 from strom.testing.certs import Pki, make_pki
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -204,12 +204,24 @@ def test_plaintext_fetch_sends_the_segment_bytes_with_sendfile(broker: tuple[Bro
     assert sum(sendfile_spy) == 4 * sum(len(v) for v in expected.values())
 
 
-def test_tls_fetch_reads_records_into_memory_and_matches(broker: tuple[BrokerServer, dict[str, int]], pki: Pki,
-                                                        sendfile_spy: list[int]) -> None:
+def test_tls_fetch_reads_each_region_when_writing_and_matches(broker: tuple[BrokerServer, dict[str, int]],
+                                                              pki: Pki, sendfile_spy: list[int],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over TLS the records are file regions too, read when the response is written and handed to the TLS
+    transport as parts of a list (not copied into the frame first)."""
     b, ports = broker
     _create_topic(ports["PLAINTEXT"])
     _produce(ports["PLAINTEXT"], "zc", 0, 5, 50_000)
     expected = _segment_bytes(b, 0)
+    read: list[int] = []
+    real = FileRegion.read_bytes
+
+    def spy(self: FileRegion) -> bytes:
+        data = real(self)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(FileRegion, "read_bytes", spy)
     sendfile_spy.clear()
     c = _Client(ports["SSL"], tls_ca=pki.ca)
     try:
@@ -218,6 +230,7 @@ def test_tls_fetch_reads_records_into_memory_and_matches(broker: tuple[BrokerSer
     finally:
         c.close()
     assert sendfile_spy == []
+    assert read == [len(expected)]  # one region, read whole at write time
 
 
 # -- a region cut under the response -------------------------------------------------------------------------
