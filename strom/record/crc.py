@@ -8,10 +8,10 @@ Kafka counterpart: ``org.apache.kafka.common.utils.Crc32C``. Wraps the hardware-
 package. Thread-safe.
 
 The GIL is kept for inputs below 1 MiB (the package releases it from 32 KiB on): the CRC runs at over 20 GB/s
-(3 µs for a 64 KiB batch), and a thread that gives the GIL up while another thread runs Python waits for it
-again up to the interpreter's switch interval (5 ms). The producer's I/O thread closes every batch with a CRC
-while the application's thread appends: with the GIL released there, `send_many` of 300,000 × 1 KiB records
-took 0.96–1.01 s against 0.73–0.80 s with it kept, and the I/O thread 0.64–0.73 s of CPU against 0.44–0.47 s.
+(3 µs for a 64 KiB batch), and a thread that gives the GIL up while another thread runs Python has to win it
+back. The producer's I/O thread closes every batch with a CRC while the application's thread appends: with the
+GIL released there, 18–27 % of the I/O thread's samples were in this call; kept, `send_many` of 600,000 × 1 KiB
+records took 1.42 s against 1.47 s (medians of eight alternating pairs; bench/README.md, Producer, bulk path).
 """
 
 from __future__ import annotations

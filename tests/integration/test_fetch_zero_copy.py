@@ -1,7 +1,8 @@
 """Zero-copy Fetch: on a plaintext listener the records of a Fetch response leave the broker by ``sendfile`` from
 the segment files, byte for byte what the files hold, in order with the other responses of the connection, also
-when the client reads slowly; over TLS the regions are read as the response is written, and it is identical. A region whose
-file was cut between the read and the send closes the connection instead of sending a frame whose length lies.
+when the client reads slowly; over TLS the regions are read as the response is written, and it is identical. A
+region whose file was cut between the read and the send closes the connection instead of sending a frame whose
+length lies.
 
 The broker runs in-process on a thread (the standard asyncio loop and uvloop, which has no ``loop.sendfile``), so
 ``os.sendfile`` can be watched; clients are raw sockets on loopback.

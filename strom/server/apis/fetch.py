@@ -10,9 +10,9 @@ carries only the partitions with news). The reading itself does not depend on th
 Zero-copy: with ``ConnectionContext.zero_copy`` (every listener's connections, unless a plaintext one could not
 get its socket writer) the records of each partition are read as a file region (Kafka's ``FileRecords.slice``)
 that the socket server sends from the segment file with ``sendfile`` on plaintext, or reads when it writes the
-response over TLS (handed to the TLS layer as they are, not copied into the frame). Regions of a read that is not answered (a
-long poll that reads again, a throttled response, a partition an incremental response leaves out) are released
-here.
+response over TLS (handed to the TLS layer as they are, not copied into the frame). Regions of a read that is
+not answered (a long poll that reads again, a throttled response, a partition an incremental response leaves
+out) are released here.
 """
 
 from __future__ import annotations
