@@ -119,12 +119,20 @@ typedef struct {
     int32_t *header_offsets; /* NULL when no record has headers */
 } Out;
 
+/* Where the first pass found one record's fields (positions from the start of the data; lengths -1: null), so
+ * that the second pass copies them without reading a varint again. */
+typedef struct {
+    uint32_t key, value, headers;
+    int32_t key_len, value_len, header_count;
+} Slot;
+
 #define FAIL_IF(cond) do { if (cond) return -1; } while (0)
 
-/* One pass over every record of every block: with fill == 0 it checks the records and sizes the columns; with
- * fill it fills the buffers (allocated by the sizes of the first pass). 0 on success, -1 when the blocks do not
- * add up. */
-static int scan(const uint8_t *data, Py_ssize_t size, const Block *blocks, Py_ssize_t nblocks, Out *o, int fill) {
+/* The first pass, over every record of every block: checks the records, sizes the columns, writes each record's
+ * offset and timestamp (o->offsets and o->timestamps hold the blocks' record counts) and where its fields are
+ * (slots, as many). 0 on success, -1 when the blocks do not add up. */
+static int scan(const uint8_t *data, Py_ssize_t size, const Block *blocks, Py_ssize_t nblocks, Out *o,
+                Slot *slots) {
     Py_ssize_t row = 0, header = 0;
     for (Py_ssize_t b = 0; b < nblocks; b++) {
         const Block *blk = &blocks[b];
@@ -143,35 +151,61 @@ static int scan(const uint8_t *data, Py_ssize_t size, const Block *blocks, Py_ss
             FAIL_IF(read_field(&p, rec_end, 1, &value, &vlen));
             FAIL_IF(read_varint(&p, rec_end, 5, &nheaders));
             FAIL_IF(nheaders < 0 || nheaders > rec_end - p);
-            if (fill) {
-                o->offsets[row] = blk->base_offset + offset_delta;
-                o->timestamps[row] = blk->has_log_append_time ? blk->log_append_time : blk->base_timestamp + ts_delta;
-            }
-            put(&o->key, fill, row, key, klen);
-            put(&o->value, fill, row, value, vlen);
+            Slot *s = &slots[row];
+            s->key = (uint32_t)(key - data);
+            s->value = (uint32_t)(value - data);
+            s->headers = (uint32_t)(p - data);
+            s->key_len = (int32_t)klen;
+            s->value_len = (int32_t)vlen;
+            s->header_count = (int32_t)nheaders;
+            o->offsets[row] = blk->base_offset + offset_delta;
+            o->timestamps[row] = blk->has_log_append_time ? blk->log_append_time : blk->base_timestamp + ts_delta;
+            put(&o->key, 0, row, key, klen);
+            put(&o->value, 0, row, value, vlen);
             for (int64_t h = 0; h < nheaders; h++) {
                 const uint8_t *hkey, *hvalue;
                 int64_t hklen, hvlen;
                 FAIL_IF(read_field(&p, rec_end, 0, &hkey, &hklen)); /* a null key: the record decoder's error */
                 FAIL_IF(read_field(&p, rec_end, 1, &hvalue, &hvlen));
-                put(&o->hkey, fill, header, hkey, hklen);
-                put(&o->hvalue, fill, header, hvalue, hvlen);
+                put(&o->hkey, 0, header, hkey, hklen);
+                put(&o->hvalue, 0, header, hvalue, hvlen);
                 header++;
             }
             FAIL_IF(p != rec_end);
             row++;
-            if (fill && o->header_offsets)
-                o->header_offsets[row] = (int32_t)header;
         }
         FAIL_IF(p != end);
     }
-    if (!fill) {
-        o->n = row;
-        o->headers = header;
-        FAIL_IF(o->key.bytes > INT32_MAX || o->value.bytes > INT32_MAX || o->hkey.bytes > INT32_MAX ||
-                o->hvalue.bytes > INT32_MAX || row > INT32_MAX || header > INT32_MAX);
-    }
+    o->n = row;
+    o->headers = header;
+    FAIL_IF(o->key.bytes > INT32_MAX || o->value.bytes > INT32_MAX || o->hkey.bytes > INT32_MAX ||
+            o->hvalue.bytes > INT32_MAX || row > INT32_MAX || header > INT32_MAX);
     return 0;
+}
+
+/* The second pass: copies the fields the first pass found into the column buffers (allocated by its sizes);
+ * only headers are read again, from where the first pass left them (already checked there). */
+static void fill(const uint8_t *data, Py_ssize_t size, const Slot *slots, Out *o) {
+    Py_ssize_t header = 0;
+    for (Py_ssize_t row = 0; row < o->n; row++) {
+        const Slot *s = &slots[row];
+        put(&o->key, 1, row, data + s->key, s->key_len);
+        put(&o->value, 1, row, data + s->value, s->value_len);
+        if (s->header_count) {
+            const uint8_t *p = data + s->headers, *end = data + size;
+            for (int32_t h = 0; h < s->header_count; h++) {
+                const uint8_t *hkey, *hvalue;
+                int64_t hklen, hvlen;
+                read_field(&p, end, 0, &hkey, &hklen);
+                read_field(&p, end, 1, &hvalue, &hvlen);
+                put(&o->hkey, 1, header, hkey, hklen);
+                put(&o->hvalue, 1, header, hvalue, hvlen);
+                header++;
+            }
+        }
+        if (o->header_offsets)
+            o->header_offsets[row + 1] = (int32_t)header;
+    }
 }
 
 /* allocate(n), an object with a writable buffer of n bytes (e.g. pyarrow.allocate_buffer: Arrow's memory pool
@@ -234,6 +268,10 @@ static int parse_blocks(PyObject *list, Block **blocks, Py_ssize_t *nblocks) {
 
 enum { N_OUT = 15 };
 
+/* The smallest record: its length varint, attributes, timestamp delta, offset delta, key length, value length
+ * and header count, one byte each. */
+enum { MIN_RECORD = 7 };
+
 static PyObject *decode_blocks(PyObject *self, PyObject *args) {
     PyObject *data_obj, *blocks_obj, *allocate;
     if (!PyArg_ParseTuple(args, "OOO:decode_blocks", &data_obj, &blocks_obj, &allocate))
@@ -247,23 +285,25 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
     Py_buffer views[N_OUT];
     int nviews = 0;
     PyObject *result = NULL;
+    Slot *slots = NULL;
     if (parse_blocks(blocks_obj, &blocks, &nblocks) < 0)
         goto done;
+    /* The records the blocks claim, for the buffers the first pass writes: a record takes at least MIN_RECORD
+     * bytes, so a count its block cannot hold (a corrupt header) is refused before anything is allocated. */
+    Py_ssize_t count = 0;
+    for (Py_ssize_t b = 0; b < nblocks; b++) {
+        const Block *blk = &blocks[b];
+        if (blk->count < 0 || blk->start < 0 || blk->end < blk->start || blk->count > (blk->end - blk->start) / MIN_RECORD ||
+            blk->count > INT32_MAX - count || view.len > (Py_ssize_t)UINT32_MAX) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        count += blk->count;
+    }
     Out out;
     memset(&out, 0, sizeof(out));
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &out, 0);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    Py_ssize_t n = out.n, h = out.headers;
     void *at;
     int i = 0;
-    if (!(items[i++] = PyLong_FromSsize_t(n)))
-        goto done;
 #define ALLOC(size, field, zero) \
     do { \
         if (!(items[i++] = new_buffer(allocate, (size), &views[nviews], &at, (zero)))) goto done; \
@@ -278,8 +318,25 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
         ALLOC((c).bytes, (c).data, 0); \
         if ((c).nulls) ALLOC(((rows) + 7) / 8, (c).valid, 1); else if (nullable) NONE(); \
     } while (0)
-    ALLOC(8 * n, out.offsets, 0);
-    ALLOC(8 * n, out.timestamps, 0);
+    i = 1; /* items[0], the row count, once the first pass has counted them */
+    ALLOC(8 * count, out.offsets, 0);
+    ALLOC(8 * count, out.timestamps, 0);
+    slots = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof(Slot));
+    if (!slots) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &out, slots);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t n = out.n, h = out.headers;
+    if (!(items[0] = PyLong_FromSsize_t(n)))
+        goto done;
     COLUMN(out.key, n, 1);
     COLUMN(out.value, n, 1);
     if (h) {
@@ -295,12 +352,8 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
 #undef ALLOC
 #undef NONE
     Py_BEGIN_ALLOW_THREADS
-    rc = scan((const uint8_t *)view.buf, view.len, blocks, nblocks, &out, 1);
+    fill((const uint8_t *)view.buf, view.len, slots, &out);
     Py_END_ALLOW_THREADS
-    if (rc < 0) { /* cannot happen: the same bytes passed the first scan */
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
     result = PyTuple_New(N_OUT);
     if (result) {
         for (int k = 0; k < N_OUT; k++) {
@@ -309,6 +362,7 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
         }
     }
 done:
+    PyMem_RawFree(slots);
     for (int k = 0; k < nviews; k++)
         PyBuffer_Release(&views[k]);
     for (int k = 0; k < N_OUT; k++)

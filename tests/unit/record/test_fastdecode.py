@@ -110,7 +110,7 @@ def test_a_changed_byte_is_refused_or_read_as_the_record_decoder_reads_it(record
     assert got is None or got.equals(want)
 
 
-@pytest.mark.parametrize("cut", ["short", "long", "count+1", "count-1", "past-the-data"])
+@pytest.mark.parametrize("cut", ["short", "long", "count+1", "count-1", "past-the-data", "count-absurd"])
 def test_blocks_that_do_not_add_up_are_refused(cut: str) -> None:
     data = _build([(i, b"k", b"v" * i, [("h", b"x")]) for i in range(20)])
     block = [HEADER_SIZE, len(data), 20, 0, TS, None]
@@ -123,9 +123,18 @@ def test_blocks_that_do_not_add_up_are_refused(cut: str) -> None:
         block[2] += 1
     elif cut == "count-1":
         block[2] -= 1
+    elif cut == "count-absurd":  # a corrupt header's count: refused before the buffers for it are asked for
+        block[2] = 2**31 - 2
     else:
         block[1] += 10
-    assert _fastdecode.decode_blocks(data, [tuple(block)], pa.allocate_buffer) is None
+    asked: list[int] = []
+
+    def allocate(n: int) -> pa.Buffer:
+        asked.append(n)
+        return pa.allocate_buffer(n)
+
+    assert _fastdecode.decode_blocks(data, [tuple(block)], allocate) is None
+    assert max(asked, default=0) < 8 * 64  # at most the offsets and timestamps of the 20 (or 21) records
 
 
 def test_a_header_key_that_is_not_utf8_is_refused() -> None:
