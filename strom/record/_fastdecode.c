@@ -2,8 +2,10 @@
  * strom.record._fastdecode: the records of uncompressed v2 record blocks as the buffers of Arrow columns.
  *
  * An optional accelerator of strom.consumer.internals.arrow_decoder (the consumer's columnar read path,
- * KafkaConsumer.poll_arrow, and so the Spark source): two C passes over the records (check and size, then
- * fill) instead of numpy's gathers.
+ * KafkaConsumer.poll_arrow, and so the Spark source): two C passes instead of numpy's gathers. The first reads
+ * every record (checks it, sizes the columns, writes offsets and timestamps and notes where the key, value and
+ * headers are); the second copies the fields into the column buffers without reading a varint again, but for
+ * headers.
  * When it is not built (no C compiler at install time) the numpy path does the same job.
  *
  * decode_blocks(data, blocks, allocate) -> tuple | None
