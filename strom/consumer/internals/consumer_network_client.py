@@ -68,6 +68,7 @@ class ConsumerNetworkClient:
         self._pending_disconnects: deque[Any] = deque()
         self._wakeup = False
         self._wakeup_disabled = 0
+        self._polling = 0  # polls under way (holding _lock: one thread, perhaps re-entered)
         self._closed = False
 
     # ------------------------------------------------------------------------------------- sending
@@ -80,7 +81,8 @@ class ConsumerNetworkClient:
                          self.request_timeout_ms if timeout_ms is None else timeout_ms, min_version, max_version)
         with self._unsent_lock:
             self._unsent.setdefault(node.node_id, deque()).append(unsent)
-        self.client.wakeup()  # a poll blocked in another thread picks the request up
+        if self._polling:  # a poll in another thread (the heartbeat's or the caller's) picks the request up now
+            self.client.wakeup()
         return future
 
     def _completion_handler(self, future: RequestFuture) -> Callable[[Any], None]:
@@ -119,24 +121,33 @@ class ConsumerNetworkClient:
         """One round of I/O, blocking up to ``timeout_ms`` unless ``poll_condition()`` says not to."""
         self._fire_pending_completed()
         with self._lock:
-            now = self.time.milliseconds()
-            self._handle_pending_disconnects(now)
-            self._try_send(now)
-            if poll_condition is None or poll_condition():
-                poll_timeout = min(max(0, timeout_ms), self.max_poll_timeout_ms)
-                if self.client.in_flight_request_count() == 0 and not self._has_unsent():
-                    poll_timeout = min(poll_timeout, self.retry_backoff_ms)
-                self.client.poll(poll_timeout, now)
-            else:
-                self.client.poll(0, now)
-            now = self.time.milliseconds()
-            self._check_disconnects(now)
-            if not disable_wakeup:
-                self._maybe_trigger_wakeup()
-            self._try_send(now)
-            self._fail_expired_requests(now)
+            # Counted before the unsent requests are taken: a send() that still reads 0 here queued its request
+            # before this poll looks, so no wakeup is needed (Kafka wakes the selector on every send).
+            self._polling += 1
+            try:
+                self._poll_locked(timeout_ms, poll_condition, disable_wakeup)
+            finally:
+                self._polling -= 1
         self._fire_pending_completed()
         self.metadata.maybe_throw_any_exception()
+
+    def _poll_locked(self, timeout_ms: int, poll_condition: Callable[[], bool] | None, disable_wakeup: bool) -> None:
+        now = self.time.milliseconds()
+        self._handle_pending_disconnects(now)
+        self._try_send(now)
+        if poll_condition is None or poll_condition():
+            poll_timeout = min(max(0, timeout_ms), self.max_poll_timeout_ms)
+            if self.client.in_flight_request_count() == 0 and not self._has_unsent():
+                poll_timeout = min(poll_timeout, self.retry_backoff_ms)
+            self.client.poll(poll_timeout, now)
+        else:
+            self.client.poll(0, now)
+        now = self.time.milliseconds()
+        self._check_disconnects(now)
+        if not disable_wakeup:
+            self._maybe_trigger_wakeup()
+        self._try_send(now)
+        self._fail_expired_requests(now)
 
     def poll_timer(self, timer: Timer, poll_condition: Callable[[], bool] | None = None,
                    disable_wakeup: bool = False) -> None:
