@@ -295,8 +295,9 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
     Py_ssize_t count = 0;
     for (Py_ssize_t b = 0; b < nblocks; b++) {
         const Block *blk = &blocks[b];
-        if (blk->count < 0 || blk->start < 0 || blk->end < blk->start || blk->count > (blk->end - blk->start) / MIN_RECORD ||
-            blk->count > INT32_MAX - count || view.len > (Py_ssize_t)UINT32_MAX) {
+        if (blk->count < 0 || blk->start < 0 || blk->end < blk->start ||
+            blk->count > (blk->end - blk->start) / MIN_RECORD || blk->count > INT32_MAX - count ||
+            view.len > (Py_ssize_t)UINT32_MAX) {
             result = Py_NewRef(Py_None);
             goto done;
         }
