@@ -13,6 +13,7 @@ import pytest
 from strom.admin import AdminClient, NewTopic
 from strom.common.structs import TopicPartition
 from strom.consumer import KafkaConsumer
+from strom.producer import KafkaProducer
 from strom.testing.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -64,15 +65,22 @@ def test_bad_acks_is_one_line(bootstrap: str) -> None:
 
 
 def test_verifiable_consumer_reports_assignment_records_and_commits(bootstrap: str) -> None:
+    # its own topic and records (the test does not lean on the producer test having run before it)
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("to-verify", 2, 1)]).all().result(30)
+    with KafkaProducer({"bootstrap.servers": bootstrap}, key_serializer="str", value_serializer="str") as producer:
+        for i in range(50):
+            producer.send("to-verify", f"v{i}", key=str(i % 5))
+        producer.flush(30)
     out = subprocess.run([sys.executable, "-m", "strom.cli.main", "verifiable-consumer", "--bootstrap-server",
-                          bootstrap, "--topic", "verified", "--group-id", "vc", "--max-messages", "50",
+                          bootstrap, "--topic", "to-verify", "--group-id", "vc", "--max-messages", "50",
                           "--session-timeout", "10000"], capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stderr
     events = [json.loads(line) for line in out.stdout.splitlines()]
     names = [e["name"] for e in events]
     assert names[0] == "startup_complete" and names[-1] == "shutdown_complete"
     assigned = next(e for e in events if e["name"] == "partitions_assigned")
-    assert assigned["partitions"] == [{"topic": "verified", "partition": 0}, {"topic": "verified", "partition": 1}]
+    assert assigned["partitions"] == [{"topic": "to-verify", "partition": 0}, {"topic": "to-verify", "partition": 1}]
     consumed = [e for e in events if e["name"] == "records_consumed"]
     assert sum(e["count"] for e in consumed) == 50
     commits = [e for e in events if e["name"] == "offsets_committed"]
@@ -81,4 +89,4 @@ def test_verifiable_consumer_reports_assignment_records_and_commits(bootstrap: s
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         committed = admin.list_consumer_group_offsets("vc").partitions_to_offset_and_metadata("vc").result(30)
     assert {(tp.topic, tp.partition): om.offset for tp, om in committed.items()} == last
-    assert sum(last.values()) == 50  # every record of the first test, committed once consumed
+    assert sum(last.values()) == 50  # every record produced above, committed once consumed
