@@ -8,8 +8,9 @@ int8 (0 CreateTime, 1 LogAppendTime, -1 none), ``key`` and
 Three paths, the first that can read a batch does:
 
 * the C accelerator ``strom/record/_fastdecode.c``, where ``pip install`` found a C compiler: one pass checks every
-  record and sizes the columns, a second fills buffers from Arrow's memory pool (any header count; a null
-  header key, a header key that is not UTF-8 or anything that does not add up goes on to the next path);
+  record, sizes the columns and notes where each record's fields are, a second copies them into buffers from
+  Arrow's memory pool (any header count; a null header key, a header key that is not UTF-8 or anything that does
+  not add up goes on to the next path);
 * the vectorized path, for every batch whose records have at most 63 headers each: numpy works on all of a
   batch's records at once, with no Python object per record. First the records' start positions: each record begins with its
   length, so a *run* of records with the same length prefix is found by comparing the prefix bytes of the
