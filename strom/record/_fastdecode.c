@@ -97,14 +97,16 @@ typedef struct {
     Py_ssize_t pos;
 } Column;
 
-static inline void put(Column *c, int fill, Py_ssize_t i, const uint8_t *at, int64_t len) {
-    if (!fill) {
-        if (len >= 0)
-            c->bytes += len;
-        else
-            c->nulls = 1;
-        return;
-    }
+/* First pass: a field of `len` bytes (-1: null) counted into its column's size. */
+static inline void size_field(Column *c, int64_t len) {
+    if (len >= 0)
+        c->bytes += len;
+    else
+        c->nulls = 1;
+}
+
+/* Second pass: field i copied into its column's buffers. */
+static inline void copy_field(Column *c, Py_ssize_t i, const uint8_t *at, int64_t len) {
     if (len >= 0) {
         memcpy(c->data + c->pos, at, (size_t)len);
         c->pos += len;
@@ -162,15 +164,15 @@ static int scan(const uint8_t *data, Py_ssize_t size, const Block *blocks, Py_ss
             s->header_count = (int32_t)nheaders;
             o->offsets[row] = blk->base_offset + offset_delta;
             o->timestamps[row] = blk->has_log_append_time ? blk->log_append_time : blk->base_timestamp + ts_delta;
-            put(&o->key, 0, row, key, klen);
-            put(&o->value, 0, row, value, vlen);
+            size_field(&o->key, klen);
+            size_field(&o->value, vlen);
             for (int64_t h = 0; h < nheaders; h++) {
                 const uint8_t *hkey, *hvalue;
                 int64_t hklen, hvlen;
                 FAIL_IF(read_field(&p, rec_end, 0, &hkey, &hklen)); /* a null key: the record decoder's error */
                 FAIL_IF(read_field(&p, rec_end, 1, &hvalue, &hvlen));
-                put(&o->hkey, 0, header, hkey, hklen);
-                put(&o->hvalue, 0, header, hvalue, hvlen);
+                size_field(&o->hkey, hklen);
+                size_field(&o->hvalue, hvlen);
                 header++;
             }
             FAIL_IF(p != rec_end);
@@ -191,8 +193,8 @@ static void fill(const uint8_t *data, Py_ssize_t size, const Slot *slots, Out *o
     Py_ssize_t header = 0;
     for (Py_ssize_t row = 0; row < o->n; row++) {
         const Slot *s = &slots[row];
-        put(&o->key, 1, row, data + s->key, s->key_len);
-        put(&o->value, 1, row, data + s->value, s->value_len);
+        copy_field(&o->key, row, data + s->key, s->key_len);
+        copy_field(&o->value, row, data + s->value, s->value_len);
         if (s->header_count) {
             const uint8_t *p = data + s->headers, *end = data + size;
             for (int32_t h = 0; h < s->header_count; h++) {
@@ -200,8 +202,8 @@ static void fill(const uint8_t *data, Py_ssize_t size, const Slot *slots, Out *o
                 int64_t hklen, hvlen;
                 read_field(&p, end, 0, &hkey, &hklen);
                 read_field(&p, end, 1, &hvalue, &hvlen);
-                put(&o->hkey, 1, header, hkey, hklen);
-                put(&o->hvalue, 1, header, hvalue, hvlen);
+                copy_field(&o->hkey, header, hkey, hklen);
+                copy_field(&o->hvalue, header, hvalue, hvlen);
                 header++;
             }
         }
@@ -293,11 +295,14 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
     /* The records the blocks claim, for the buffers the first pass writes: a record takes at least MIN_RECORD
      * bytes, so a count its block cannot hold (a corrupt header) is refused before anything is allocated. */
     Py_ssize_t count = 0;
+    if (view.len > (Py_ssize_t)UINT32_MAX) { /* the slots' positions are 32-bit */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
     for (Py_ssize_t b = 0; b < nblocks; b++) {
         const Block *blk = &blocks[b];
         if (blk->count < 0 || blk->start < 0 || blk->end < blk->start ||
-            blk->count > (blk->end - blk->start) / MIN_RECORD || blk->count > INT32_MAX - count ||
-            view.len > (Py_ssize_t)UINT32_MAX) {
+            blk->count > (blk->end - blk->start) / MIN_RECORD || blk->count > INT32_MAX - count) {
             result = Py_NewRef(Py_None);
             goto done;
         }
