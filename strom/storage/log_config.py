@@ -163,7 +163,8 @@ LOG_CONFIG_KEYS: dict[str, ConfigKey] = {
             "Final compression type for the topic.",
             _one_of(*_COMPRESSION),
         ),
-        _key("compression.gzip.level", "int", 9, "Compression level for gzip.", _between(-1, 9)),
+        _key("compression.gzip.level", "int", -1, "Compression level for gzip (-1: zlib's default, 6).",
+             _between(-1, 9)),
         _key("compression.lz4.level", "int", 9, "Compression level for lz4.", _between(1, 17)),
         _key("compression.zstd.level", "int", 3, "Compression level for zstd.", _between(-131072, 22)),
         _key(
@@ -334,7 +335,7 @@ class LogConfig:
 
     cleanup_policy: tuple[str, ...] = ("delete",)
     compression_type: str = "producer"
-    compression_gzip_level: int = 9
+    compression_gzip_level: int = -1
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
     delete_retention_ms: int = 86400000

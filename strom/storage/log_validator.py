@@ -10,8 +10,18 @@ no control batch from a client, and for CreateTime topics ``baseTimestamp``/``ma
 ``message.timestamp.before/after.max.ms`` of broker time (Kafka checks every record; we check the batch bounds,
 which cover them as long as ``baseTimestamp`` is the first record's timestamp). Then, in a private copy of the
 payload: baseOffset and partitionLeaderEpoch are rewritten, and for LogAppendTime topics maxTimestamp, the
-timestamp-type attribute bit and the CRC. Compressed batches are handled the same way: they are stored as the
-producer compressed them (``compression.type`` other than ``producer`` is not enforced: no recompression).
+timestamp-type attribute bit and the CRC. Compressed batches are handled the same way when the topic's
+``compression.type`` is ``producer`` or the batch's own codec.
+
+When the topic names another codec (``uncompressed``, ``gzip``, ``snappy``, ``lz4``, ``zstd``), each client batch
+is rewritten with it, as Kafka's ``buildRecordsAndAssignOffsets`` does: the records block is decompressed, its
+records checked (as many as ``recordsCount`` says, nothing after them), and compressed again with the topic's
+codec at its ``compression.<codec>.level``; the header keeps the producer id, epoch, base sequence, transactional
+flag and timestamps, with the codec bits, ``batchLength`` and the CRC set anew. Records whose offset deltas are
+not 0, 1, 2 ... are renumbered (Kafka rewrites them too). A batch that grows past ``max.message.bytes`` is
+MESSAGE_TOO_LARGE. Control batches are never recompressed ("do not compress control records unless they are
+written compressed", as Kafka). The record bytes themselves are not re-encoded otherwise: keys, values,
+headers and timestamp deltas stay byte for byte.
 
 For compacted topics every record must have a key (INVALID_RECORD, "Compacted topic cannot accept message
 without key", as Kafka's ``validateKey``): the records are decoded (decompressed) for that check only.
@@ -22,6 +32,7 @@ Any failure raises before anything is written. Pure function, thread-safe.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass
 
 from strom.common.error_codes import (
@@ -33,7 +44,11 @@ from strom.common.error_codes import (
     UnsupportedForMessageFormatError,
 )
 from strom.record.batch import RecordBatch
+from strom.record.compression import CompressionType, compress, decompress
 from strom.record.header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     compute_crc,
@@ -42,12 +57,16 @@ from strom.record.header import (
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
 )
+from strom.record.varint import decode_varint, decode_varlong, varint_bytes
 from strom.storage.log_config import LONG_MAX, LogConfig
 
 __all__ = ["AppendOrigin", "ValidationResult", "validate_and_assign_offsets", "validate_replicated"]
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 NO_TIMESTAMP = -1
+_BATCH_LENGTH = struct.Struct(">i")  # at byte 8
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
 
 
 class AppendOrigin(enum.Enum):
@@ -97,6 +116,8 @@ def validate_and_assign_offsets(
     after_max = config.timestamp_after_max_ms()
     check_ts = not log_append and (before_max != LONG_MAX or after_max != LONG_MAX)
     compacted = config.compact_enabled
+    target = None if origin is AppendOrigin.REPLICATION else target_compression(config)
+    rewritten: list[tuple[int, int, bytearray]] = []  # (pos, size, the batch recompressed)
     max_ts = NO_TIMESTAMP
     offset_of_max_ts = -1
     offset = next_offset
@@ -140,10 +161,19 @@ def validate_and_assign_offsets(
                         f"(-{before_max} ms .. +{after_max} ms)"
                     )
         last = offset + h.last_offset_delta
-        set_base_offset(buf, offset, pos)
-        set_partition_leader_epoch(buf, leader_epoch, pos)
+        out, out_pos = buf, pos
+        if target is not None and not h.is_control and h.compression != target:
+            out, out_pos = recompress_batch(buf, pos, size, h.attributes, h.records_count, target, config), 0
+            if len(out) > config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"batch of {len(out)} bytes once compressed with {target.config_name} exceeds max.message.bytes "
+                    f"{config.max_message_bytes}"
+                )
+            rewritten.append((pos, size, out))
+        set_base_offset(out, offset, out_pos)
+        set_partition_leader_epoch(out, leader_epoch, out_pos)
         if log_append:
-            set_max_timestamp_log_append(buf, now_ms, pos)
+            set_max_timestamp_log_append(out, now_ms, out_pos)
         elif h.max_timestamp > max_ts:
             max_ts, offset_of_max_ts = h.max_timestamp, last
         num_records += h.records_count
@@ -152,6 +182,8 @@ def validate_and_assign_offsets(
         pos += size
     if log_append and num_batches:
         max_ts, offset_of_max_ts = now_ms, next_offset
+    if rewritten:
+        buf = _splice(buf, rewritten)
     return ValidationResult(
         records=buf,
         first_offset=next_offset,
@@ -216,6 +248,83 @@ def validate_replicated(records: bytes | bytearray | memoryview) -> ValidationRe
         num_records=num_records,
         num_batches=num_batches,
     )
+
+
+def target_compression(config: LogConfig) -> CompressionType | None:
+    """The codec the topic's ``compression.type`` asks for; ``None`` for ``producer`` (keep each batch's)."""
+    name = config.compression_type
+    return None if name == "producer" else CompressionType.from_topic_config(name)
+
+
+def _level(config: LogConfig, codec: CompressionType) -> int | None:
+    if codec is CompressionType.GZIP:
+        return config.compression_gzip_level
+    if codec is CompressionType.LZ4:
+        return config.compression_lz4_level
+    if codec is CompressionType.ZSTD:
+        return config.compression_zstd_level
+    return None
+
+
+def recompress_batch(buf: bytes | bytearray | memoryview, pos: int, size: int, attributes: int, records_count: int,
+                     codec: CompressionType, config: LogConfig) -> bytearray:
+    """The batch at ``buf[pos:pos + size]`` (its CRC already checked) with its records block in ``codec``: a new
+    buffer with ``batchLength``, the codec bits and the CRC set; offsets and epochs as they were."""
+    block = memoryview(buf)[pos + HEADER_SIZE:pos + size]
+    source = attributes & COMPRESSION_MASK
+    try:
+        raw = decompress(source, block) if source else block
+    except ValueError as e:
+        raise CorruptMessageError(f"cannot decompress a {CompressionType(source).config_name} batch: {e}") from None
+    raw = _renumbered(raw, records_count)
+    data = compress(codec, raw, _level(config, codec)) if codec else raw
+    out = bytearray(HEADER_SIZE + len(data))
+    out[:HEADER_SIZE] = memoryview(buf)[pos:pos + HEADER_SIZE]
+    out[HEADER_SIZE:] = data
+    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _ATTRIBUTES.pack_into(out, ATTRIBUTES_OFFSET, (attributes & ~COMPRESSION_MASK) | codec)
+    _CRC.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
+    return out
+
+
+def _renumbered(raw: bytes | memoryview, count: int) -> bytes | memoryview:
+    """``raw`` (an uncompressed records block) when it holds exactly ``count`` records with offset deltas 0, 1, 2
+    ...; the same records with those deltas when some differ; CorruptMessageError when it does not parse."""
+    end = len(raw)
+    pos = 0
+    parts: list[bytes | memoryview] | None = None
+    mv = memoryview(raw)
+    try:
+        for i in range(count):
+            length, body = decode_varint(raw, pos)
+            record_end = body + length
+            if length < 3 or record_end > end:
+                raise CorruptMessageError(f"record {i} of {count} has length {length} with {end - body} bytes left")
+            _, p = decode_varlong(raw, body + 1)  # attributes (1 byte), timestampDelta
+            delta, rest = decode_varint(raw, p)
+            if delta != i or parts is not None:
+                if parts is None:
+                    parts = [mv[:pos]]
+                new_body = b"".join((mv[body:p], varint_bytes(i), mv[rest:record_end]))
+                parts += (varint_bytes(len(new_body)), new_body)
+            pos = record_end
+    except (IndexError, ValueError) as e:
+        raise CorruptMessageError(f"records block does not parse: {e}") from None
+    if pos != end:
+        raise CorruptMessageError(f"{end - pos} bytes after the {count} records the batch declares")
+    return raw if parts is None else b"".join(parts)
+
+
+def _splice(buf: bytes | bytearray | memoryview, rewritten: list[tuple[int, int, bytearray]]) -> bytearray:
+    """``buf`` with each ``(pos, size, batch)`` of ``rewritten`` (in position order) put in place of its bytes."""
+    out = bytearray()
+    prev = 0
+    for pos, size, batch in rewritten:
+        out += buf[prev:pos]
+        out += batch
+        prev = pos + size
+    out += buf[prev:]
+    return out
 
 
 def _check_keys(buf: bytearray, pos: int, batch_index: int) -> None:

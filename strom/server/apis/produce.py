@@ -6,6 +6,7 @@ leader has appended; acks=-1 waits (up to the request's timeout) until every in-
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
@@ -13,6 +14,8 @@ from strom.common.errors import BrokerResponseError
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.produce import ProduceRequest, ProduceResponse
+from strom.record.compression import CompressionType
+from strom.record.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD
 from strom.server.apis import api
 from strom.server.metadata_cache import validate_topic_name
 from strom.server.security.request_auth import Op, Res, allowed, allowed_cluster, allowed_topics
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from strom.server.request_context import RequestContext
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+_I32 = struct.Struct(">i")
 
 
 @api(ApiKey.PRODUCE, 3)
@@ -72,6 +76,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                 errors[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
             elif pd.records is None or len(pd.records) == 0:
                 errors[key] = (ErrorCode.CORRUPT_MESSAGE, "Produce request carried no record batch")
+            elif ctx.api_version < _ZSTD_MIN_VERSION and _has_zstd(pd.records):
+                errors[key] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                               f"zstd-compressed batches need Produce v{_ZSTD_MIN_VERSION} or later")
             else:
                 entries[TopicPartition(name, pd.index)] = pd.records
     results = await replica_manager.append_records(entries, acks, request.timeout_ms,
@@ -96,6 +103,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                     log_append_time_ms=r.info.log_append_time, log_start_offset=r.info.log_start_offset))
         responses.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
     return ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
+
+
+_ZSTD_MIN_VERSION = 7  # KIP-110: Produce v7 and Fetch v10 are the first versions that may carry zstd batches
+
+
+def _has_zstd(records: memoryview | bytes) -> bool:
+    """Whether a batch of ``records`` (walked by its headers' lengths) is zstd-compressed."""
+    pos, end = 0, len(records)
+    while end - pos >= HEADER_SIZE:
+        if records[pos + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == CompressionType.ZSTD:
+            return True
+        length = _I32.unpack_from(records, pos + 8)[0]
+        if length <= 0:
+            return False  # (the log's validation refuses it as corrupt)
+        pos += LOG_OVERHEAD + length
+    return False
 
 
 def _may_create(authorizer: Any, ctx: RequestContext, name: str) -> bool:

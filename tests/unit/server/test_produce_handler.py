@@ -50,7 +50,7 @@ def _request(topic: str) -> ProduceRequest:
 
 
 def _produce(topic: str, rm: _ReplicaManager, admin: _Admin) -> Any:
-    ctx = SimpleNamespace(connection=SimpleNamespace(parked=lambda: None))
+    ctx = SimpleNamespace(api_version=9, connection=SimpleNamespace(parked=lambda: None))
     metadata = SimpleNamespace(topic=lambda name: None)  # the UpdateMetadata naming the topic has not come yet
     return asyncio.run(handle(ctx, _request(topic), metadata=metadata, replica_manager=rm, admin=admin,  # type: ignore[arg-type]
                               authorizer=None, quotas=None))

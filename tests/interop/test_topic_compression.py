@@ -1,0 +1,142 @@
+"""A topic's ``compression.type`` is what lands on disk, whatever codec the producer chose (Kafka's broker-side
+recompression); confluent-kafka and kafka-python read the records back as they were sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from strom.common.error_codes import ErrorCode
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.produce import ProduceRequest
+from strom.record.builder import MemoryRecordsBuilder
+from strom.record.compression import CompressionType
+from strom.record.header import HEADER_SIZE, parse_header
+from strom.testing.raw_client import RawClient
+
+ck = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+
+N = 3000
+
+
+def _codecs_on_disk(data_dir: Path, topic: str) -> list[str]:
+    """The codec of every batch in the topic's segment files, in log order."""
+    codecs = []
+    for seg in sorted((data_dir / f"{topic}-0").glob("*.log")):
+        buf = seg.read_bytes()
+        pos = 0
+        while len(buf) - pos >= HEADER_SIZE:
+            h = parse_header(buf, pos)
+            codecs.append(CompressionType(h.compression).config_name)
+            pos += h.size
+    return codecs
+
+
+def _produce(bootstrap: str, topic: str, codec: str, start: int, n: int) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20,
+                     "enable.idempotence": True, "batch.num.messages": 500})
+    failed: list[object] = []
+    for i in range(start, start + n):
+        p.produce(topic, key=b"k%d" % (i % 17), value=b"%s-%06d " % (codec.encode(), i) * (1 + i % 5),
+                  headers=[("i", str(i).encode())], partition=0,
+                  on_delivery=lambda err, _msg: failed.append(err) if err else None)
+        p.poll(0)
+    assert p.flush(30) == 0 and not failed
+
+
+def _expected(codec: str, i: int) -> tuple[bytes, bytes, bytes]:
+    return b"k%d" % (i % 17), b"%s-%06d " % (codec.encode(), i) * (1 + i % 5), str(i).encode()
+
+
+def _read_confluent(bootstrap: str, topic: str, n: int) -> list[tuple[bytes, bytes, bytes]]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"tc-{topic}", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, 0, 0)])
+    out: list[tuple[bytes, bytes, bytes]] = []
+    try:
+        for _ in range(600):
+            if len(out) >= n:
+                break
+            for m in c.consume(1000, 0.1):
+                assert m.error() is None, m.error()
+                out.append((m.key(), m.value(), dict(m.headers())["i"]))
+    finally:
+        c.close()
+    return out
+
+
+def _read_kafka_python(bootstrap: str, topic: str, n: int) -> list[tuple[bytes, bytes, bytes]]:
+    c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                            consumer_timeout_ms=20_000)
+    tp = kafka.TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek(tp, 0)
+    out = []
+    try:
+        for m in c:
+            out.append((m.key, m.value, dict(m.headers)["i"]))
+            if len(out) >= n:
+                break
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.parametrize(("topic_codec", "producer_codec"), [("zstd", "none"), ("uncompressed", "gzip"),
+                                                             ("lz4", "snappy")])
+def test_batches_are_stored_in_the_topics_codec_and_read_back_by_other_clients(
+        broker, topic_codec: str, producer_codec: str) -> None:  # type: ignore[no-untyped-def]
+    topic = f"tc-{topic_codec}-{producer_codec}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config={"compression.type": topic_codec})]).values():
+        f.result(20)
+    _produce(broker.bootstrap, topic, producer_codec, 0, N)
+    on_disk = _codecs_on_disk(broker.data_dir, topic)
+    assert len(on_disk) >= 6 and set(on_disk) == {"none" if topic_codec == "uncompressed" else topic_codec}
+    want = [_expected(producer_codec, i) for i in range(N)]
+    assert _read_confluent(broker.bootstrap, topic, N) == want
+    assert _read_kafka_python(broker.bootstrap, topic, N) == want
+
+
+def test_altering_compression_type_applies_to_the_next_batches(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = "tc-altered"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config={"compression.type": "zstd"})]).values():
+        f.result(20)
+    _produce(broker.bootstrap, topic, "none", 0, 1000)
+    before = len(_codecs_on_disk(broker.data_dir, topic))
+    resource = ConfigResource("TOPIC", topic, incremental_configs=[
+        ck.admin.ConfigEntry("compression.type", "gzip", incremental_operation=ck.admin.AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(20)
+    _produce(broker.bootstrap, topic, "lz4", 1000, 1000)
+    on_disk = _codecs_on_disk(broker.data_dir, topic)
+    assert set(on_disk[:before]) == {"zstd"} and set(on_disk[before:]) == {"gzip"} and len(on_disk) > before
+    want = [_expected("none", i) for i in range(1000)] + [_expected("lz4", i) for i in range(1000, 2000)]
+    assert _read_confluent(broker.bootstrap, topic, 2000) == want
+
+
+def _zstd_batch() -> bytes:
+    b = MemoryRecordsBuilder(CompressionType.ZSTD)
+    b.append(1_700_000_000_000, b"k", b"v")
+    return bytes(b.build())
+
+
+@pytest.mark.parametrize(("version", "code"), [(3, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+                                               (6, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), (7, ErrorCode.NONE)])
+def test_zstd_batches_need_produce_v7(broker, version: int, code: int) -> None:  # type: ignore[no-untyped-def]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = f"tc-zstd-v{version}"
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(20)
+    request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=_zstd_batch())])])
+    with RawClient(broker.bootstrap) as c:
+        part = c.request(ApiKey.PRODUCE, version, request).responses[0].partition_responses[0]
+    assert part.error_code == code
+    assert _codecs_on_disk(broker.data_dir, topic) == ([] if code else ["zstd"])
