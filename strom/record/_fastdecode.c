@@ -39,6 +39,14 @@
  *   uses the Python decoders, which report corruption. Whether the records end exactly at `end` is the caller's
  *   check (the returned position).
  *
+ * scan_records(data, count) -> int
+ *   The broker's check of an uncompressed records block before it is compressed again (a topic whose
+ *   compression.type differs from the batch's codec): 0 when data holds exactly `count` records, each length
+ *   prefix within the block, with offset deltas 0..count-1; 1 when they are whole but some offset delta is not
+ *   the record's index (the caller renumbers them); -1 when the block does not parse (a varint that runs on, a
+ *   length past the end, fewer records, bytes after the last). Only the length, timestamp and offset-delta
+ *   fields are read.
+ *
  * The record layout (Kafka's DefaultRecord): length varint, attributes int8, timestampDelta varlong,
  * offsetDelta varint, key length varint (-1 null) and bytes, value length varint (-1 null) and bytes, header
  * count varint, then per header: key length varint and bytes, value length varint (-1 null) and bytes.
@@ -580,7 +588,44 @@ done:
     return result;
 }
 
+static PyObject *scan_records(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *obj;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "On", &obj, &count))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    long result = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *p = (const uint8_t *)view.buf, *end = p + view.len;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, offset_delta;
+        if (read_varint(&p, end, 5, &length) < 0 || length <= 0 || length > end - p) {
+            result = -1;
+            break;
+        }
+        const uint8_t *rec_end = p + length, *q = p + 1; /* past attributes */
+        if (read_varint(&q, rec_end, 10, &ts_delta) < 0 || read_varint(&q, rec_end, 5, &offset_delta) < 0) {
+            result = -1;
+            break;
+        }
+        if (offset_delta != i)
+            result = 1;
+        p = rec_end;
+    }
+    if (result >= 0 && p != end)
+        result = -1;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromLong(result);
+}
+
 static PyMethodDef methods[] = {
+    {"scan_records", scan_records, METH_VARARGS,
+     "scan_records(data, count) -> 0 (count records, offset deltas 0..count-1), 1 (whole, deltas to renumber) or "
+     "-1 (does not parse)."},
     {"decode_blocks", decode_blocks, METH_VARARGS,
      "decode_blocks(data, blocks, allocate) -> the column buffers of the records of uncompressed v2 record blocks, or None "
      "when they do not add up (see the module's source for the tuple's layout)."},

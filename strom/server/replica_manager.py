@@ -26,7 +26,7 @@ from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
-from strom.storage.log_validator import AppendOrigin
+from strom.storage.log_validator import AppendOrigin, recompress_for_topic
 
 if TYPE_CHECKING:
     from strom.server.broker_metrics import BrokerMetrics
@@ -264,10 +264,13 @@ class ReplicaManager:
 
     # -- append -----------------------------------------------------------------------------------------------
     def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1,
-                     origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+                     origin: AppendOrigin = AppendOrigin.CLIENT, received_bytes: int | None = None) -> AppendResult:
+        """``received_bytes``: the size the client sent, when ``records`` were recompressed since (BytesInPerSec
+        counts what came in, as Kafka's)."""
         result = self._append_local(tp, records, required_acks, origin)
         if self.metrics is not None:
-            self.metrics.topic_stats.record_append(tp.topic, result, len(records))
+            self.metrics.topic_stats.record_append(tp.topic, result,
+                                                   len(records) if received_bytes is None else received_bytes)
         return result
 
     def _append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int,
@@ -288,6 +291,22 @@ class ReplicaManager:
         self._wake_fetches(tp)
         return AppendResult(ErrorCode.NONE, info, None)
 
+    async def _recompressed(self, entries: dict[TopicPartition, memoryview | bytes]
+                            ) -> dict[TopicPartition, memoryview | bytes]:
+        loop = asyncio.get_running_loop()
+        jobs = {tp: loop.run_in_executor(None, recompress_for_topic, recs, config)
+                for tp, recs in entries.items()
+                if (config := self.log_config(tp.topic)).compression_type != "producer"}
+        if not jobs:
+            return entries
+        prepared = dict(entries)
+        for tp, job in jobs.items():
+            try:
+                prepared[tp] = await job
+            except Exception:  # noqa: BLE001 - the append recompresses (or refuses) the batches itself
+                log.exception("recompressing a batch for %s in a worker failed; the append does it", tp)
+        return prepared
+
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
                              timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
                              on_parked: Callable[[], None] | None = None,
@@ -297,8 +316,12 @@ class ReplicaManager:
         An append that reached ``flush.messages`` is answered once the log flusher has fsynced it (Kafka flushes
         inside the append, before the response): the event loop goes on serving others meanwhile.
         ``on_parked`` is called once the appends are done and the request waits for the ISR: the socket server
-        then lets the connection's next Produce append while this one waits."""
-        results = {tp: self.append_local(tp, recs, required_acks, origin) for tp, recs in entries.items()}
+        then lets the connection's next Produce append while this one waits. Client batches in a codec other than
+        their topic's ``compression.type`` are recompressed in a worker thread first (the event loop serves other
+        connections meanwhile; this connection's next request waits, so appends keep their order)."""
+        prepared = await self._recompressed(entries) if origin is AppendOrigin.CLIENT else entries
+        results = {tp: self.append_local(tp, recs, required_acks, origin, len(entries[tp]))
+                   for tp, recs in prepared.items()}
         for tp, r in results.items():
             if r.info is not None and r.info.flushed is not None:
                 results[tp] = await self._await_flush(tp, r)

@@ -60,7 +60,13 @@ from strom.record.header import (
 from strom.record.varint import decode_varint, decode_varlong, varint_bytes
 from strom.storage.log_config import LONG_MAX, LogConfig
 
-__all__ = ["AppendOrigin", "ValidationResult", "validate_and_assign_offsets", "validate_replicated"]
+__all__ = ["AppendOrigin", "ValidationResult", "validate_and_assign_offsets", "validate_replicated",
+           "recompress_for_topic", "recompress_batch", "target_compression"]
+
+try:
+    from strom.record._fastdecode import scan_records as _scan_records
+except ImportError:  # built without a C compiler: the Python walk below does the same
+    _scan_records = None
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 NO_TIMESTAMP = -1
@@ -256,6 +262,36 @@ def target_compression(config: LogConfig) -> CompressionType | None:
     return None if name == "producer" else CompressionType.from_topic_config(name)
 
 
+def recompress_for_topic(records: bytes | bytearray | memoryview, config: LogConfig) -> bytes | bytearray | memoryview:
+    """``records`` with its client batches in a codec other than the topic's recompressed — the work
+    :func:`validate_and_assign_offsets` would otherwise do, done beforehand where it may take its time (the broker
+    runs it in a worker thread: the codecs and the records scan release the GIL). Batches that do not check out
+    (structure, counts, CRC, a records block that does not parse) and everything after them are left as they
+    came, for the validator to refuse with its own error. ``records`` itself when nothing changes, else a
+    writable memoryview of a new buffer."""
+    target = target_compression(config)
+    if target is None:
+        return records
+    rewritten: list[tuple[int, int, bytearray]] = []
+    pos, total = 0, len(records)
+    while total - pos >= HEADER_SIZE:
+        h = parse_header(records, pos)
+        size = h.batch_length + LOG_OVERHEAD
+        if (h.magic != 2 or h.batch_length < _MIN_BATCH_LENGTH or pos + size > total or h.records_count <= 0
+                or h.records_count != h.last_offset_delta + 1):
+            break
+        if not h.is_control and h.compression != target:
+            if compute_crc(records, pos, size) != h.crc:
+                break
+            try:
+                rewritten.append((pos, size, recompress_batch(records, pos, size, h.attributes, h.records_count,
+                                                              target, config)))
+            except CorruptMessageError:
+                break
+        pos += size
+    return memoryview(_splice(records, rewritten)) if rewritten else records
+
+
 def _level(config: LogConfig, codec: CompressionType) -> int | None:
     if codec is CompressionType.GZIP:
         return config.compression_gzip_level
@@ -289,7 +325,14 @@ def recompress_batch(buf: bytes | bytearray | memoryview, pos: int, size: int, a
 
 def _renumbered(raw: bytes | memoryview, count: int) -> bytes | memoryview:
     """``raw`` (an uncompressed records block) when it holds exactly ``count`` records with offset deltas 0, 1, 2
-    ...; the same records with those deltas when some differ; CorruptMessageError when it does not parse."""
+    ...; the same records with those deltas when some differ; CorruptMessageError when it does not parse.
+    (The usual case, checked in C with the GIL released when the accelerator is built: nothing to renumber.)"""
+    if _scan_records is not None:
+        shape = _scan_records(raw, count)
+        if shape == 0:
+            return raw
+        if shape < 0:
+            raise CorruptMessageError(f"the records block does not hold the {count} records the batch declares")
     end = len(raw)
     pos = 0
     parts: list[bytes | memoryview] | None = None

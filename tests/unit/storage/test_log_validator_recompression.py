@@ -15,6 +15,7 @@ from strom.record.builder import MemoryRecordsBuilder
 from strom.record.compression import CompressionType
 from strom.record.control import build_control_batch
 from strom.record.header import LOG_OVERHEAD, compute_crc, parse_header
+from strom.storage import log_validator
 from strom.storage.log_config import LogConfig
 from strom.storage.log_validator import AppendOrigin, validate_and_assign_offsets, validate_replicated
 
@@ -25,6 +26,16 @@ pytestmark = pytest.mark.unit
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 RECORDS = [(T0 + i, f"k{i}".encode() if i % 3 else None, (b"value-%d " % i) * (i % 7 + 1),
             (("h", b"x"), ("n", None)) if i % 2 else ()) for i in range(50)]
+
+
+@pytest.fixture(params=["C scan", "Python walk"])
+def records_walk(request, monkeypatch):  # type: ignore[no-untyped-def]
+    """Both ways the records block is checked: the C accelerator's ``scan_records`` and the Python walk."""
+    if request.param == "C scan":
+        assert log_validator._scan_records is not None, "the C accelerator is not built"
+    else:
+        monkeypatch.setattr(log_validator, "_scan_records", None)
+    return request.param
 
 
 def _batch(codec: str, records=RECORDS, *, producer=(7, 2, 100), transactional: bool = False) -> bytes:  # type: ignore[no-untyped-def]
@@ -50,7 +61,7 @@ def _records(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[tuple[in
 
 
 @pytest.mark.parametrize(("source", "target"), [(s, t) for s, t in itertools.product(CODECS, CODECS) if s != t])
-def test_a_batch_in_another_codec_is_stored_in_the_topics(source: str, target: str) -> None:
+def test_a_batch_in_another_codec_is_stored_in_the_topics(source: str, target: str, records_walk: str) -> None:
     result = _validate(_batch(source, transactional=source == "lz4"), _config(**{
         "compression.type": "uncompressed" if target == "none" else target}))
     out = bytes(result.records)
@@ -84,7 +95,7 @@ def _resized(batch: bytes, records_block: bytes) -> bytes:
     return bytes(buf)
 
 
-def test_offset_deltas_that_are_not_consecutive_are_renumbered() -> None:
+def test_offset_deltas_that_are_not_consecutive_are_renumbered(records_walk: str) -> None:
     batch = build_batch([b"v0", b"v1", b"v2", b"v3"], keys=[b"k0", b"k1", b"k2", b"k3"], offset_deltas=[0, 5, 2, 200],
                         last_offset_delta=3)
     result = _validate(batch, _config(**{"compression.type": "gzip"}))
@@ -93,7 +104,7 @@ def test_offset_deltas_that_are_not_consecutive_are_renumbered() -> None:
 
 
 @pytest.mark.parametrize("damage", ["trailing bytes", "fewer records than declared", "record past the end"])
-def test_a_records_block_that_does_not_add_up_is_corrupt(damage: str) -> None:
+def test_a_records_block_that_does_not_add_up_is_corrupt(damage: str, records_walk: str) -> None:
     batch = build_batch([b"v0", b"v1", b"v2"])
     if damage == "trailing bytes":
         batch = _resized(batch, batch[61:] + build_record(3, 0, None, b"v3"))

@@ -1,0 +1,124 @@
+"""A client batch bound for a topic with another ``compression.type`` is recompressed in a worker thread: while it
+is, the broker's event loop answers other connections; a recompression that fails there falls back to the
+append's own (the request still succeeds, or gets the validator's error code).
+
+The broker runs in-process on a thread (the standard asyncio loop and uvloop); the clients are raw sockets."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strom.common.error_codes import ErrorCode
+from strom.common.structs import TopicPartition
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.api_versions import ApiVersionsRequest
+from strom.protocol.messages.create_topics import CreateTopicsRequest
+from strom.protocol.messages.produce import ProduceRequest
+from strom.record.builder import MemoryRecordsBuilder
+from strom.record.compression import CompressionType
+from strom.record.header import parse_header
+from strom.server import replica_manager as replica_manager_module
+from strom.server.broker import BrokerServer
+from strom.testing.certs import Pki, make_pki
+from tests.integration.in_process_broker import in_process_broker
+from tests.integration.test_fetch_zero_copy import _Client, _LoopThread
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path, pki: Pki) -> Iterator[tuple[BrokerServer, _LoopThread]]:
+    with in_process_broker(request.param, tmp_path / "data", pki) as started:
+        yield started
+
+
+def _produce(topic: str) -> ProduceRequest:
+    b = MemoryRecordsBuilder(CompressionType.NONE)
+    for i in range(200):
+        b.append(1_700_000_000_000 + i, b"k%d" % i, b"value %d " % i * 50 + os.urandom(16))
+    return ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(b.build()))])])
+
+
+def _create_gzip_topic(c: _Client, topic: str) -> None:
+    c.send(ApiKey.CREATE_TOPICS, 4, CreateTopicsRequest(timeout_ms=10_000, topics=[
+        CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=1, replication_factor=1, configs=[
+            CreateTopicsRequest.CreatableTopicConfig(name="compression.type", value="gzip")])]))
+    assert c.receive().topics[0].error_code == ErrorCode.NONE
+
+
+def _codecs_stored(b: BrokerServer, topic: str) -> list[int]:
+    log = b.replica_manager.get_log(TopicPartition(topic, 0))
+    assert log is not None
+    stored = b"".join(Path(s.log.path).read_bytes() for s in log.segments)
+    codecs, pos = [], 0
+    while pos < len(stored):
+        h = parse_header(stored, pos)
+        codecs.append(h.compression)
+        pos += h.size
+    return codecs
+
+
+def test_the_loop_serves_other_connections_while_a_batch_is_recompressed(
+        broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch) -> None:
+    b, runner = broker
+    port = int(next(s for s in b.socket_servers if s.listener.name == "PLAINTEXT").bound_port or 0)
+    started, release = threading.Event(), threading.Event()
+    threads: list[int] = []
+    real = replica_manager_module.recompress_for_topic
+
+    def held_recompression(records: Any, config: Any) -> Any:
+        threads.append(threading.get_ident())
+        started.set()
+        release.wait(30)  # held until the other connection has been answered (or for 30 s: the test then fails)
+        return real(records, config)
+
+    monkeypatch.setattr(replica_manager_module, "recompress_for_topic", held_recompression)
+    producer, other = _Client(port), _Client(port)
+    try:
+        _create_gzip_topic(producer, "gz")
+        producer.send(ApiKey.PRODUCE, 9, _produce("gz"))
+        assert started.wait(30), "the recompression never started"
+        other.sock.settimeout(10)
+        other.send(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        answered = other.receive()  # a loop blocked in the recompression would not answer: a timeout here
+        release.set()
+        assert answered.error_code == ErrorCode.NONE
+        part = producer.receive().responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.NONE
+    finally:
+        release.set()
+        producer.close()
+        other.close()
+    assert threads and threads[0] != runner.thread.ident
+    assert _codecs_stored(b, "gz") == [CompressionType.GZIP]
+
+
+def test_a_recompression_that_fails_in_the_worker_falls_back_to_the_append(
+        broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch) -> None:
+    b, _ = broker
+    port = int(next(s for s in b.socket_servers if s.listener.name == "PLAINTEXT").bound_port or 0)
+
+    def broken(records: Any, config: Any) -> Any:
+        raise RuntimeError("a bug in the worker")
+
+    monkeypatch.setattr(replica_manager_module, "recompress_for_topic", broken)
+    c = _Client(port)
+    try:
+        _create_gzip_topic(c, "gz2")
+        c.send(ApiKey.PRODUCE, 9, _produce("gz2"))
+        assert c.receive().responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    finally:
+        c.close()
+    assert _codecs_stored(b, "gz2") == [CompressionType.GZIP]
