@@ -140,3 +140,24 @@ def test_zstd_batches_need_produce_v7(broker, version: int, code: int) -> None: 
         part = c.request(ApiKey.PRODUCE, version, request).responses[0].partition_responses[0]
     assert part.error_code == code
     assert _codecs_on_disk(broker.data_dir, topic) == ([] if code else ["zstd"])
+
+
+@pytest.mark.parametrize(("topic_codec", "version", "code"), [
+    ("zstd", 9, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), ("zstd", 4, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    ("zstd", 10, ErrorCode.NONE), ("lz4", 9, ErrorCode.NONE), ("producer", 9, ErrorCode.NONE)])
+def test_a_zstd_topic_is_refused_to_fetches_older_than_v10(broker, topic_codec: str, version: int,  # type: ignore[no-untyped-def]
+                                                           code: int) -> None:
+    from strom.protocol.messages.fetch import FetchRequest
+
+    topic = f"tc-fetch-{topic_codec}-v{version}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config={"compression.type": topic_codec})]).values():
+        f.result(20)
+    _produce(broker.bootstrap, topic, "none", 0, 10)
+    request = FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, topics=[FetchRequest.FetchTopic(
+        topic=topic, partitions=[FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                             partition_max_bytes=1 << 20)])])
+    with RawClient(broker.bootstrap) as c:
+        part = c.request(ApiKey.FETCH, version, request).responses[0].partitions[0]
+    assert part.error_code == code
+    assert (len(part.records or b"") > 0) == (code == ErrorCode.NONE)

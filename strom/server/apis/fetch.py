@@ -83,6 +83,9 @@ def _by_topic(partitions: Iterable[tuple[TopicKey, PartitionRequest]]) -> list[t
     return out
 
 
+_ZSTD_MIN_VERSION = 10  # the first Fetch version whose clients can read zstd batches (KIP-110)
+
+
 def _read_all(version: int, topics: list[tuple[TopicKey, list[PartitionRequest]]], request: FetchRequest,
               replica_id: int, metadata: MetadataCache, rm: ReplicaManager, readable: set[str] | None = None,
               zero_copy: bool = False,
@@ -117,6 +120,12 @@ def _read_all(version: int, topics: list[tuple[TopicKey, list[PartitionRequest]]
                 had_error = True
                 continue
             tp = TopicPartition(info.name, pidx)
+            if version < _ZSTD_MIN_VERSION and replica_id < 0 and rm.log_config(info.name).compression_type == "zstd":
+                # Kafka (KIP-110): a client too old for zstd may not read a topic whose compression.type is zstd
+                parts.append(FetchResponse.PartitionData(partition_index=pidx, high_watermark=-1, records=b"",
+                                                         error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE))
+                had_error = True
+                continue
             part = FetchPartition(tp, fp.fetch_offset, fp.partition_max_bytes,
                                   fp.current_leader_epoch if version >= 9 else -1)
             r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
