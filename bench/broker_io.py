@@ -57,12 +57,17 @@ def export(ref: str, into: str) -> None:
 
 
 def start_broker(pythonpath: str, overrides: dict[str, str] | None = None) -> BrokerProcess:
-    old = os.environ.get("PYTHONPATH")
+    """A broker running the ``strom`` package found in ``pythonpath``. The process starts in that directory too:
+    ``python -m`` puts the working directory first on ``sys.path``, so a broker started from the repository's
+    root would import this tree's ``strom`` whatever ``PYTHONPATH`` says."""
+    old, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
     os.environ["PYTHONPATH"] = pythonpath
+    os.chdir(pythonpath)
     try:
         b = BrokerProcess(overrides=overrides)
         b.start()
     finally:
+        os.chdir(cwd)
         if old is None:
             os.environ.pop("PYTHONPATH", None)
         else:
