@@ -1,11 +1,12 @@
 """What the broker's metrics cost: bench/broker.py's workloads against the broker of a base revision (before
-the broker metrics) and of this tree, side by side in one run.
+the broker metrics, default ``dd3eb76``) and of the revision that added them (default ``71c34af``, the metrics as
+they landed; ``--after-ref tree`` for this working tree), side by side in one run.
 
-  .venv/bin/python bench/broker_metrics_cost.py [--base-ref REF] [--rounds R] [--records-1k N] [--records-100 N]
-                                                [--requests N]
+  .venv/bin/python bench/broker_metrics_cost.py [--base-ref REF] [--after-ref REF|tree] [--rounds R]
+                                                [--records-1k N] [--records-100 N] [--requests N]
 
-The base revision's ``strom`` package is exported with ``git archive`` and run with ``PYTHONPATH`` pointing at it;
-the clients are this tree's. Per round and per broker (order swapped every round): confluent-kafka produce of
+Each revision's ``strom`` package is exported with ``git archive`` and run with ``PYTHONPATH`` pointing at it (the
+broker process starts in that directory: see ``broker_io.start_broker``); the clients are this tree's. Per round and per broker (order swapped every round): confluent-kafka produce of
 1 KiB and 100 B records (acks=1, as bench/broker.py), the lean fetch client reading the 1 KiB topic back, and
 N sequential one-record Produce requests on one connection (the per-request path: RequestMetrics, the
 dispatcher's timing and error counting, BrokerTopicMetrics). Reported: the median over rounds of records (or
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,18 +28,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psutil  # noqa: E402
 from broker import lean_fetch, produce  # noqa: E402
+from broker_io import export, start_broker  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from strom.broker_process import BrokerProcess  # noqa: E402
 from strom.protocol.api_keys import ApiKey  # noqa: E402
 from strom.protocol.messages.produce import ProduceRequest  # noqa: E402
 from strom.record.builder import MemoryRecordsBuilder  # noqa: E402
 from strom.testing.raw_client import RawClient  # noqa: E402
-
-
-def export(ref: str, into: str) -> None:
-    archive = subprocess.run(["git", "-C", ROOT, "archive", ref, "strom"], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
 
 
 def sequential_produce(bootstrap: str, topic: str, n: int) -> float:
@@ -58,16 +53,7 @@ def sequential_produce(bootstrap: str, topic: str, n: int) -> float:
 
 def run_once(pythonpath: str, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     """{workload: (rate, broker CPU seconds)} against a broker importing ``strom`` from ``pythonpath``."""
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = pythonpath
-    try:
-        b = BrokerProcess()
-        b.start()
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+    b = start_broker(pythonpath)
     out: dict[str, tuple[float, float]] = {}
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -100,15 +86,21 @@ def run_once(pythonpath: str, args: argparse.Namespace) -> dict[str, tuple[float
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--base-ref", default="8e8ca9b", help="a revision without broker metrics")
+    ap.add_argument("--base-ref", default="dd3eb76", help="a revision without broker metrics")
+    ap.add_argument("--after-ref", default="71c34af",
+                    help="the revision to compare with it (default: the metrics as they landed, before later "
+                         "changes to the broker); 'tree' for this working tree")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--records-1k", type=int, default=100_000)
     ap.add_argument("--records-100", type=int, default=300_000)
     ap.add_argument("--requests", type=int, default=5_000)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="strom-base-") as base:
+    with tempfile.TemporaryDirectory(prefix="strom-base-") as base, \
+            tempfile.TemporaryDirectory(prefix="strom-after-") as after:
         export(args.base_ref, base)
-        variants = {"before": base, "after": os.path.abspath(ROOT)}
+        if args.after_ref != "tree":
+            export(args.after_ref, after)
+        variants = {"before": base, "after": after if args.after_ref != "tree" else os.path.abspath(ROOT)}
         results: dict[str, list[dict[str, tuple[float, float]]]] = {k: [] for k in variants}
         for r in range(args.rounds):
             order = list(variants) if r % 2 == 0 else list(reversed(variants))
@@ -116,7 +108,8 @@ def main() -> None:
                 results[name].append(run_once(variants[name], args))
                 print(f"round {r + 1} {name}: " + ", ".join(f"{k} {v[0]:,.0f}" for k, v in results[name][-1].items()),
                       flush=True)
-    print(f"\nmedians over {args.rounds} rounds (before = {args.base_ref}, after = this tree)")
+    print(f"\nmedians over {args.rounds} rounds (before = {args.base_ref}, after = "
+          f"{'this tree' if args.after_ref == 'tree' else args.after_ref})")
     print(f"  {'workload':<38} {'before':>12} {'after':>12} {'change':>8}   {'broker CPU s before/after':>26}")
     for key in results["before"][0]:
         rb = statistics.median(x[key][0] for x in results["before"])
