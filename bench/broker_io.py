@@ -166,23 +166,42 @@ def fetch_all(bootstrap: str, topic: str, passes: int) -> tuple[float, int]:
 
 def loop_lag(bootstrap: str, topic: str, seconds: float) -> tuple[list[float], int]:
     """ApiVersions round trips (ms) on an idle connection while 4 connections produce; and produce count."""
-    stop = threading.Event()
-    counts = [0] * PARTITIONS
     b = MemoryRecordsBuilder()
     b.append(1_700_000_000_000, b"k", os.urandom(1024))
-    batch = b.build()
+    rtts, counts = produce_while_probing(bootstrap, topic, [b.build()] * PARTITIONS, seconds)
+    return rtts, sum(counts)
+
+
+def produce_while_probing(bootstrap: str, topic: str, batches: list[bytes], seconds: float,
+                          ) -> tuple[list[float], list[int]]:
+    """One connection per partition sends ``batches[p]`` to partition p (acks=1) as fast as it is answered while
+    :func:`api_versions_round_trips` runs for ``seconds``: its round trips, and the requests each connection made."""
+    stop = threading.Event()
+    counts = [0] * len(batches)
 
     def producer(p: int) -> None:
         with RawClient(bootstrap, timeout=60) as c:
-            req = produce_request(topic, p, batch)
+            req = produce_request(topic, p, batches[p])
             while not stop.is_set():
                 r = c.request(ApiKey.PRODUCE, 9, req)
                 assert r.responses[0].partition_responses[0].error_code == 0
                 counts[p] += 1
 
-    threads = [threading.Thread(target=producer, args=(p,)) for p in range(PARTITIONS)]
+    threads = [threading.Thread(target=producer, args=(p,)) for p in range(len(batches))]
     for t in threads:
         t.start()
+    try:
+        rtts = api_versions_round_trips(bootstrap, seconds)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    return rtts, counts
+
+
+def api_versions_round_trips(bootstrap: str, seconds: float, every: float = 0.005) -> list[float]:
+    """Round trips (ms) of ApiVersions sent on a connection of their own every ``every`` seconds for ``seconds``:
+    how long the broker's event loop keeps an idle connection waiting."""
     rtts: list[float] = []
     with RawClient(bootstrap) as probe:
         deadline = time.monotonic() + seconds
@@ -191,11 +210,8 @@ def loop_lag(bootstrap: str, topic: str, seconds: float) -> tuple[list[float], i
             probe.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="bench",
                                                                     client_software_version="1"))
             rtts.append((time.perf_counter() - t0) * 1000)
-            time.sleep(0.005)
-    stop.set()
-    for t in threads:
-        t.join()
-    return rtts, sum(counts)
+            time.sleep(every)
+    return rtts
 
 
 def run_once(pythonpath: str, args: argparse.Namespace) -> dict[str, float]:

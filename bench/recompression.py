@@ -19,17 +19,15 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import psutil  # noqa: E402
-from broker_io import ROOT, export, produce_request, start_broker  # noqa: E402
+from broker_io import ROOT, export, produce_while_probing, start_broker  # noqa: E402
 
 from strom.protocol.api_keys import ApiKey  # noqa: E402
-from strom.protocol.messages.api_versions import ApiVersionsRequest  # noqa: E402
 from strom.protocol.messages.create_topics import CreateTopicsRequest  # noqa: E402
 from strom.record.builder import MemoryRecordsBuilder  # noqa: E402
 from strom.testing.raw_client import RawClient  # noqa: E402
@@ -57,40 +55,15 @@ def create_topic(bootstrap: str, name: str, codec: str) -> None:
 
 
 def run(bootstrap: str, broker_pid: int, topic: str, seconds: float) -> dict[str, float]:
-    stop = threading.Event()
-    sent = [0] * PARTITIONS
     batches = [text_batch(p) for p in range(PARTITIONS)]
-
-    def producer(p: int) -> None:
-        with RawClient(bootstrap, timeout=60) as c:
-            req = produce_request(topic, p, batches[p])
-            while not stop.is_set():
-                r = c.request(ApiKey.PRODUCE, 9, req)
-                assert r.responses[0].partition_responses[0].error_code == 0
-                sent[p] += len(batches[p])
-
     proc = psutil.Process(broker_pid)
     c0 = proc.cpu_times()
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=producer, args=(p,)) for p in range(PARTITIONS)]
-    for t in threads:
-        t.start()
-    rtts: list[float] = []
-    with RawClient(bootstrap) as probe:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            t1 = time.perf_counter()
-            probe.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="bench",
-                                                                    client_software_version="1"))
-            rtts.append((time.perf_counter() - t1) * 1000)
-            time.sleep(0.005)
-    stop.set()
-    for t in threads:
-        t.join()
+    rtts, counts = produce_while_probing(bootstrap, topic, batches, seconds)
     dt = time.perf_counter() - t0
     c1 = proc.cpu_times()
     cpu = c1.user - c0.user + c1.system - c0.system
-    mb = sum(sent) / 1e6
+    mb = sum(n * len(b) for n, b in zip(counts, batches, strict=True)) / 1e6
     q = statistics.quantiles(rtts, n=100)
     return {"mbs": mb / dt, "cores": cpu / dt, "ms_per_mb": cpu * 1e3 / mb, "p50": q[49], "p99": q[98],
             "max": max(rtts)}

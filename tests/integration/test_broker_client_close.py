@@ -21,7 +21,7 @@ from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.server.broker import BrokerServer
 from strom.server.socket_server import MAX_QUEUED_PER_CONNECTION
-from strom.testing.certs import Pki, make_pki
+from strom.testing.certs import Pki
 from strom.testing.raw_client import RawClient
 from tests.integration.in_process_broker import in_process_broker
 from tests.integration.test_fetch_zero_copy import _Client
@@ -95,11 +95,6 @@ def test_requests_written_before_close_are_appended(broker: BrokerProcess, acks:
             while (end := _end_offset(reader)) < expected and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert end == expected, f"{expected - end} of {REQUESTS * RECORDS_PER_REQUEST} records lost"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])

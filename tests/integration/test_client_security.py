@@ -14,15 +14,10 @@ from strom.common.errors import KafkaTimeoutError
 from strom.security.sasl import SslAuthenticationError
 from strom.security.scram import SCRAM_MECHANISMS, ScramCredential
 from strom.server.security.credentials import CREDENTIALS_FILE, FileCredentialStore
-from strom.testing.certs import Pki, make_pki
+from strom.testing.certs import Pki
 from tests.integration.listener_process import ListenerProcess
 
 ALICE, BOB = "alice-Secret-1", "bob-Secret-2"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

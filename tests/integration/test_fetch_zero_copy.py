@@ -33,7 +33,7 @@ from strom.server.broker_config import BrokerConfig, Listener
 from strom.server.security.ssl_factory import server_ssl_context
 from strom.server.socket_server import ConnectionContext, SocketServer
 from strom.storage.file_records import FileRecords, FileRegion
-from strom.testing.certs import Pki, make_pki
+from strom.testing.certs import Pki
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -61,11 +61,6 @@ class _LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +24,9 @@ from strom.record.compression import CompressionType
 from strom.record.header import parse_header
 from strom.server import replica_manager as replica_manager_module
 from strom.server.broker import BrokerServer
-from strom.testing.certs import Pki, make_pki
-from tests.integration.in_process_broker import in_process_broker
 from tests.integration.test_fetch_zero_copy import _Client, _LoopThread
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def broker(request: pytest.FixtureRequest, tmp_path: Path, pki: Pki) -> Iterator[tuple[BrokerServer, _LoopThread]]:
-    with in_process_broker(request.param, tmp_path / "data", pki) as started:
-        yield started
 
 
 def _produce(topic: str) -> ProduceRequest:
@@ -71,8 +57,8 @@ def _codecs_stored(b: BrokerServer, topic: str) -> list[int]:
 
 
 def test_the_loop_serves_other_connections_while_a_batch_is_recompressed(
-        broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch) -> None:
-    b, runner = broker
+        loop_broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch) -> None:
+    b, runner = loop_broker
     port = int(next(s for s in b.socket_servers if s.listener.name == "PLAINTEXT").bound_port or 0)
     started, release = threading.Event(), threading.Event()
     threads: list[int] = []
@@ -106,8 +92,8 @@ def test_the_loop_serves_other_connections_while_a_batch_is_recompressed(
 
 
 def test_a_recompression_that_fails_in_the_worker_falls_back_to_the_append(
-        broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch) -> None:
-    b, _ = broker
+        loop_broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch) -> None:
+    b, _ = loop_broker
     port = int(next(s for s in b.socket_servers if s.listener.name == "PLAINTEXT").bound_port or 0)
 
     def broken(records: Any, config: Any) -> Any:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,7 @@ from strom.protocol.messages.create_topics import CreateTopicsRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.server.broker import BrokerServer
-from strom.testing.certs import Pki, make_pki
-from tests.integration.in_process_broker import in_process_broker
+from strom.testing.certs import Pki
 from tests.integration.test_fetch_zero_copy import _Client, _LoopThread
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -47,17 +45,6 @@ class _CountingPool(FrameBufferPool):
         return buf
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def broker(request: pytest.FixtureRequest, tmp_path: Path, pki: Pki) -> Iterator[tuple[BrokerServer, _LoopThread]]:
-    with in_process_broker(request.param, tmp_path / "data", pki) as started:
-        yield started
-
-
 def _batch(i: int) -> bytes:
     builder = MemoryRecordsBuilder()
     for j in range(3):
@@ -72,8 +59,8 @@ def _produce(records: bytes) -> ProduceRequest:
 
 @pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])
 def test_pipelined_large_produces_reuse_frame_buffers_and_keep_their_bytes(
-        broker: tuple[BrokerServer, _LoopThread], pki: Pki, listener: str) -> None:
-    b, _ = broker
+        loop_broker: tuple[BrokerServer, _LoopThread], pki: Pki, listener: str) -> None:
+    b, _ = loop_broker
     server = next(s for s in b.socket_servers if s.listener.name == listener)
     pool = server.frame_pool = _CountingPool()  # (the connection below takes the listener's pool when accepted)
     c = _Client(int(server.bound_port or 0), tls_ca=pki.ca if listener == "SSL" else None)
