@@ -2,8 +2,8 @@
 
 Kafka counterpart: ``FileRecords`` (plus the record-level timestamp scan of ``LogSegment.findOffsetByTimestamp``).
 
-Batches are never decoded here except by :func:`record_timestamps`, which walks the varint headers of the
-records of an *uncompressed* batch to find per-record timestamps (used by ListOffsets only).
+Batches are never decoded here except by :func:`record_timestamps`, which walks the varint headers of a
+batch's records (decompressing a compressed batch first) to find per-record timestamps (used by ListOffsets only).
 
 The descriptor comes from the shared cache (:class:`strom.storage.fs.PooledFile`): it is opened on first use
 and may be closed while the segment is idle. A failed append cuts the file back to its previous size, so a
@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from strom.common.error_codes import CorruptMessageError
 from strom.protocol.send import TransferableRecords
+from strom.record.compression import decompress
 from strom.record.header import (
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -327,25 +328,31 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def record_timestamps(batch: bytes) -> list[tuple[int, int]] | None:
-    """``(offset_delta, timestamp)`` of every record of one uncompressed v2 batch; None if compressed.
+def record_timestamps(batch: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
+    """``(offset_delta, timestamp)`` of every record of one v2 batch; a compressed batch's records block is
+    decompressed first (as Kafka's timestamp search iterates a compressed batch's records).
 
     Only the record prefix (length, attributes, timestampDelta, offsetDelta) is decoded; the rest of each
-    record is skipped by its length. Raises ``ValueError`` on malformed records.
+    record is skipped by its length. Raises ``ValueError`` on malformed records or a stream that does not
+    decompress.
     """
     header = parse_header(batch)
-    if header.compression & COMPRESSION_MASK:
-        return None
-    out: list[tuple[int, int]] = []
-    pos = HEADER_SIZE
     end = header.batch_length + LOG_OVERHEAD
+    codec = header.compression & COMPRESSION_MASK
+    data: bytes | bytearray | memoryview
+    if codec:
+        data = decompress(codec, memoryview(batch)[HEADER_SIZE:end])
+        pos, end = 0, len(data)
+    else:
+        data, pos = batch, HEADER_SIZE
+    out: list[tuple[int, int]] = []
     try:
         for _ in range(header.records_count):
-            length, body = _varint(batch, pos)
+            length, body = _varint(data, pos)
             if length < 0 or body + length > end:
                 raise ValueError("record length out of bounds")
-            ts_delta, p = _varint(batch, body + 1)  # +1 skips the attributes byte
-            offset_delta, _ = _varint(batch, p)
+            ts_delta, p = _varint(data, body + 1)  # +1 skips the attributes byte
+            offset_delta, _ = _varint(data, p)
             out.append((offset_delta, header.base_timestamp + ts_delta))
             pos = body + length
     except IndexError:

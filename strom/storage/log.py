@@ -543,8 +543,8 @@ class Log:
 
         -2 earliest -> (log_start_offset, -1); -1 latest -> (high_watermark, -1); -3 -> the record with the
         largest timestamp; -4 earliest local -> (log_start_offset, -1); ``timestamp >= 0`` -> the first record at
-        or after the log start with timestamp >= ``timestamp`` and offset below the high watermark. Precision
-        notes for compressed batches are in :meth:`LogSegment.find_offset_by_timestamp`.
+        or after the log start with timestamp >= ``timestamp`` and offset below the high watermark (record
+        timestamps read, compressed batches included: :meth:`LogSegment.find_offset_by_timestamp`).
         """
         with self._lock:
             self._check_open()

@@ -318,10 +318,8 @@ class LogSegment:
     ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` at/after ``starting_offset``.
 
-        Record timestamps are decoded for uncompressed CreateTime batches. In LogAppendTime batches every record
-        carries the batch maxTimestamp. For compressed CreateTime batches the answer is batch-granular: the
-        batch's base offset with its baseTimestamp when that is already >= ``timestamp``, else with its
-        maxTimestamp (a consumer seeking there may see a few earlier records).
+        Record timestamps are decoded for CreateTime batches (a compressed batch is decompressed for it, as
+        Kafka's search does). In LogAppendTime batches every record carries the batch maxTimestamp.
         """
         start_offset = self.base_offset if starting_offset is None else starting_offset
         _ts, ts_offset = self.time_index.lookup(timestamp)
@@ -342,15 +340,11 @@ class LogSegment:
         first = max(h.base_offset, start_offset)
         if h.attributes & TIMESTAMP_TYPE_MASK:
             return first, h.max_timestamp
-        if h.compression:
-            if h.base_timestamp >= timestamp:
-                return first, h.base_timestamp
-            return first, h.max_timestamp
         try:
             records = record_timestamps(self.log.read(batch.position, batch.size))
         except ValueError:
             return first, h.max_timestamp
-        for delta, ts in records or ():
+        for delta, ts in records:
             if ts >= timestamp and h.base_offset + delta >= start_offset:
                 return h.base_offset + delta, ts
         return None

@@ -161,3 +161,23 @@ def test_a_zstd_topic_is_refused_to_fetches_older_than_v10(broker, topic_codec: 
         part = c.request(ApiKey.FETCH, version, request).responses[0].partitions[0]
     assert part.error_code == code
     assert (len(part.records or b"") > 0) == (code == ErrorCode.NONE)
+
+
+def test_offsets_for_times_finds_the_record_inside_a_compressed_batch(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = "tc-times"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(20)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 1000})
+    t0 = 1_700_000_000_000
+    for i in range(100):
+        p.produce(topic, value=b"v%d" % i, partition=0, timestamp=t0 + 10 * i)
+    assert p.flush(30) == 0
+    assert _codecs_on_disk(broker.data_dir, topic) == ["lz4"]  # one batch: the answer must come from inside it
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tc-times"})
+    try:
+        found = [c.offsets_for_times([ck.TopicPartition(topic, 0, t0 + 10 * i - 5)], timeout=20)[0].offset
+                 for i in (1, 37, 99)]  # (one partition per call: a request names each partition once)
+    finally:
+        c.close()
+    assert found == [1, 37, 99]

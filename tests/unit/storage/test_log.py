@@ -262,12 +262,29 @@ def test_fetch_offset_by_timestamp(make_log):
     assert lg.fetch_offset_by_timestamp(T0 + 15) == (1, T0 + 20)
     assert lg.fetch_offset_by_timestamp(T0 + 30) == (2, T0 + 30)
     assert lg.fetch_offset_by_timestamp(T0 + 31) == (3, T0 + 40)
-    assert lg.fetch_offset_by_timestamp(T0 + 50) == (5, T0 + 50)  # compressed: baseTimestamp matches
-    assert lg.fetch_offset_by_timestamp(T0 + 55) == (5, T0 + 60)  # compressed: batch granular
+    assert lg.fetch_offset_by_timestamp(T0 + 50) == (5, T0 + 50)  # compressed: its records are read too
+    assert lg.fetch_offset_by_timestamp(T0 + 55) == (6, T0 + 60)  # ... to the record, as Kafka
     assert lg.fetch_offset_by_timestamp(T0 + 61) is None
     assert lg.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP) == (0, -1)
     assert lg.fetch_offset_by_timestamp(LATEST_TIMESTAMP) == (7, -1)
-    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (5, T0 + 60)
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (6, T0 + 60)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_fetch_offset_by_timestamp_reads_compressed_records(make_log, codec: str) -> None:
+    from strom.record.builder import MemoryRecordsBuilder
+    from strom.record.compression import CompressionType
+
+    lg = make_log()
+    b = MemoryRecordsBuilder(CompressionType.from_name(codec))
+    for ts in (T0 + 10, T0 + 40, T0 + 20, T0 + 30):  # out of order within the batch
+        b.append(ts, None, b"v")
+    lg.append_as_leader(bytes(b.build()))
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.fetch_offset_by_timestamp(T0 + 15) == (1, T0 + 40)  # the first record at or after, not the batch
+    assert lg.fetch_offset_by_timestamp(T0 + 35) == (1, T0 + 40)
+    assert lg.fetch_offset_by_timestamp(T0 + 41) is None
+    assert lg.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (1, T0 + 40)
 
 
 def test_fetch_offset_by_timestamp_across_segments_and_hw(make_log):
