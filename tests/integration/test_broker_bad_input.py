@@ -117,6 +117,12 @@ def test_produce_errors(small_broker) -> None:  # type: ignore[no-untyped-def]
         assert _code(c.request(ApiKey.PRODUCE, 9, _produce("bad-input", good, partition=-1))) == \
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert _code(c.request(ApiKey.PRODUCE, 9, _produce("bad-input", b"\x00" * 30))) == ErrorCode.CORRUPT_MESSAGE
+        # Kafka's ProduceRequest.validateRecords: exactly one batch of magic 2 per partition
+        assert _code(c.request(ApiKey.PRODUCE, 9, _produce("bad-input", good + good))) == ErrorCode.INVALID_RECORD
+        magic1 = bytearray(good)
+        magic1[16] = 1
+        assert _code(c.request(ApiKey.PRODUCE, 9, _produce("bad-input", bytes(magic1)))) == ErrorCode.INVALID_RECORD
+        assert _code(c.request(ApiKey.PRODUCE, 9, _produce("bad-input", b""))) == ErrorCode.INVALID_RECORD
         assert _code(c.request(ApiKey.PRODUCE, 9, _produce("bad-input", good, acks=5))) == \
             ErrorCode.INVALID_REQUIRED_ACKS
         # Nothing of the rejected batches was written: the log holds exactly the first good batch.

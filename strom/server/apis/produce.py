@@ -15,7 +15,7 @@ from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.produce import ProduceRequest, ProduceResponse
 from strom.record.compression import CompressionType
-from strom.record.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD
+from strom.record.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
 from strom.server.apis import api
 from strom.server.metadata_cache import validate_topic_name
 from strom.server.security.request_auth import Op, Res, allowed, allowed_cluster, allowed_topics
@@ -75,7 +75,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
             elif (info is None and not hosted) or (info is not None and not 0 <= pd.index < info.num_partitions):
                 errors[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
             elif pd.records is None or len(pd.records) == 0:
-                errors[key] = (ErrorCode.CORRUPT_MESSAGE, "Produce request carried no record batch")
+                errors[key] = (ErrorCode.INVALID_RECORD, f"Produce requests with version {ctx.api_version} must "
+                                                         "have at least one record batch per partition")
+            elif (problem := _not_one_v2_batch(pd.records, ctx.api_version)) is not None:
+                errors[key] = (ErrorCode.INVALID_RECORD, problem)
             elif ctx.api_version < _ZSTD_MIN_VERSION and _has_zstd(pd.records):
                 errors[key] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                f"zstd-compressed batches need Produce v{_ZSTD_MIN_VERSION} or later")
@@ -103,6 +106,19 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                     log_append_time_ms=r.info.log_append_time, log_start_offset=r.info.log_start_offset))
         responses.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
     return ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
+
+
+def _not_one_v2_batch(records: memoryview | bytes, version: int) -> str | None:
+    """Kafka's ``ProduceRequest.validateRecords`` (v3+): one partition's records are exactly one batch of magic 2.
+    A header or a batch cut short is left to the log's validation (CORRUPT_MESSAGE)."""
+    if len(records) < HEADER_SIZE:
+        return None
+    if records[MAGIC_OFFSET] != 2:
+        return f"Produce requests with version {version} are only allowed to contain record batches with magic version 2"
+    length = _I32.unpack_from(records, 8)[0]
+    if length >= HEADER_SIZE - LOG_OVERHEAD and len(records) - LOG_OVERHEAD - length >= LOG_OVERHEAD:
+        return f"Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
+    return None
 
 
 _ZSTD_MIN_VERSION = 7  # KIP-110: Produce v7 and Fetch v10 are the first versions that may carry zstd batches
