@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 N = 3000
 
 
-def _codecs_on_disk(data_dir: Path, topic: str) -> list[str]:
-    """The codec of every batch in the topic's segment files, in log order."""
+def _codecs_on_disk(data_dir: Path, topic: str, partition: int = 0) -> list[str]:
+    """The codec of every batch in the partition's segment files, in log order."""
     codecs = []
-    for seg in sorted((data_dir / f"{topic}-0").glob("*.log")):
+    for seg in sorted((data_dir / f"{topic}-{partition}").glob("*.log")):
         buf = seg.read_bytes()
         pos = 0
         while len(buf) - pos >= HEADER_SIZE:
@@ -181,3 +181,26 @@ def test_offsets_for_times_finds_the_record_inside_a_compressed_batch(broker) ->
     finally:
         c.close()
     assert found == [1, 37, 99]
+
+
+def test_the_brokers_compression_type_applies_to_topics_without_their_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from strom.broker_process import BrokerProcess
+
+    with BrokerProcess(data_dir=tmp_path / "data", overrides={"compression.type": "gzip"}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in admin.create_topics([NewTopic("tc-default", 1, 1), NewTopic("tc-own", 1, 1, config={
+                "compression.type": "producer"})]).values():
+            f.result(20)
+        for topic in ("tc-default", "tc-own"):
+            _produce(b.bootstrap, topic, "lz4", 0, 500)
+        assert set(_codecs_on_disk(b.data_dir, "tc-default")) == {"gzip"}
+        assert set(_codecs_on_disk(b.data_dir, "tc-own")) == {"lz4"}
+        assert _read_confluent(b.bootstrap, "tc-default", 500) == [_expected("lz4", i) for i in range(500)]
+        c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "tc-group", "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[ck.TopicPartition("tc-default", 0, 500)], asynchronous=False)
+        finally:
+            c.close()
+        offsets_codecs = [codec for d in b.data_dir.glob("__consumer_offsets-*")
+                          for codec in _codecs_on_disk(b.data_dir, d.name.rsplit("-", 1)[0], int(d.name.rsplit("-", 1)[1]))]
+        assert offsets_codecs and "gzip" not in offsets_codecs  # internal topics keep compression.type=producer
