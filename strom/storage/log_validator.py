@@ -1,14 +1,14 @@
-"""Validate a produced payload of RecordBatch v2 and assign offsets, without decoding records.
+"""Validate a produced payload of RecordBatch v2 and assign offsets, decoding records only where a check needs them.
 
-Kafka counterpart: ``LogValidator`` (the in-place path ``assignOffsetsNonCompressed`` /
-``validateMessagesAndAssignOffsetsCompressed`` without recompression) plus the size checks of
-``UnifiedLog.analyzeAndValidateRecords``.
+Kafka counterpart: ``LogValidator`` (the in-place paths ``assignOffsetsNonCompressed`` /
+``validateMessagesAndAssignOffsetsCompressed`` and the recompression of ``buildRecordsAndAssignOffsets``) plus
+the size checks of ``UnifiedLog.analyzeAndValidateRecords``.
 
 Per batch: a whole header (61 bytes) and a ``batchLength`` that fits the payload, magic 2, the CRC-32C, size
 <= ``max.message.bytes`` (MESSAGE_TOO_LARGE, code 10, as Kafka), ``recordsCount == lastOffsetDelta + 1`` and > 0,
-no control batch from a client, and for CreateTime topics ``baseTimestamp``/``maxTimestamp`` within
-``message.timestamp.before/after.max.ms`` of broker time (Kafka checks every record; we check the batch bounds,
-which cover them as long as ``baseTimestamp`` is the first record's timestamp). Then, in a private copy of the
+no control batch from a client, and for CreateTime topics with ``message.timestamp.before/after.max.ms`` set,
+every record's timestamp within those bounds of broker time (the records are read for it, a compressed batch
+decompressed, as Kafka's ``validateTimestamp`` does; INVALID_TIMESTAMP). Then, in a private copy of the
 payload: baseOffset and partitionLeaderEpoch are rewritten, and for LogAppendTime topics maxTimestamp, the
 timestamp-type attribute bit and the CRC. Compressed batches are handled the same way when the topic's
 ``compression.type`` is ``producer`` or the batch's own codec.
@@ -58,6 +58,7 @@ from strom.record.header import (
     set_partition_leader_epoch,
 )
 from strom.record.varint import decode_varint, decode_varlong, varint_bytes
+from strom.storage.file_records import record_timestamps
 from strom.storage.log_config import LONG_MAX, LogConfig
 
 __all__ = ["AppendOrigin", "ValidationResult", "validate_and_assign_offsets", "validate_replicated",
@@ -159,13 +160,8 @@ def validate_and_assign_offsets(
             raise InvalidRecordError("clients may not write control batches")
         if compacted and not h.is_control:
             _check_keys(buf, pos, num_batches)
-        if check_ts:
-            for ts in (h.base_timestamp, h.max_timestamp):
-                if ts != NO_TIMESTAMP and (ts < now_ms - before_max or ts > now_ms + after_max):
-                    raise InvalidTimestampError(
-                        f"timestamp {ts} is out of range of broker time {now_ms} "
-                        f"(-{before_max} ms .. +{after_max} ms)"
-                    )
+        if check_ts and not h.is_control:
+            _check_timestamps(buf, pos, size, h.max_timestamp, now_ms - before_max, now_ms + after_max)
         last = offset + h.last_offset_delta
         out, out_pos = buf, pos
         if target is not None and not h.is_control and h.compression != target:
@@ -368,6 +364,24 @@ def _splice(buf: bytes | bytearray | memoryview, rewritten: list[tuple[int, int,
         prev = pos + size
     out += buf[prev:]
     return out
+
+
+def _check_timestamps(buf: bytes | bytearray | memoryview, pos: int, size: int, max_timestamp: int, lowest: int,
+                      highest: int) -> None:
+    """Kafka's ``validateTimestamp``: every record's CreateTime (but NO_TIMESTAMP) within ``[lowest, highest]``;
+    the header's maxTimestamp too, as it is what the time index and retention go by. Records are read (a
+    compressed batch decompressed) only when a limit is set (``message.timestamp.before/after.max.ms``)."""
+    try:
+        stamps = [ts for _delta, ts in record_timestamps(memoryview(buf)[pos:pos + size])]
+    except ValueError as e:
+        raise CorruptMessageError(f"the records of the batch at byte {pos} do not parse: {e}") from None
+    for i, ts in enumerate((*stamps, max_timestamp)):
+        if ts != NO_TIMESTAMP and not lowest <= ts <= highest:
+            what = f"record {i}" if i < len(stamps) else "maxTimestamp"
+            raise InvalidTimestampError(
+                f"Timestamp {ts} of {what} of the batch at byte {pos} is out of range. The timestamp should be "
+                f"within [{lowest}, {highest}]"
+            )
 
 
 def _check_keys(buf: bytearray, pos: int, batch_index: int) -> None:

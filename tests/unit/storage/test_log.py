@@ -234,6 +234,20 @@ def test_timestamp_bounds(make_log, mock_time):
         lg.append_as_leader(build_batch([b"a", b"b"], timestamps=[now, now + 5000]))
 
 
+@pytest.mark.parametrize("compression", [0, 1])
+def test_timestamp_bounds_hold_for_every_record(make_log, mock_time, compression: int) -> None:
+    """Kafka checks each record's timestamp: a record older than the limit in the middle of a batch (out of order,
+    below the batch's first timestamp) refuses the batch, compressed or not."""
+    lg = make_log({"message.timestamp.before.max.ms": "1000", "message.timestamp.after.max.ms": "1000"})
+    now = mock_time.milliseconds()
+    ok = build_batch([b"a", b"b", b"c"], timestamps=[now, now - 900, now + 900], compression=compression)
+    assert lg.append_as_leader(ok).num_records == 3
+    for bad in ([now, now - 1001, now], [now, now + 1001, now - 5]):
+        with pytest.raises(InvalidTimestampError, match="record 1"):
+            lg.append_as_leader(build_batch([b"a", b"b", b"c"], timestamps=bad, compression=compression))
+    assert lg.log_end_offset == 3  # nothing of the refused batches was written
+
+
 def test_multi_batch_payload_and_compressed(make_log):
     lg = make_log()
     payload = build_batch([b"a", b"b"]) + build_batch([b"c"] * 3, compression=1) + build_batch([b"d"])
