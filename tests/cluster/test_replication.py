@@ -389,3 +389,29 @@ def test_zookeeper_session_loss_of_the_leader(cluster: LocalCluster) -> None:
     cluster.stop()
     logs = replica_logs(cluster, TopicPartition("paused", 0))
     assert logs[1] == logs[2] == logs[3] and len(logs[1]) == 400
+
+
+def test_the_leader_recompresses_for_the_topic_and_followers_copy_its_batches(cluster: LocalCluster) -> None:
+    """A topic with compression.type=zstd: the leader stores the producer's uncompressed batches as zstd and the
+    followers hold the same batches, byte for byte (they copy, they do not recompress)."""
+    from strom.record.compression import CompressionType
+    from strom.record.header import HEADER_SIZE, parse_header
+
+    create_topic(cluster, "zstd-rf3", **{"compression.type": "zstd"})
+    acked, errors = produce(cluster.bootstrap, "zstd-rf3", list(range(2000)))
+    assert not errors and len(acked) == 2000
+    assert [v for _, v in read_all(cluster.bootstrap, "zstd-rf3")[0]] == list(range(2000))
+    cluster.stop()
+    logs = replica_logs(cluster, TopicPartition("zstd-rf3", 0))
+    assert len(logs) == 3 and all(log == logs[1] for log in logs.values())
+    batches = {}
+    for node, b in cluster.brokers.items():
+        data = b"".join(p.read_bytes() for p in sorted((Path(b.data_dir) / "zstd-rf3-0").glob("*.log")))
+        pos, found = 0, []
+        while len(data) - pos >= HEADER_SIZE:
+            h = parse_header(data, pos)
+            found.append((h.compression, data[pos + 16:pos + h.size]))  # from the magic on (not offset/epoch)
+            pos += h.size
+        batches[node] = found
+    assert {codec for codec, _ in batches[1]} == {CompressionType.ZSTD}
+    assert batches[1] == batches[2] == batches[3]
