@@ -395,7 +395,6 @@ def test_the_leader_recompresses_for_the_topic_and_followers_copy_its_batches(cl
     """A topic with compression.type=zstd: the leader stores the producer's uncompressed batches as zstd and the
     followers hold the same batches, byte for byte (they copy, they do not recompress)."""
     from strom.record.compression import CompressionType
-    from strom.record.header import HEADER_SIZE, parse_header
 
     create_topic(cluster, "zstd-rf3", **{"compression.type": "zstd"})
     acked, errors = produce(cluster.bootstrap, "zstd-rf3", list(range(2000)))
@@ -407,11 +406,7 @@ def test_the_leader_recompresses_for_the_topic_and_followers_copy_its_batches(cl
     batches = {}
     for node, b in cluster.brokers.items():
         data = b"".join(p.read_bytes() for p in sorted((Path(b.data_dir) / "zstd-rf3-0").glob("*.log")))
-        pos, found = 0, []
-        while len(data) - pos >= HEADER_SIZE:
-            h = parse_header(data, pos)
-            found.append((h.compression, data[pos + 16:pos + h.size]))  # from the magic on (not offset/epoch)
-            pos += h.size
-        batches[node] = found
+        # each batch from the magic on (the base offset and leader epoch are not compared)
+        batches[node] = [(batch.compression_type, batch.to_bytes()[16:]) for batch in MemoryRecords(data).batches()]
     assert {codec for codec, _ in batches[1]} == {CompressionType.ZSTD}
     assert batches[1] == batches[2] == batches[3]

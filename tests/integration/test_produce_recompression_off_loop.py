@@ -21,7 +21,7 @@ from strom.protocol.messages.create_topics import CreateTopicsRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.compression import CompressionType
-from strom.record.header import parse_header
+from strom.record.records import MemoryRecords
 from strom.server import replica_manager as replica_manager_module
 from strom.server.broker import BrokerServer
 from tests.integration.test_fetch_zero_copy import _Client, _LoopThread
@@ -47,13 +47,7 @@ def _create_gzip_topic(c: _Client, topic: str) -> None:
 def _codecs_stored(b: BrokerServer, topic: str) -> list[int]:
     log = b.replica_manager.get_log(TopicPartition(topic, 0))
     assert log is not None
-    stored = b"".join(Path(s.log.path).read_bytes() for s in log.segments)
-    codecs, pos = [], 0
-    while pos < len(stored):
-        h = parse_header(stored, pos)
-        codecs.append(h.compression)
-        pos += h.size
-    return codecs
+    return [batch.compression_type for s in log.segments for batch in MemoryRecords(Path(s.log.path).read_bytes())]
 
 
 def test_the_loop_serves_other_connections_while_a_batch_is_recompressed(

@@ -12,7 +12,7 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.compression import CompressionType
-from strom.record.header import HEADER_SIZE, parse_header
+from strom.record.records import MemoryRecords
 from strom.testing.raw_client import RawClient
 
 ck = pytest.importorskip("confluent_kafka")
@@ -26,15 +26,8 @@ N = 3000
 
 def _codecs_on_disk(data_dir: Path, topic: str, partition: int = 0) -> list[str]:
     """The codec of every batch in the partition's segment files, in log order."""
-    codecs = []
-    for seg in sorted((data_dir / f"{topic}-{partition}").glob("*.log")):
-        buf = seg.read_bytes()
-        pos = 0
-        while len(buf) - pos >= HEADER_SIZE:
-            h = parse_header(buf, pos)
-            codecs.append(CompressionType(h.compression).config_name)
-            pos += h.size
-    return codecs
+    return [batch.compression_type.config_name for seg in sorted((data_dir / f"{topic}-{partition}").glob("*.log"))
+            for batch in MemoryRecords(seg.read_bytes()).batches()]
 
 
 def _produce(bootstrap: str, topic: str, codec: str, start: int, n: int) -> None:

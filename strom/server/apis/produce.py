@@ -125,16 +125,9 @@ _ZSTD_MIN_VERSION = 7  # KIP-110: Produce v7 and Fetch v10 are the first version
 
 
 def _has_zstd(records: memoryview | bytes) -> bool:
-    """Whether a batch of ``records`` (walked by its headers' lengths) is zstd-compressed."""
-    pos, end = 0, len(records)
-    while end - pos >= HEADER_SIZE:
-        if records[pos + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == CompressionType.ZSTD:
-            return True
-        length = _I32.unpack_from(records, pos + 8)[0]
-        if length <= 0:
-            return False  # (the log's validation refuses it as corrupt)
-        pos += LOG_OVERHEAD + length
-    return False
+    """Whether the partition's batch (one: :func:`_not_one_v2_batch` ran first) is zstd-compressed."""
+    return len(records) >= HEADER_SIZE and \
+        records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == CompressionType.ZSTD
 
 
 def _may_create(authorizer: Any, ctx: RequestContext, name: str) -> bool:
