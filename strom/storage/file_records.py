@@ -9,7 +9,13 @@ The descriptor comes from the shared cache (:class:`strom.storage.fs.PooledFile`
 and may be closed while the segment is idle. A failed append cuts the file back to its previous size, so a
 partial write (ENOSPC in the middle of a batch) never leaves stray bytes behind.
 
-Not thread-safe on its own: the owning segment serialises writes; ``os.pread`` reads are safe alongside them.
+Blocks are reserved ahead of the writes (``fallocate`` with ``FALLOC_FL_KEEP_SIZE``: the file's size stays what
+was written) once a file holds ``PREALLOCATE_AFTER`` bytes, a chunk at a time; with the topic's ``preallocate``
+the whole segment is reserved when it is created, as Kafka's ``log.preallocate``. :meth:`trim` gives back what
+was not written (a rolled segment, a closed file).
+
+The owning segment serialises writes; ``os.pread`` reads are safe alongside them, and :meth:`trim` (called from
+flush threads) is safe alongside appends and truncations.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -30,7 +37,7 @@ from strom.record.header import (
     BatchHeader,
     parse_header,
 )
-from strom.storage.fs import PooledFile
+from strom.storage.fs import PooledFile, reserve_blocks
 
 __all__ = ["FileRecords", "FileRegion", "BatchPosition", "CorruptRecordError", "record_timestamps"]
 
@@ -45,6 +52,9 @@ class CorruptRecordError(CorruptMessageError):
         super().__init__(message)
         self.path = path
         self.position = position
+
+PREALLOCATE_AFTER = 1 << 20  # files smaller than this reserve nothing (most partitions of a busy broker are idle)
+PREALLOCATE_CHUNK = 4 << 20  # reserved ahead of the writes at a time, at most as much as the file holds already
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # smallest legal batchLength (a header with no records)
 _SCAN_CHUNK = 8192
@@ -128,12 +138,19 @@ class FileRegion(TransferableRecords):
 class FileRecords:
     """An append-only file of batches with a cached size. Opened read-write, created if missing."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, preallocate: int = 0) -> None:
+        """Open (creating if missing) ``path``; ``preallocate`` > 0 reserves that many bytes of blocks from the
+        file's start at once (best effort: a filesystem without the call or a full disk reserves nothing)."""
         self._file = PooledFile(path)
         self._reported: set[int] = set()  # positions of corruption already logged (readers retry; log it once)
+        self._lock = threading.Lock()  # appends, truncations and trims of the reserved blocks
+        self._reserving = True  # False once the filesystem refused a reservation
         fd = self._file.acquire()
         try:
             self.size = os.fstat(fd).st_size
+            self._reserved = self.size  # the file's blocks reach at least here (what this object reserved past it)
+            if preallocate > self.size:
+                self._reserve(fd, preallocate - self.size)
         finally:
             self._file.release()
 
@@ -150,32 +167,65 @@ class FileRecords:
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write ``data`` at the end; returns the position it was written at. On failure the file is cut back to
         where it was (no partial batch stays) and the OSError is raised."""
-        position = self.size
         view = memoryview(data)
         written = 0
-        fd = self._file.acquire()
-        try:
-            while written < len(view):
-                written += os.pwrite(fd, view[written:], position + written)
-        except OSError:
-            if written:
-                os.ftruncate(fd, position)  # shrinking needs no new space, so it works on a full disk
-            raise
-        finally:
-            self._file.release()
-        self.size += written
+        with self._lock:
+            position = self.size
+            fd = self._file.acquire()
+            try:
+                if position + len(view) > self._reserved and position >= PREALLOCATE_AFTER and self._reserving:
+                    self._reserve(fd, max(min(PREALLOCATE_CHUNK, position), len(view)))
+                while written < len(view):
+                    written += os.pwrite(fd, view[written:], position + written)
+            except OSError:
+                if written:
+                    os.ftruncate(fd, position)  # shrinking needs no new space, so it works on a full disk
+                    self._reserved = position  # (and gives back the blocks reserved past it)
+                raise
+            finally:
+                self._file.release()
+            self.size += written
         return position
+
+    def _reserve(self, fd: int, length: int) -> None:
+        """Reserve ``length`` bytes of blocks from the file's end (the lock held, or during construction)."""
+        err = reserve_blocks(fd, self.size, length)
+        if err == 0:
+            self._reserved = self.size + length
+        elif err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            self._reserving = False  # the filesystem cannot: do not ask on every append
+        # ENOSPC and the like: nothing reserved; the write itself reports a full disk
+
+    @property
+    def reserved_past_end(self) -> int:
+        """Bytes of blocks reserved past the file's end (given back by :meth:`trim`)."""
+        return max(0, self._reserved - self.size)
+
+    def trim(self) -> None:
+        """Give back the blocks reserved past the end (Kafka's ``FileRecords.trim`` of a preallocated segment).
+        Safe alongside appends and truncations in other threads; a closed file is left alone."""
+        with self._lock:
+            if self._reserved <= self.size or self._file.closed:
+                return
+            fd = self._file.acquire()
+            try:
+                os.ftruncate(fd, self.size)  # the same size: the data stays, the blocks past the end are freed
+            finally:
+                self._file.release()
+            self._reserved = self.size
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes; returns how many bytes were removed."""
-        removed = self.size - size
-        if removed > 0:
-            fd = self._file.acquire()
-            try:
-                os.ftruncate(fd, size)
-            finally:
-                self._file.release()
-            self.size = size
+        with self._lock:
+            removed = self.size - size
+            if removed > 0:
+                fd = self._file.acquire()
+                try:
+                    os.ftruncate(fd, size)  # (this frees the reserved blocks past the end as well)
+                finally:
+                    self._file.release()
+                self.size = size
+                self._reserved = size
         return max(0, removed)
 
     def flush(self) -> None:
@@ -186,13 +236,18 @@ class FileRecords:
             self._file.release()
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self.trim()
+        except OSError as e:  # the data is written: only the reserved blocks stay until the next open's trim
+            log.warning("could not give back the blocks reserved past the end of %s: %s", self.path, e)
+        finally:
+            self._file.close()
 
     def rename_to(self, path: str) -> None:
         self._file.rename_to(path)
 
     def delete(self) -> None:
-        self.close()
+        self._file.close()  # (no trim: the blocks go with the file)
         try:
             os.unlink(self.path)
         except FileNotFoundError:

@@ -7,9 +7,12 @@ keeps every segment's files open). Thread-safe.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import os
 import resource
+import sys
 import threading
 from collections import OrderedDict
 
@@ -17,6 +20,7 @@ __all__ = [
     "fsync_dir",
     "fsync_file",
     "atomic_write",
+    "reserve_blocks",
     "raise_open_file_limit",
     "open_file_limit",
     "count_open_fds",
@@ -69,6 +73,42 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
     os.replace(tmp, path)
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+# --- block reservation ---------------------------------------------------------------------------------------
+#
+# fallocate(2) with FALLOC_FL_KEEP_SIZE gives a file blocks past its end without changing its size: readers, the
+# recovery scan and the segment's cached size see only what was written, while later writes into the range skip
+# the filesystem's per-page block reservation (ext4's delayed allocation: ~20 % of the kernel's cost of a
+# page-cache write, measured on loopback ingest). ftruncate(2) to the current size gives the blocks back.
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+
+
+def _load_fallocate() -> ctypes._CFuncPtr | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_fallocate = _load_fallocate()
+
+
+def reserve_blocks(fd: int, offset: int, length: int) -> int:
+    """Allocate ``[offset, offset + length)`` of the file behind ``fd`` without changing its size. Returns 0 when
+    done, else the errno (ENOSPC, EOPNOTSUPP where the filesystem or platform has no such call, ...): a
+    reservation is an optimisation, and the caller carries on without one."""
+    if _fallocate is None:
+        return errno.EOPNOTSUPP
+    if _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0:
+        return 0
+    return ctypes.get_errno() or errno.EIO
 
 
 # --- open file handles ------------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ LOG_CONFIG_KEYS: dict[str, ConfigKey] = {
         ),
         _key("min.compaction.lag.ms", "long", 0, "Minimum time a message stays uncompacted.", _at_least(0)),
         _key("min.insync.replicas", "int", 1, "Minimum in-sync replicas for acks=all.", _at_least(1)),
-        _key("preallocate", "boolean", False, "Preallocate segment files (ignored)."),
+        _key("preallocate", "boolean", False, "Reserve a new segment's blocks (segment.bytes) when it is created."),
         _key("remote.storage.enable", "boolean", False, "Tiered storage (unsupported; must stay false)."),
         _key("remote.log.copy.disable", "boolean", False, "Tiered storage copy (ignored)."),
         _key("remote.log.delete.on.disable", "boolean", False, "Tiered storage delete (ignored)."),

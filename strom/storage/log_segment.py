@@ -68,7 +68,12 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self._time = time
-        self.log = FileRecords(log_file_name(dir, base_offset, LOG_SUFFIX + file_suffix))
+        log_path = log_file_name(dir, base_offset, LOG_SUFFIX + file_suffix)
+        # ``preallocate``: a new segment's blocks are reserved at once (Kafka sizes the file; the size stays what
+        # was written here). Existing segments reserve nothing when opened.
+        preallocate = config.segment_bytes if config.preallocate and not os.path.exists(log_path) else 0
+        self.log = FileRecords(log_path, preallocate=preallocate)
+        self._inactive = False  # rolled past: a flush gives back the blocks reserved past its end
         self._indexes_existed = all(
             os.path.exists(log_file_name(dir, base_offset, sfx + file_suffix))
             for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
@@ -259,7 +264,9 @@ class LogSegment:
         self._bytes_since_last_index_entry += size
 
     def on_become_inactive(self) -> None:
-        """Called when the log rolls past this segment: record the final max timestamp in the time index."""
+        """Called when the log rolls past this segment: record the final max timestamp in the time index. Its next
+        flush (the flusher's, off the event loop) gives back the file's blocks reserved past its end."""
+        self._inactive = True
         if self._max_timestamp >= 0:
             self.time_index.maybe_append(
                 self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
@@ -358,7 +365,9 @@ class LogSegment:
     # --- truncation, flush, lifecycle --------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed. (The log truncates only
+        its active segment: one rolled past before is active again.)"""
+        self._inactive = False
         found = self.find_offset_position(offset)
         if found is None:
             return 0
@@ -378,6 +387,8 @@ class LogSegment:
                 return
             self._flushing += 1
         try:
+            if self._inactive:
+                self.log.trim()
             self.log.flush()
             self.offset_index.flush()
             self.time_index.flush()
