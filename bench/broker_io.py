@@ -1,6 +1,7 @@
 """Broker I/O: zero-copy Fetch and a loop that never waits for the disk, before / after, side by side in one run.
 
   .venv/bin/python bench/broker_io.py [--base-ref REF] [--rounds R] [--fetch-mb MB] [--lag-seconds S]
+                                      [--ingest-records N] [--only fetch|lag|ingest]
 
 The base revision's ``strom`` package is exported with ``git archive`` and run with ``PYTHONPATH`` pointing at
 it; the clients are this tree's. Per round and per broker (order swapped every round):
@@ -12,6 +13,8 @@ it; the clients are this tree's. Per round and per broker (order swapped every r
     connections send one-record 1 KiB batches (acks=1) as fast as they are answered while a fifth connection
     sends ApiVersions every 5 ms; the round-trip times of those ApiVersions are the loop's lag (a loop blocked
     in fsync answers nothing). p50 / p99 / max ms, and produce requests/s.
+(i) ingest: a confluent-kafka producer (``bench/broker.py``'s settings: acks=1, 1 MB batches, linger 5 ms) sends
+    ``--ingest-records`` 1 KiB records into 4 partitions; MB/s and the broker's CPU per MB (user and system).
 
 Then, in the same run, the machine's loopback limits: ``send`` of a 1 MiB buffer and ``os.sendfile`` of a
 page-cached 256 MiB file between two processes. The fetch ratio the issue asks for is broker MB/s divided by the
@@ -216,11 +219,33 @@ def api_versions_round_trips(bootstrap: str, seconds: float, every: float = 0.00
 
 def run_once(pythonpath: str, args: argparse.Namespace) -> dict[str, float]:
     out: dict[str, float] = {}
-    if args.only != "lag":
+    if args.only in (None, "fetch"):
         run_fetch(pythonpath, args, out)
-    if args.only != "fetch":
+    if args.only in (None, "lag"):
         run_lag(pythonpath, args, out)
+    if args.only in (None, "ingest"):
+        run_ingest(pythonpath, args, out)
     return out
+
+
+def run_ingest(pythonpath: str, args: argparse.Namespace, out: dict[str, float]) -> None:
+    from broker import produce  # bench/broker.py (this script's directory is first on sys.path)
+
+    b = start_broker(pythonpath)
+    try:
+        proc = psutil.Process(b.proc.pid)  # type: ignore[union-attr]
+        create_topic(b.bootstrap, "ingest")
+        produce(b.bootstrap, "ingest", 1024, 20_000)  # warm up the code paths
+        c0 = proc.cpu_times()
+        dt, n = produce(b.bootstrap, "ingest", 1024, args.ingest_records)
+        c1 = proc.cpu_times()
+        mb = n * 1024 / 1e6
+        out["ingest MB/s"] = mb / dt
+        out["ingest broker user ms/MB"] = (c1.user - c0.user) * 1e3 / mb
+        out["ingest broker sys ms/MB"] = (c1.system - c0.system) * 1e3 / mb
+    finally:
+        b.stop()
+        b.cleanup()
 
 
 def run_fetch(pythonpath: str, args: argparse.Namespace, out: dict[str, float]) -> None:
@@ -307,7 +332,8 @@ def main() -> None:
     ap.add_argument("--fetch-mb", type=int, default=256)
     ap.add_argument("--passes", type=int, default=4, help="times the fetch client reads the whole topic")
     ap.add_argument("--lag-seconds", type=float, default=8.0)
-    ap.add_argument("--only", choices=("fetch", "lag"), default=None)
+    ap.add_argument("--ingest-records", type=int, default=1_000_000)
+    ap.add_argument("--only", choices=("fetch", "lag", "ingest"), default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="strom-base-") as base:
         export(args.base_ref, base)
@@ -324,7 +350,7 @@ def main() -> None:
                     results[name].append(run_once(variants[name], args))
                     print(f"round {r + 1} {name}: " + ", ".join(f"{k} {v:,.2f}" for k, v in results[name][-1].items()),
                           flush=True)
-                if args.only == "lag":
+                if args.only in ("lag", "ingest"):
                     continue
                 lo_plain.append(loopback(2 << 30, None))
                 lo_sendfile.append(loopback(2 << 30, f.name))
@@ -336,12 +362,12 @@ def main() -> None:
         rb = statistics.median(x[key] for x in results["before"])
         ra = statistics.median(x[key] for x in results["after"])
         print(f"  {key:<30} {rb:>10,.2f} {ra:>10,.2f}")
-    if args.only == "lag":
+    if args.only in ("lag", "ingest"):
         return
     plain, sf = statistics.median(lo_plain), statistics.median(lo_sendfile)
     print(f"  {'loopback send MB/s':<30} {plain:>10,.0f}")
     print(f"  {'loopback sendfile MB/s':<30} {sf:>10,.0f}")
-    for name in variants if args.only != "lag" else ():
+    for name in variants:
         fetch = statistics.median(x["fetch MB/s"] for x in results[name])
         print(f"  fetch / loopback sendfile, {name}: {fetch / sf:.2f}x   (/ loopback send: {fetch / plain:.2f}x)")
 
