@@ -293,10 +293,11 @@ class ReplicaManager:
 
     async def _recompressed(self, entries: dict[TopicPartition, memoryview | bytes]
                             ) -> dict[TopicPartition, memoryview | bytes]:
-        loop = asyncio.get_running_loop()
-        jobs = {tp: loop.run_in_executor(None, recompress_for_topic, recs, config)
-                for tp, recs in entries.items()
-                if (config := self.log_config(tp.topic)).compression_type != "producer"}
+        jobs: dict[TopicPartition, asyncio.Future[bytes | bytearray | memoryview]] = {}
+        for tp, recs in entries.items():
+            if (config := self.log_config(tp.topic)).compression_type != "producer":
+                # (the loop is looked up only here: get_running_loop costs a getpid() system call)
+                jobs[tp] = asyncio.get_running_loop().run_in_executor(None, recompress_for_topic, recs, config)
         if not jobs:
             return entries
         prepared = dict(entries)

@@ -55,6 +55,7 @@ class CorruptRecordError(CorruptMessageError):
 
 PREALLOCATE_AFTER = 1 << 20  # files smaller than this reserve nothing (most partitions of a busy broker are idle)
 PREALLOCATE_CHUNK = 4 << 20  # reserved ahead of the writes at a time, at most as much as the file holds already
+_FOREIGN_BLOCKS_SLACK = 64 << 10  # blocks a file may hold past its size for itself (extent-tree blocks, rounding)
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # smallest legal batchLength (a header with no records)
 _SCAN_CHUNK = 8192
@@ -147,8 +148,12 @@ class FileRecords:
         self._reserving = True  # False once the filesystem refused a reservation
         fd = self._file.acquire()
         try:
-            self.size = os.fstat(fd).st_size
-            self._reserved = self.size  # the file's blocks reach at least here (what this object reserved past it)
+            st = os.fstat(fd)
+            self.size = st.st_size
+            # The file's blocks reach at least here. More than the size plus the filesystem's own blocks: reserved
+            # by a process that died before giving them back (kill -9 of the broker); the next trim frees them.
+            held = st.st_blocks * 512
+            self._reserved = held if held > self.size + _FOREIGN_BLOCKS_SLACK else self.size
             if preallocate > self.size:
                 self._reserve(fd, preallocate - self.size)
         finally:
@@ -191,7 +196,7 @@ class FileRecords:
         """Reserve ``length`` bytes of blocks from the file's end (the lock held, or during construction)."""
         err = reserve_blocks(fd, self.size, length)
         if err == 0:
-            self._reserved = self.size + length
+            self._reserved = max(self._reserved, self.size + length)
         elif err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
             self._reserving = False  # the filesystem cannot: do not ask on every append
         # ENOSPC and the like: nothing reserved; the write itself reports a full disk

@@ -15,6 +15,7 @@ import threading
 
 from strom.storage import file_records
 from strom.storage.file_records import PREALLOCATE_AFTER, PREALLOCATE_CHUNK, FileRecords
+from strom.storage.fs import reserve_blocks
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.storage.log_segment import LogSegment, log_file_name
@@ -110,6 +111,23 @@ def test_trim_from_another_thread_never_cuts_an_append(tmp_path):
     assert os.stat(fr.path).st_size == fr.size == PREALLOCATE_AFTER + len(expected)
     assert fr.read(PREALLOCATE_AFTER, len(expected)) == bytes(expected)
     fr.close()
+
+
+def test_blocks_left_reserved_by_a_killed_broker_are_given_back_by_the_next_trim(tmp_path):
+    """kill -9 leaves the active segment's reservation behind (no trim ran): reopened, the file knows its blocks
+    reach past its end, and the roll's (or close's) trim frees them."""
+    path = str(tmp_path / "a.log")
+    with open(path, "wb") as f:
+        f.write(b"x" * 5000)
+        assert reserve_blocks(f.fileno(), 5000, 8 << 20) == 0  # what the dead process had reserved
+    assert past_end(path) >= (8 << 20) - BLOCK
+    fr = FileRecords(path)
+    assert fr.size == 5000 and fr.reserved_past_end > 0
+    fr.append(b"y" * 10)
+    fr.close()
+    assert nothing_past_end(path) and os.stat(path).st_size == 5010
+    with open(path, "rb") as f:
+        assert f.read() == b"x" * 5000 + b"y" * 10
 
 
 def test_a_filesystem_that_refuses_stops_being_asked_and_appends_go_on(tmp_path, monkeypatch):
