@@ -134,6 +134,7 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "message.max.bytes": (_int(0), 1048588),
     "socket.request.max.bytes": (_int(1), 104857600),
     "log.segment.bytes": (_int(14), 1073741824),
+    "log.preallocate": (_bool, False),
     "log.roll.ms": (_int(1), None),
     "log.roll.hours": (_int(1), 168),
     "log.retention.ms": (_int(-1), None),
@@ -218,7 +219,7 @@ _IGNORED = {
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "metadata.log.dir", "background.threads", "queued.max.request.bytes",
     "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr", "log.preallocate",
+    "share.coordinator.state.topic.min.isr",
 }
 
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)$")

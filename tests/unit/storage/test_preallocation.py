@@ -214,3 +214,15 @@ def test_preallocate_on_a_full_disk_reserves_nothing_and_appends_still_work(tmp_
         reopened.close()
     finally:
         unmount(disk)
+
+
+def test_the_broker_level_log_preallocate_is_the_topics_default_and_is_validated():
+    import pytest
+
+    from strom.server.broker_config import BrokerConfig, ConfigError
+
+    config = BrokerConfig({"log.preallocate": "true", "log.dirs": "/nonexistent"})
+    assert LogConfig.from_broker_props(config.originals).preallocate is True
+    assert LogConfig.from_broker_props(BrokerConfig({"log.dirs": "/x"}).originals).preallocate is False
+    with pytest.raises(ConfigError, match="log.preallocate"):
+        BrokerConfig({"log.preallocate": "sometimes", "log.dirs": "/nonexistent"})
