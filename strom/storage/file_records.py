@@ -195,11 +195,13 @@ class FileRecords:
     def _reserve(self, fd: int, length: int) -> None:
         """Reserve ``length`` bytes of blocks from the file's end (the lock held, or during construction)."""
         err = reserve_blocks(fd, self.size, length)
-        if err == 0:
-            self._reserved = max(self._reserved, self.size + length)
-        elif err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+        if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
             self._reserving = False  # the filesystem cannot: do not ask on every append
-        # ENOSPC and the like: nothing reserved; the write itself reports a full disk
+            return
+        # Done, or failed part way (ENOSPC: ext4 keeps what it allocated before it ran out). Either way the range
+        # counts as reserved, so the next trim frees whatever was allocated and a full disk is not asked again
+        # until the writes pass it (the write itself reports the full disk).
+        self._reserved = max(self._reserved, self.size + length)
 
     @property
     def reserved_past_end(self) -> int:

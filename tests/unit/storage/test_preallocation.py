@@ -208,7 +208,9 @@ def test_preallocate_on_a_full_disk_reserves_nothing_and_appends_still_work(tmp_
         for i in range(10):
             lg.append_as_leader(build_batch([os.urandom(1000)], keys=[b"k%d" % i]))
         assert lg.log_end_offset == 10
+        active = lg.segments[-1].log.path
         lg.close()
+        assert nothing_past_end(active)  # whatever the failed reservation allocated is given back
         reopened = Log(str(disk / "t-0"), LogConfig.from_props({}), MockTime())
         assert reopened.log_end_offset == 10
         reopened.close()
