@@ -146,6 +146,25 @@ def test_a_filesystem_that_refuses_stops_being_asked_and_appends_go_on(tmp_path,
     fr.close()
 
 
+def test_a_full_disk_is_asked_once_per_chunk_not_on_every_append(tmp_path, monkeypatch):
+    calls = []
+
+    def full(fd: int, offset: int, length: int) -> int:
+        calls.append((offset, length))
+        return errno.ENOSPC
+
+    monkeypatch.setattr(file_records, "reserve_blocks", full)
+    fr = FileRecords(str(tmp_path / "a.log"))
+    piece = os.urandom(64 << 10)
+    appends = (12 << 20) // len(piece)
+    for _ in range(appends):
+        fr.append(piece)
+    assert fr.size == appends * len(piece)
+    assert 1 <= len(calls) <= 6  # past 1 MiB: at 1, 2, 4, 8 MiB, a chunk each
+    assert fr.read(fr.size - len(piece), len(piece)) == piece
+    fr.close()
+
+
 def _segment(tmp_path, base: int, **props: str) -> LogSegment:
     from strom.testing.mock_time import MockTime
 
