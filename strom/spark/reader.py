@@ -140,20 +140,25 @@ def table_to_batches(table: pa.Table, arrow_schema: pa.Schema, include_headers: 
         yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 
 
-_worker_heap_frozen = False
+_modules_at_freeze = 0  # len(sys.modules) when the worker's heap was last frozen (0: never)
 
 
 def freeze_worker_heap() -> bool:
-    """Once per Spark Python worker, before its first read creates any client: move every object alive now (the
-    modules of PySpark, pyarrow, numpy and strom, about 75,000 objects) to the cyclic collector's permanent
-    generation, where they live anyway. PySpark's daemon runs ``gc.collect()`` after every task of a reused worker,
-    and that full collection traversed all of them: 40-130 ms of the worker's CPU per task. Objects made later
-    (consumers, each task's state) are collected as before. Nothing is frozen outside a Spark worker (a process
-    without ``pyspark.worker``, e.g. the application's driver). True when this call froze the heap."""
-    global _worker_heap_frozen
-    if _worker_heap_frozen or "pyspark.worker" not in sys.modules:
+    """In a Spark Python worker, before a read or write creates any client: move every object alive now to the
+    cyclic collector's permanent generation when modules were imported since the last time (the first time: the
+    modules of PySpark, pyarrow, numpy and strom, about 75,000 objects; later: whatever a task imported, e.g. pandas
+    by a pandas UDF or ``pa.array``, about 30,000). PySpark's daemon runs ``gc.collect()`` after every task of a
+    reused worker, and that full collection traverses every object not frozen: 10-130 ms of the worker's CPU per
+    task. Objects made later (consumers, each task's state) are collected as before. Frozen objects are never
+    collected as cyclic garbage, so what is alive at a freeze besides the modules (the pooled consumers, at most
+    :data:`~strom.spark.kafka_io.MAX_IDLE_CONSUMERS`) is kept for the worker's life once closed: a bounded cost, as
+    each freeze follows new imports and a worker imports a module once. Nothing is frozen outside a Spark worker (a
+    process without ``pyspark.worker``, e.g. the application's driver). True when this call froze the heap."""
+    global _modules_at_freeze
+    modules = len(sys.modules)
+    if modules <= _modules_at_freeze or "pyspark.worker" not in sys.modules:
         return False
-    _worker_heap_frozen = True
+    _modules_at_freeze = modules
     gc.freeze()
     return True
 
