@@ -36,14 +36,18 @@ log = logging.getLogger(__name__)
 
 _FIXED = {"key.deserializer": "bytes", "value.deserializer": "bytes", "enable.auto.commit": "false",
           "auto.offset.reset": "none"}
-_DEFAULTS = {"max.poll.records": "20000"}
+_DEFAULTS = {"max.poll.records": "200000", "max.partition.fetch.bytes": str(4 << 20)}
+"""Consumer defaults of the source, each overridden by its ``kafka.*`` option. An executor reads a range of
+records already in the log and hands whole polls to Spark as Arrow tables, so it fetches 4 MiB per partition
+(Kafka's default: 1 MiB) and takes a whole fetch per poll: a quarter of the round trips to the broker, where it
+spent two thirds of its read waiting for fetch responses with 1 MiB (bench/README.md, "Spark")."""
 
 
 def consumer_config(kafka_params: Mapping[str, str], client_id: str | None = None,
                     group_id: str | None = None) -> dict[str, str]:
-    """``kafka.*`` options -> a consumer config for assign-mode reads with ``group_id`` (chosen as Spark's Kafka
-    source does, see :func:`strom.spark.options._group_ids`); it never commits: Spark tracks offsets in its
-    checkpoint."""
+    """``kafka.*`` options (over :data:`_DEFAULTS`) -> a consumer config for assign-mode reads with ``group_id``
+    (chosen as Spark's Kafka source does, see :func:`strom.spark.options._group_ids`); it never commits: Spark
+    tracks offsets in its checkpoint."""
     conf = dict(_DEFAULTS)
     conf.update(kafka_params)
     conf.update(_FIXED)

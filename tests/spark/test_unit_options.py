@@ -145,3 +145,16 @@ def test_group_ids_follow_sparks_kafka_source() -> None:
     assert src(subscribe="t").executor_group_id != src(subscribe="t").executor_group_id  # one group per query
     conf = consumer_config(batch.consumer_config, client_id="x", group_id=batch.executor_group_id)
     assert conf["group.id"] == batch.executor_group_id and conf["enable.auto.commit"] == "false"
+
+
+def test_executor_consumers_fetch_4_mib_per_partition_unless_told_otherwise() -> None:
+    """The source's consumer defaults (whole 4 MiB fetches per poll), each overridden by its ``kafka.*`` option;
+    the fixed settings are not."""
+    from strom.spark.kafka_io import consumer_config
+
+    conf = consumer_config(src(False, subscribe="t").consumer_config)
+    assert (conf["max.partition.fetch.bytes"], conf["max.poll.records"]) == (str(4 << 20), "200000")
+    told = src(False, subscribe="t", **{"kafka.max.partition.fetch.bytes": "1048576", "kafka.max.poll.records": "500"})
+    conf = consumer_config(told.consumer_config)
+    assert (conf["max.partition.fetch.bytes"], conf["max.poll.records"]) == ("1048576", "500")
+    assert conf["auto.offset.reset"] == "none"
