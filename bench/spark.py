@@ -1,7 +1,7 @@
 """Spark benchmark: a local[2] Structured Streaming query reading from / writing to strom vs Spark's rate source.
 
   .venv/bin/python bench/spark.py [--records N] [--size BYTES] [--per-trigger N] [--bootstrap-server H:P]
-  .venv/bin/python bench/spark.py --batch-count --records 2000000 --repeat 3 [--option KEY=VALUE ...]
+  .venv/bin/python bench/spark.py --batch-count --records 2000000 --repeat 3 [--warmup N] [--option KEY=VALUE ...]
 
 Queries (micro-batches of --per-trigger records, 2 partitions, one local[2] session):
   (a) format("strom") -> groupBy().count()            read throughput
@@ -128,14 +128,15 @@ def prebuilt_batch_source(topic: str, n: int, size: int) -> type:
 
 
 def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repeat: int,
-                options: dict[str, str] | None = None) -> None:
+                options: dict[str, str] | None = None, warmup: int = 0) -> None:
     """(f): ``spark.read.format("strom")...load().count()`` vs the same count over prebuilt Arrow batches of
-    the same rows, ``repeat`` pairs (which runs first alternates); prints every run, the best of each, the ratio of
+    the same rows, ``repeat`` pairs after ``warmup`` pairs that are run and not counted (the JVM's JIT and the
+    Python workers settle), which runs first alternating; prints every run, the best of each, the ratio of
     the bests and the median ratio of the pairs after the first.
     ``options`` are more options of the strom reads (e.g. ``kafka.max.partition.fetch.bytes``)."""
     spark.dataSource.register(prebuilt_batch_source(topic, n, size))
     runs: dict[str, list[float]] = {"strom": [], "prebuilt": []}
-    for i in range(repeat):
+    for i in range(-warmup, repeat):
         # the order alternates: the JVM keeps warming up over the runs, which favours whichever runs second
         for name in ("strom", "prebuilt") if i % 2 == 0 else ("prebuilt", "strom"):
             if name == "strom":
@@ -149,6 +150,9 @@ def batch_count(spark: Any, bootstrap: str, topic: str, n: int, size: int, repea
             dt = time.perf_counter() - t0
             cpu = cpu_by_role()
             assert count == n, (name, count)
+            if i < 0:
+                print(f"(f) warm-up {name}: {n / dt:,.0f} rows/s ({dt:.2f}s)", flush=True)
+                continue
             runs[name].append(n / dt)
             spent = ", ".join(f"{k} {(cpu[k] - cpu0.get(k, 0)):.2f}" for k in sorted(cpu) if cpu[k] > cpu0.get(k, 0))
             print(f"(f) batch count {name}: {n / dt:,.0f} rows/s ({dt:.2f}s); CPU s: {spent}", flush=True)
@@ -248,6 +252,8 @@ def main() -> int:
                     help="the loading producer's batch.size (16384, Kafka's default, gives batches of ~140 records)")
     ap.add_argument("--per-trigger", type=int, default=200_000, help="maxOffsetsPerTrigger / rowsPerBatch")
     ap.add_argument("--repeat", type=int, default=2, help="runs per query; the best is reported")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="with --batch-count: pairs run first and not counted (the JVM's JIT settles)")
     ap.add_argument("--bootstrap-server")
     ap.add_argument("--batch-count", action="store_true",
                     help="only (f): batch count of --records rows, strom vs prebuilt Arrow batches")
@@ -271,7 +277,7 @@ def main() -> int:
             spark = local_session("strom-bench", cores=2, conf={"spark.driver.memory": "2g"})
             print(f"Spark {spark.version} local[2]", flush=True)
             if args.batch_count:
-                batch_count(spark, bootstrap, src, n, args.size, args.repeat, options)
+                batch_count(spark, bootstrap, src, n, args.size, args.repeat, options, args.warmup)
                 return 0
             results: dict[str, dict[str, float]] = {}
             admin = AdminClient({"bootstrap.servers": bootstrap})
