@@ -36,11 +36,14 @@ log = logging.getLogger(__name__)
 
 _FIXED = {"key.deserializer": "bytes", "value.deserializer": "bytes", "enable.auto.commit": "false",
           "auto.offset.reset": "none"}
-_DEFAULTS = {"max.poll.records": "200000", "max.partition.fetch.bytes": str(4 << 20)}
+_DEFAULTS = {"max.poll.records": "200000", "max.partition.fetch.bytes": str(4 << 20), "fetch.max.wait.ms": "100"}
 """Consumer defaults of the source, each overridden by its ``kafka.*`` option. An executor reads a range of
 records already in the log and hands whole polls to Spark as Arrow tables, so it fetches 4 MiB per partition
 (Kafka's default: 1 MiB) and takes a whole fetch per poll: a quarter of the round trips to the broker, where it
-spent two thirds of its read waiting for fetch responses with 1 MiB (bench/README.md, "Spark")."""
+spent two thirds of its read waiting for fetch responses with 1 MiB (bench/README.md, "Spark"). Its last fetch,
+parked at the log end when a range ends there, comes back within 100 ms (Kafka's default: 500), after which the
+pooled consumer can serve the next query's range (see :func:`_acquire`); ranges hold records that are already
+there, so a shorter long poll costs nothing while reading."""
 
 
 def consumer_config(kafka_params: Mapping[str, str], client_id: str | None = None,
@@ -123,7 +126,10 @@ def _acquire(conf: Mapping[str, str], tp: TopicPartition, start: int) -> tuple[s
     the parked fetch is the one wanted), or for anything else once ``fetch.max.wait.ms`` has passed since it
     stopped; otherwise a new consumer costs a connection instead of a wait of up to half a second (Spark's own
     pool is keyed by partition for the same reason)."""
-    key = json.dumps(sorted(conf.items()))
+    # (not keyed by group.id: a batch query has a group id of its own, and the executors' consumers never use
+    # theirs - assign mode, positions by seek, no commits, and a Fetch carries no group - so a consumer of an
+    # earlier query serves the next one instead of a new consumer, connection and 4 MiB buffers per task)
+    key = json.dumps(sorted((k, v) for k, v in conf.items() if k != "group.id"))
     max_wait_s = int(conf.get("fetch.max.wait.ms", 500)) / 1000
     expired: list[KafkaConsumer] = []
     found: KafkaConsumer | None = None

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,10 +40,12 @@ def topic(broker: BrokerProcess) -> str:
     return "pooled"
 
 
-def read(bootstrap: str, topic: str, partition: int, start: int, end: int, max_wait_ms: int) -> list[bytes]:
+def read(bootstrap: str, topic: str, partition: int, start: int, end: int, max_wait_ms: int,
+         group_id: str | None = None) -> list[bytes]:
     conf = {"bootstrap.servers": bootstrap, "fetch.max.wait.ms": str(max_wait_ms)}
     values: list[bytes] = []
-    for table in kafka_io.read_range(conf, OffsetRange(topic, partition, start, end), True, poll_timeout_ms=60_000):
+    for table in kafka_io.read_range(conf, OffsetRange(topic, partition, start, end), True, poll_timeout_ms=60_000,
+                                     group_id=group_id):
         values.extend(table.column("value").to_pylist())
     return values
 
@@ -80,6 +83,34 @@ def test_a_consumer_whose_fetch_has_expired_is_reused_for_anything(broker: Broke
     [(_, _, consumer)] = idle()
     assert read(broker.bootstrap, topic, 2, 5, 8, 0) == [b"p2-5", b"p2-6", b"p2-7"]
     assert idle() == [(2, 50, consumer)]  # the position is past the range: the whole batch was read
+
+
+def test_the_next_querys_read_takes_the_consumer_of_the_last_one(broker: BrokerProcess, topic: str,
+                                                                  pool: None) -> None:
+    """Each batch query has its own executor group id; the pool does not key on it (the consumers never use
+    their group), so a second query's read takes the first one's consumer once its parked fetch is back."""
+    read(broker.bootstrap, topic, 0, 0, 50, 0, group_id="spark-kafka-relation-1-executor")
+    [(_, _, consumer)] = idle()
+    assert read(broker.bootstrap, topic, 0, 0, 50, 0, group_id="spark-kafka-relation-2-executor") == [
+        f"p0-{i}".encode() for i in range(50)]
+    assert idle() == [(0, 50, consumer)]
+
+
+def test_the_sources_default_long_poll_lets_the_next_query_reuse_a_consumer(broker: BrokerProcess, topic: str,
+                                                                            pool: None,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``kafka.fetch.max.wait.ms`` a range read's consumer is free for another range 100 ms after it
+    stopped at the log end (Kafka's 500 ms default would make a query that follows within half a second open
+    new consumers)."""
+    conf = {"bootstrap.servers": broker.bootstrap}
+    list(kafka_io.read_range(conf, OffsetRange(topic, 1, 0, 50), True, group_id="q1"))
+    [(_, _, consumer)] = idle()
+    # the next query comes 150 ms later on the pool's clock (its rule: the parked fetch's longest wait has passed)
+    monkeypatch.setattr(kafka_io, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + 0.15))
+    got = [v for t in kafka_io.read_range(conf, OffsetRange(topic, 1, 20, 30), True, group_id="q2")
+           for v in t.column("value").to_pylist()]
+    assert got == [b"p1-%d" % i for i in range(20, 30)]
+    assert [c for _, _, c in idle()] == [consumer]
 
 
 def test_idle_consumers_beyond_the_cap_are_closed(broker: BrokerProcess, topic: str, pool: None,

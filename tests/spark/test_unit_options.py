@@ -154,6 +154,7 @@ def test_executor_consumers_fetch_4_mib_per_partition_unless_told_otherwise() ->
 
     conf = consumer_config(src(False, subscribe="t").consumer_config)
     assert (conf["max.partition.fetch.bytes"], conf["max.poll.records"]) == (str(4 << 20), "200000")
+    assert conf["fetch.max.wait.ms"] == "100"
     told = src(False, subscribe="t", **{"kafka.max.partition.fetch.bytes": "1048576", "kafka.max.poll.records": "500"})
     conf = consumer_config(told.consumer_config)
     assert (conf["max.partition.fetch.bytes"], conf["max.poll.records"]) == ("1048576", "500")
