@@ -118,14 +118,15 @@ IDLE_TIMEOUT_S = 300.0  # Spark's spark.kafka.consumer.cache.timeout default
 
 
 def _acquire(conf: Mapping[str, str], tp: TopicPartition, start: int) -> tuple[str, KafkaConsumer]:
-    """An idle consumer with ``conf`` that can read ``tp`` from ``start`` at once, else a new one.
+    """An idle consumer with ``conf`` (whatever its ``group.id``) that can read ``tp`` from ``start`` at once,
+    else a new one.
 
     A consumer's last poll leaves a fetch at its position, which the broker parks as a long poll when that is
     the log end (up to ``fetch.max.wait.ms``), and no other fetch goes to that broker until it returns. So an
     idle consumer is reused to continue where it stopped (a streaming query's next range of the same partition:
     the parked fetch is the one wanted), or for anything else once ``fetch.max.wait.ms`` has passed since it
-    stopped; otherwise a new consumer costs a connection instead of a wait of up to half a second (Spark's own
-    pool is keyed by partition for the same reason)."""
+    stopped; otherwise a new consumer costs a connection instead of a wait of up to ``fetch.max.wait.ms`` (Spark's
+    own pool is keyed by partition for the same reason)."""
     # (not keyed by group.id: a batch query has a group id of its own, and the executors' consumers never use
     # theirs - assign mode, positions by seek, no commits, and a Fetch carries no group - so a consumer of an
     # earlier query serves the next one instead of a new consumer, connection and 4 MiB buffers per task)

@@ -151,7 +151,7 @@ def freeze_worker_heap() -> bool:
     reused worker, and that full collection traverses every object not frozen: 10-130 ms of the worker's CPU per
     task. Objects made later (consumers, each task's state) are collected as before. Frozen objects are never
     collected as cyclic garbage, so what is alive at a freeze besides the modules (the pooled consumers, at most
-    :data:`~strom.spark.kafka_io.MAX_IDLE_CONSUMERS`) is kept for the worker's life once closed: a bounded cost, as
+    :data:`~strom.spark.kafka_io.MAX_IDLE_CONSUMERS`) stays in memory once closed if it holds reference cycles: a bounded cost, as
     each freeze follows new imports and a worker imports a module once. Nothing is frozen outside a Spark worker (a
     process without ``pyspark.worker``, e.g. the application's driver). True when this call froze the heap."""
     global _modules_at_freeze
