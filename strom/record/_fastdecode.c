@@ -40,12 +40,14 @@
  *   check (the returned position).
  *
  * scan_records(data, count) -> int
- *   The broker's check of an uncompressed records block before it is compressed again (a topic whose
- *   compression.type differs from the batch's codec): 0 when data holds exactly `count` records, each length
- *   prefix within the block, with offset deltas 0..count-1; 1 when they are whole but some offset delta is not
- *   the record's index (the caller renumbers them); -1 when the block does not parse (a varint that runs on, a
- *   length past the end, fewer records, bytes after the last). Only the length, timestamp and offset-delta
- *   fields are read.
+ *   The broker's check of a produced records block (uncompressed, or a compressed batch's once decompressed),
+ *   every field as Kafka's DefaultRecord.readFrom reads it: each record's length within the block, its varints
+ *   ending in time, key and value lengths negative (null) or within the record, a header count of at least 0, each
+ *   header key of at least 0 bytes, each header value negative or within the record, and nothing in the record's length
+ *   that no field took; exactly `count` records and nothing after them. Returns flags when they do (0, or 1 when
+ *   some offset delta is not the record's index, the caller renumbering where Kafka does, plus 2 when some key is
+ *   null, which a compacted topic refuses); -(i + 1) when record i does not parse; -(count + 1) when bytes follow
+ *   the last record.
  *
  * The record layout (Kafka's DefaultRecord): length varint, attributes int8, timestampDelta varlong,
  * offsetDelta varint, key length varint (-1 null) and bytes, value length varint (-1 null) and bytes, header
@@ -84,9 +86,9 @@ static inline int read_varint(const uint8_t **p, const uint8_t *end, int max_byt
     return -1;
 }
 
-/* A length-prefixed byte field at *p (before end): its bytes at *at, its length in *len (-1: null, allowed only
- * when nullable); 0 on success. */
-static inline int read_field(const uint8_t **p, const uint8_t *end, int nullable, const uint8_t **at,
+/* A length-prefixed byte field at *p (before end): its bytes at *at, its length in *len (negative: null, allowed
+ * down to -nullable); 0 on success. */
+static inline int read_field(const uint8_t **p, const uint8_t *end, int64_t nullable, const uint8_t **at,
                              int64_t *len) {
     if (read_varint(p, end, 5, len) < 0 || *len < -nullable || *len > end - *p)
         return -1;
@@ -588,6 +590,33 @@ done:
     return result;
 }
 
+/* One record of a records block at *p (before end), walked as Kafka's DefaultRecord.readFrom reads it; its offset
+ * delta in *offset_delta and whether its key is null in *null_key. 0 on success, -1 when it does not parse. */
+static inline int walk_record(const uint8_t **p, const uint8_t *end, int64_t *offset_delta, int *null_key) {
+    int64_t length, ts_delta, count, len;
+    const uint8_t *at;
+    if (read_varint(p, end, 5, &length) < 0 || length <= 0 || length > end - *p)
+        return -1;
+    const uint8_t *rec_end = *p + length, *q = *p + 1; /* past attributes */
+    if (read_varint(&q, rec_end, 10, &ts_delta) < 0 || read_varint(&q, rec_end, 5, offset_delta) < 0)
+        return -1;
+    /* Any negative key, value or header value length is null (Kafka's readFrom); a header key may not be. */
+    if (read_field(&q, rec_end, INT32_MAX, &at, &len) < 0) /* key */
+        return -1;
+    *null_key = len < 0;
+    if (read_field(&q, rec_end, INT32_MAX, &at, &len) < 0) /* value */
+        return -1;
+    if (read_varint(&q, rec_end, 5, &count) < 0 || count < 0)
+        return -1;
+    for (int64_t h = 0; h < count; h++) /* each header takes at least two bytes: bounded by the record */
+        if (read_field(&q, rec_end, 0, &at, &len) < 0 || read_field(&q, rec_end, INT32_MAX, &at, &len) < 0)
+            return -1;
+    if (q != rec_end) /* bytes left in the record's length that no field took */
+        return -1;
+    *p = rec_end;
+    return 0;
+}
+
 static PyObject *scan_records(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *obj;
@@ -597,35 +626,32 @@ static PyObject *scan_records(PyObject *self, PyObject *args) {
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    long result = 0;
+    Py_ssize_t result = 0;
     Py_BEGIN_ALLOW_THREADS
     const uint8_t *p = (const uint8_t *)view.buf, *end = p + view.len;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t length, ts_delta, offset_delta;
-        if (read_varint(&p, end, 5, &length) < 0 || length <= 0 || length > end - p) {
-            result = -1;
-            break;
-        }
-        const uint8_t *rec_end = p + length, *q = p + 1; /* past attributes */
-        if (read_varint(&q, rec_end, 10, &ts_delta) < 0 || read_varint(&q, rec_end, 5, &offset_delta) < 0) {
-            result = -1;
+        int64_t offset_delta;
+        int null_key;
+        if (walk_record(&p, end, &offset_delta, &null_key) < 0) {
+            result = -(i + 1);
             break;
         }
         if (offset_delta != i)
-            result = 1;
-        p = rec_end;
+            result |= 1;
+        if (null_key)
+            result |= 2;
     }
     if (result >= 0 && p != end)
-        result = -1;
+        result = -(count + 1);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    return PyLong_FromLong(result);
+    return PyLong_FromSsize_t(result);
 }
 
 static PyMethodDef methods[] = {
     {"scan_records", scan_records, METH_VARARGS,
-     "scan_records(data, count) -> 0 (count records, offset deltas 0..count-1), 1 (whole, deltas to renumber) or "
-     "-1 (does not parse)."},
+     "scan_records(data, count) -> flags (1: some offset delta is not the record's index, 2: some key is null) when "
+     "data holds exactly count records that parse; -(i + 1) when record i does not, -(count + 1) for bytes after them."},
     {"decode_blocks", decode_blocks, METH_VARARGS,
      "decode_blocks(data, blocks, allocate) -> the column buffers of the records of uncompressed v2 record blocks, or None "
      "when they do not add up (see the module's source for the tuple's layout)."},

@@ -132,7 +132,8 @@ class Partition:
 
     # -- leader: appends --------------------------------------------------------------------------------------
     def append_records_to_leader(self, records: memoryview | bytes, required_acks: int, min_isr: int,
-                                 now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+                                 now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT, *,
+                                 records_checked: bool = False) -> LogAppendInfo:
         if not self.is_leader:
             raise _err(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                        f"Leader not local for partition {self.tp} on broker {self.local_broker_id}")
@@ -140,7 +141,8 @@ class Partition:
             raise _err(ErrorCode.NOT_ENOUGH_REPLICAS,
                        f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the min.isr "
                        f"requirement of {min_isr} for partition {self.tp}")
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin)
+        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin,
+                                         records_checked=records_checked)
         self.maybe_increment_leader_hw(now_ms)
         return info
 

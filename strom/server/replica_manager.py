@@ -26,7 +26,7 @@ from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
-from strom.storage.log_validator import AppendOrigin, recompress_for_topic
+from strom.storage.log_validator import AppendOrigin, check_client_records, needs_worker_check
 
 if TYPE_CHECKING:
     from strom.server.broker_metrics import BrokerMetrics
@@ -264,21 +264,23 @@ class ReplicaManager:
 
     # -- append -----------------------------------------------------------------------------------------------
     def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1,
-                     origin: AppendOrigin = AppendOrigin.CLIENT, received_bytes: int | None = None) -> AppendResult:
+                     origin: AppendOrigin = AppendOrigin.CLIENT, received_bytes: int | None = None,
+                     records_checked: bool = False) -> AppendResult:
         """``received_bytes``: the size the client sent, when ``records`` were recompressed since (BytesInPerSec
-        counts what came in, as Kafka's)."""
-        result = self._append_local(tp, records, required_acks, origin)
+        counts what came in, as Kafka's); ``records_checked``: ``check_client_records`` made them."""
+        result = self._append_local(tp, records, required_acks, origin, records_checked)
         if self.metrics is not None:
             self.metrics.topic_stats.record_append(tp.topic, result,
                                                    len(records) if received_bytes is None else received_bytes)
         return result
 
     def _append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int,
-                      origin: AppendOrigin) -> AppendResult:
+                      origin: AppendOrigin, records_checked: bool = False) -> AppendResult:
         try:
             p = self.leader_partition(tp)
             min_isr = self.log_config(tp.topic).min_insync_replicas
-            info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds(), origin)
+            info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds(), origin,
+                                              records_checked=records_checked)
         except BrokerResponseError as e:
             log.info("rejected produce to %s: %s", tp, e)
             return AppendResult(e.errno, None, e.message)
@@ -291,22 +293,31 @@ class ReplicaManager:
         self._wake_fetches(tp)
         return AppendResult(ErrorCode.NONE, info, None)
 
-    async def _recompressed(self, entries: dict[TopicPartition, memoryview | bytes]
-                            ) -> dict[TopicPartition, memoryview | bytes]:
+    async def _checked_in_worker(self, entries: dict[TopicPartition, memoryview | bytes]
+                                 ) -> dict[TopicPartition, memoryview | bytes | AppendResult]:
+        """The partitions whose records take a while to check (a compressed batch to decompress, or a topic codec to
+        recompress to) checked in worker threads (``check_client_records``): the records to append with
+        ``records_checked``, or the error to answer with. The event loop serves other connections meanwhile; this
+        connection's next request waits, so appends keep their order."""
         jobs: dict[TopicPartition, asyncio.Future[bytes | bytearray | memoryview]] = {}
         for tp, recs in entries.items():
-            if (config := self.log_config(tp.topic)).compression_type != "producer":
+            p = self.partitions.get(tp)
+            if p is None or not p.is_leader:
+                continue  # the append answers with the routing error
+            if needs_worker_check(recs, config := self.log_config(tp.topic)):
                 # (the loop is looked up only here: get_running_loop costs a getpid() system call)
-                jobs[tp] = asyncio.get_running_loop().run_in_executor(None, recompress_for_topic, recs, config)
-        if not jobs:
-            return entries
-        prepared = dict(entries)
+                jobs[tp] = asyncio.get_running_loop().run_in_executor(
+                    None, check_client_records, recs, config, self.time.milliseconds())
+        checked: dict[TopicPartition, memoryview | bytes | AppendResult] = {}
         for tp, job in jobs.items():
             try:
-                prepared[tp] = await job
-            except Exception:  # noqa: BLE001 - the append recompresses (or refuses) the batches itself
-                log.exception("recompressing a batch for %s in a worker failed; the append does it", tp)
-        return prepared
+                checked[tp] = await job
+            except BrokerResponseError as e:
+                log.info("rejected produce to %s: %s", tp, e)
+                checked[tp] = AppendResult(e.errno, None, e.message)
+            except Exception:  # noqa: BLE001 - the append checks (or refuses) the batches itself
+                log.exception("checking a produce payload for %s in a worker failed; the append does it", tp)
+        return checked
 
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
                              timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -317,12 +328,20 @@ class ReplicaManager:
         An append that reached ``flush.messages`` is answered once the log flusher has fsynced it (Kafka flushes
         inside the append, before the response): the event loop goes on serving others meanwhile.
         ``on_parked`` is called once the appends are done and the request waits for the ISR: the socket server
-        then lets the connection's next Produce append while this one waits. Client batches in a codec other than
-        their topic's ``compression.type`` are recompressed in a worker thread first (the event loop serves other
-        connections meanwhile; this connection's next request waits, so appends keep their order)."""
-        prepared = await self._recompressed(entries) if origin is AppendOrigin.CLIENT else entries
-        results = {tp: self.append_local(tp, recs, required_acks, origin, len(entries[tp]))
-                   for tp, recs in prepared.items()}
+        then lets the connection's next Produce append while this one waits. Client records with a compressed batch,
+        or bound for a topic with a ``compression.type`` of its own, are checked (decompressed, recompressed) in a
+        worker thread first (:meth:`_checked_in_worker`)."""
+        checked = await self._checked_in_worker(entries) if origin is AppendOrigin.CLIENT else {}
+        results = {}
+        for tp, recs in entries.items():
+            done = checked.get(tp)
+            if isinstance(done, AppendResult):  # refused by the check
+                if self.metrics is not None:
+                    self.metrics.topic_stats.record_append(tp.topic, done, len(recs))
+                results[tp] = done
+            else:
+                results[tp] = self.append_local(tp, recs if done is None else done, required_acks, origin,
+                                                len(recs), records_checked=done is not None)
         for tp, r in results.items():
             if r.info is not None and r.info.flushed is not None:
                 results[tp] = await self._await_flush(tp, r)

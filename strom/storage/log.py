@@ -268,8 +268,10 @@ class Log:
         leader_epoch: int = 0,
         now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        records_checked: bool = False,
     ) -> LogAppendInfo:
-        """Validate ``records`` (whole v2 batches), assign offsets from the log end and append them.
+        """Validate ``records`` (whole v2 batches), assign offsets from the log end and append them
+        (``records_checked``: see :func:`~strom.storage.log_validator.validate_and_assign_offsets`).
 
         Raises CorruptMessageError, MessageTooLargeError, RecordListTooLargeError, InvalidRecordError,
         InvalidTimestampError or UnsupportedForMessageFormatError with nothing written; KafkaStorageError when
@@ -279,7 +281,8 @@ class Log:
         with self._lock:
             self._check_open()
             result = validate_and_assign_offsets(
-                records, self._next_offset, self.config, now, leader_epoch=leader_epoch, origin=origin
+                records, self._next_offset, self.config, now, leader_epoch=leader_epoch, origin=origin,
+                records_checked=records_checked,
             )
             if result.num_batches == 0:
                 return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)

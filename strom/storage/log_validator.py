@@ -6,25 +6,33 @@ the size checks of ``UnifiedLog.analyzeAndValidateRecords``.
 
 Per batch: a whole header (61 bytes) and a ``batchLength`` that fits the payload, magic 2, the CRC-32C, size
 <= ``max.message.bytes`` (MESSAGE_TOO_LARGE, code 10, as Kafka), ``recordsCount == lastOffsetDelta + 1`` and > 0,
-no control batch from a client, and for CreateTime topics with ``message.timestamp.before/after.max.ms`` set,
-every record's timestamp within those bounds of broker time (the records are read for it, a compressed batch
-decompressed, as Kafka's ``validateTimestamp`` does; INVALID_TIMESTAMP). Then, in a private copy of the
-payload: baseOffset and partitionLeaderEpoch are rewritten, and for LogAppendTime topics maxTimestamp, the
-timestamp-type attribute bit and the CRC. Compressed batches are handled the same way when the topic's
-``compression.type`` is ``producer`` or the batch's own codec.
+no control batch from a client. Then every record of every batch but control batches, as Kafka's validator reads
+them (its record iterator: ``DefaultRecord.readFrom``), a compressed batch decompressed for it: exactly
+``recordsCount`` records, each length within the block, its varints ending in time, key and value lengths within
+the record (or negative: null), a header count of at least 0, header keys not null, and nothing in a record's length that no
+field took (INVALID_RECORD, as Kafka's ``InvalidRecordException``; a block that does not decompress is
+INVALID_RECORD too, where Kafka answers UNKNOWN_SERVER_ERROR). A batch whose CRC matches but whose records do not
+parse would otherwise be stored and fail every consumer that reads it. For CreateTime topics with
+``message.timestamp.before/after.max.ms`` set, every record's timestamp within those bounds of broker time
+(INVALID_TIMESTAMP). Then, in a private copy of the payload: baseOffset and partitionLeaderEpoch are rewritten,
+and for LogAppendTime topics maxTimestamp, the timestamp-type attribute bit and the CRC.
 
-When the topic names another codec (``uncompressed``, ``gzip``, ``snappy``, ``lz4``, ``zstd``), each client batch
-is rewritten with it, as Kafka's ``buildRecordsAndAssignOffsets`` does: the records block is decompressed, its
-records checked (as many as ``recordsCount`` says, nothing after them), and compressed again with the topic's
-codec at its ``compression.<codec>.level``; the header keeps the producer id, epoch, base sequence, transactional
-flag and timestamps, with the codec bits, ``batchLength`` and the CRC set anew. Records whose offset deltas are
-not 0, 1, 2 ... are renumbered (Kafka rewrites them too). A batch that grows past ``max.message.bytes`` is
-MESSAGE_TOO_LARGE. Control batches are never recompressed ("do not compress control records unless they are
-written compressed", as Kafka). The record bytes themselves are not re-encoded otherwise: keys, values,
-headers and timestamp deltas stay byte for byte.
+When the topic names a codec (``uncompressed``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) other than a client
+batch's, the batch is rewritten with it, as Kafka's ``buildRecordsAndAssignOffsets`` does: its checked records
+compressed again with the topic's codec at its ``compression.<codec>.level``; the header keeps the producer id,
+epoch, base sequence, transactional flag and timestamps, with the codec bits, ``batchLength`` and the CRC set
+anew. A compressed batch whose records' offset deltas are not 0, 1, 2 ... is rebuilt with them renumbered (Kafka
+rewrites such batches rather than refuse them; an uncompressed batch keeps its deltas, as in Kafka). A batch that
+grows past ``max.message.bytes`` is MESSAGE_TOO_LARGE. Control batches are never recompressed ("do not compress
+control records unless they are written compressed", as Kafka). The record bytes themselves are not re-encoded
+otherwise: keys, values, headers and timestamp deltas stay byte for byte.
 
 For compacted topics every record must have a key (INVALID_RECORD, "Compacted topic cannot accept message
-without key", as Kafka's ``validateKey``): the records are decoded (decompressed) for that check only.
+without key", as Kafka's ``validateKey``), read in the same pass.
+
+The broker runs these checks for a payload with a compressed batch (or bound for a topic with its own codec) in a
+worker thread first (:func:`check_client_records`), so that decompressing does not hold up its event loop; the
+append then passes ``records_checked`` and only the header checks and offset assignment are repeated.
 
 Any failure raises before anything is written. Pure function, thread-safe.
 """
@@ -43,7 +51,6 @@ from strom.common.error_codes import (
     RecordListTooLargeError,
     UnsupportedForMessageFormatError,
 )
-from strom.record.batch import RecordBatch
 from strom.record.compression import CompressionType, compress, decompress
 from strom.record.header import (
     ATTRIBUTES_OFFSET,
@@ -62,12 +69,15 @@ from strom.storage.file_records import record_timestamps
 from strom.storage.log_config import LONG_MAX, LogConfig
 
 __all__ = ["AppendOrigin", "ValidationResult", "validate_and_assign_offsets", "validate_replicated",
-           "recompress_for_topic", "recompress_batch", "target_compression"]
+           "check_client_records", "needs_worker_check", "scan_records", "target_compression"]
 
 try:
-    from strom.record._fastdecode import scan_records as _scan_records
+    from strom.record._fastdecode import scan_records as _scan_records_c
 except ImportError:  # built without a C compiler: the Python walk below does the same
-    _scan_records = None
+    _scan_records_c = None
+
+RENUMBER = 1  # scan_records flag: some record's offset delta is not its index
+NULL_KEY = 2  # scan_records flag: some record has a null key
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 NO_TIMESTAMP = -1
@@ -105,8 +115,11 @@ def validate_and_assign_offsets(
     *,
     leader_epoch: int = 0,
     origin: AppendOrigin = AppendOrigin.CLIENT,
+    records_checked: bool = False,
 ) -> ValidationResult:
     """Check every batch of ``records`` and return them with offsets assigned from ``next_offset``.
+    ``records_checked``: :func:`check_client_records` has checked these records (CRCs, records, timestamps) and
+    rewritten what needed it; only the headers are checked again.
 
     Client records in a writable memoryview (what the Produce handler passes: a slice of the request's own
     receive buffer, used for nothing else afterwards) are rewritten in place; anything else is copied first. A
@@ -121,8 +134,7 @@ def validate_and_assign_offsets(
     log_append = config.log_append_time
     before_max = config.timestamp_before_max_ms()
     after_max = config.timestamp_after_max_ms()
-    check_ts = not log_append and (before_max != LONG_MAX or after_max != LONG_MAX)
-    compacted = config.compact_enabled
+    check_ts = not records_checked and not log_append and (before_max != LONG_MAX or after_max != LONG_MAX)
     target = None if origin is AppendOrigin.REPLICATION else target_compression(config)
     rewritten: list[tuple[int, int, bytearray]] = []  # (pos, size, the batch recompressed)
     max_ts = NO_TIMESTAMP
@@ -150,7 +162,7 @@ def validate_and_assign_offsets(
             raise MessageTooLargeError(
                 f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}"
             )
-        if compute_crc(buf, pos, size) != h.crc:
+        if not records_checked and compute_crc(buf, pos, size) != h.crc:
             raise CorruptMessageError(f"CRC mismatch in batch at byte {pos}")
         if h.records_count <= 0 or h.records_count != h.last_offset_delta + 1:
             raise InvalidRecordError(
@@ -158,20 +170,16 @@ def validate_and_assign_offsets(
             )
         if h.is_control and origin is AppendOrigin.CLIENT:
             raise InvalidRecordError("clients may not write control batches")
-        if compacted and not h.is_control:
-            _check_keys(buf, pos, num_batches)
         if check_ts and not h.is_control:
             _check_timestamps(buf, pos, size, h.max_timestamp, now_ms - before_max, now_ms + after_max)
         last = offset + h.last_offset_delta
         out, out_pos = buf, pos
-        if target is not None and not h.is_control and h.compression != target:
-            out, out_pos = recompress_batch(buf, pos, size, h.attributes, h.records_count, target, config), 0
-            if len(out) > config.max_message_bytes:
-                raise MessageTooLargeError(
-                    f"batch of {len(out)} bytes once compressed with {target.config_name} exceeds max.message.bytes "
-                    f"{config.max_message_bytes}"
-                )
-            rewritten.append((pos, size, out))
+        if not records_checked and not h.is_control:
+            rebuilt = _check_batch_records(buf, pos, size, h.attributes, h.records_count, target, config,
+                                           num_batches)
+            if rebuilt is not None:
+                out, out_pos = rebuilt, 0
+                rewritten.append((pos, size, out))
         set_base_offset(out, offset, out_pos)
         set_partition_leader_epoch(out, leader_epoch, out_pos)
         if log_append:
@@ -258,34 +266,137 @@ def target_compression(config: LogConfig) -> CompressionType | None:
     return None if name == "producer" else CompressionType.from_topic_config(name)
 
 
-def recompress_for_topic(records: bytes | bytearray | memoryview, config: LogConfig) -> bytes | bytearray | memoryview:
-    """``records`` with its client batches in a codec other than the topic's recompressed — the work
-    :func:`validate_and_assign_offsets` would otherwise do, done beforehand where it may take its time (the broker
-    runs it in a worker thread: the codecs and the records scan release the GIL). Batches that do not check out
-    (structure, counts, CRC, a records block that does not parse) and everything after them are left as they
-    came, for the validator to refuse with its own error. ``records`` itself when nothing changes, else a
-    writable memoryview of a new buffer."""
-    target = target_compression(config)
-    if target is None:
-        return records
-    rewritten: list[tuple[int, int, bytearray]] = []
+def needs_worker_check(records: bytes | bytearray | memoryview, config: LogConfig) -> bool:
+    """Whether the records checks of a client payload may take long enough to run in a worker thread first: the
+    topic names its own codec, or a batch is compressed (its records are decompressed to be checked). Reads the
+    batch headers' lengths and attributes only; a payload that does not add up is left to the validator."""
+    if config.compression_type != "producer":
+        return True
     pos, total = 0, len(records)
     while total - pos >= HEADER_SIZE:
-        h = parse_header(records, pos)
-        size = h.batch_length + LOG_OVERHEAD
-        if (h.magic != 2 or h.batch_length < _MIN_BATCH_LENGTH or pos + size > total or h.records_count <= 0
-                or h.records_count != h.last_offset_delta + 1):
-            break
-        if not h.is_control and h.compression != target:
-            if compute_crc(records, pos, size) != h.crc:
-                break
-            try:
-                rewritten.append((pos, size, recompress_batch(records, pos, size, h.attributes, h.records_count,
-                                                              target, config)))
-            except CorruptMessageError:
-                break
-        pos += size
-    return memoryview(_splice(records, rewritten)) if rewritten else records
+        if _ATTRIBUTES.unpack_from(records, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_MASK:
+            return True
+        length = _BATCH_LENGTH.unpack_from(records, pos + 8)[0]
+        if length < _MIN_BATCH_LENGTH:
+            return False
+        pos += length + LOG_OVERHEAD
+    return False
+
+
+def check_client_records(records: bytes | bytearray | memoryview, config: LogConfig, now_ms: int
+                         ) -> bytes | bytearray | memoryview:
+    """What :func:`validate_and_assign_offsets` checks and rewrites in a client payload, done before the append
+    where it may take its time (the broker runs it in a worker thread: the codecs and the records scan release the
+    GIL): every batch's CRC, records (decompressed) and timestamps, batches recompressed for the topic's codec or
+    renumbered. Raises what the validator would; returns the records to append with ``records_checked=True``
+    (offsets are assigned then)."""
+    return validate_and_assign_offsets(records, 0, config, now_ms).records
+
+
+def scan_records(raw: bytes | bytearray | memoryview, count: int) -> int:
+    """The records of an uncompressed records block checked as Kafka's ``DefaultRecord.readFrom`` reads them
+    (see ``strom/record/_fastdecode.c``, ``scan_records``): flags (:data:`RENUMBER`, :data:`NULL_KEY`) when
+    ``raw`` holds exactly ``count`` records that parse, ``-(i + 1)`` when record ``i`` does not, ``-(count + 1)``
+    when bytes follow the last one. The C accelerator's where it was built (the GIL released), else in Python."""
+    if _scan_records_c is not None:
+        return _scan_records_c(raw, count)
+    return _scan_records_py(raw, count)
+
+
+def _scan_records_py(raw: bytes | bytearray | memoryview, count: int) -> int:
+    end = len(raw)
+    pos = 0
+    flags = 0
+    for i in range(count):
+        try:
+            length, body = decode_varint(raw, pos)
+            record_end = body + length
+            if length <= 0 or record_end > end:
+                return -(i + 1)
+            _, p = decode_varlong(raw, body + 1)  # attributes (1 byte), timestampDelta
+            delta, p = decode_varint(raw, p)
+            key_len, p = decode_varint(raw, p)  # (any negative length is null, as in Kafka's readFrom)
+            if p + max(key_len, 0) > record_end:
+                return -(i + 1)
+            value_len, p = decode_varint(raw, p + max(key_len, 0))
+            if p + max(value_len, 0) > record_end:
+                return -(i + 1)
+            headers, p = decode_varint(raw, p + max(value_len, 0))
+            if headers < 0:
+                return -(i + 1)
+            for _ in range(headers):
+                hkey_len, p = decode_varint(raw, p)
+                if hkey_len < 0 or p + hkey_len > record_end:
+                    return -(i + 1)
+                hvalue_len, p = decode_varint(raw, p + hkey_len)
+                if p + max(hvalue_len, 0) > record_end:
+                    return -(i + 1)
+                p += max(hvalue_len, 0)
+        except (IndexError, ValueError):
+            return -(i + 1)
+        if p != record_end:
+            return -(i + 1)
+        if delta != i:
+            flags |= RENUMBER
+        if key_len < 0:
+            flags |= NULL_KEY
+        pos = record_end
+    return flags if pos == end else -(count + 1)
+
+
+def _check_batch_records(buf: bytes | bytearray | memoryview, pos: int, size: int, attributes: int, count: int,
+                         target: CompressionType | None, config: LogConfig, batch_index: int) -> bytearray | None:
+    """The records of the (non-control) batch at ``buf[pos:pos + size]``, its CRC already checked: decompressed
+    when compressed, scanned, keys checked on a compacted topic. A new batch when it is to be stored otherwise (the
+    topic's codec, or a compressed batch's offset deltas renumbered), else None."""
+    block = memoryview(buf)[pos + HEADER_SIZE:pos + size]
+    source = attributes & COMPRESSION_MASK
+    try:
+        raw = decompress(source, block) if source else block
+    except ValueError as e:
+        raise InvalidRecordError(f"cannot decompress the {CompressionType(source).config_name} records of batch "
+                                 f"{batch_index}: {e}") from None
+    flags = scan_records(raw, count)
+    if flags < 0:
+        if flags == -(count + 1):
+            raise InvalidRecordError(f"batch {batch_index} has bytes after the {count} records it declares")
+        raise InvalidRecordError(f"record {-flags - 1} of the {count} of batch {batch_index} does not parse "
+                                 f"(Found invalid record structure)")
+    if flags & NULL_KEY and config.compact_enabled:
+        raise InvalidRecordError(f"Compacted topic cannot accept message without key (batch {batch_index})")
+    codec = source if target is None else target
+    if codec == source and not (source and flags & RENUMBER):
+        return None
+    if flags & RENUMBER:
+        raw = _renumbered(raw, count)
+    data = compress(codec, raw, _level(config, codec)) if codec else raw
+    out = bytearray(HEADER_SIZE + len(data))
+    out[:HEADER_SIZE] = memoryview(buf)[pos:pos + HEADER_SIZE]
+    out[HEADER_SIZE:] = data
+    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _ATTRIBUTES.pack_into(out, ATTRIBUTES_OFFSET, (attributes & ~COMPRESSION_MASK) | codec)
+    _CRC.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
+    if len(out) > config.max_message_bytes:
+        raise MessageTooLargeError(
+            f"batch of {len(out)} bytes once compressed with {CompressionType(codec).config_name} exceeds "
+            f"max.message.bytes {config.max_message_bytes}"
+        )
+    return out
+
+
+def _renumbered(raw: bytes | memoryview, count: int) -> bytes:
+    """``raw`` (an uncompressed records block of ``count`` records that parse) with offset deltas 0, 1, 2 ..."""
+    pos = 0
+    mv = memoryview(raw)
+    parts: list[bytes | memoryview] = []
+    for i in range(count):
+        length, body = decode_varint(raw, pos)
+        _, p = decode_varlong(raw, body + 1)  # attributes (1 byte), timestampDelta
+        _, rest = decode_varint(raw, p)
+        new_body = b"".join((mv[body:p], varint_bytes(i), mv[rest:body + length]))
+        parts += (varint_bytes(len(new_body)), new_body)
+        pos = body + length
+    return b"".join(parts)
 
 
 def _level(config: LogConfig, codec: CompressionType) -> int | None:
@@ -296,62 +407,6 @@ def _level(config: LogConfig, codec: CompressionType) -> int | None:
     if codec is CompressionType.ZSTD:
         return config.compression_zstd_level
     return None
-
-
-def recompress_batch(buf: bytes | bytearray | memoryview, pos: int, size: int, attributes: int, records_count: int,
-                     codec: CompressionType, config: LogConfig) -> bytearray:
-    """The batch at ``buf[pos:pos + size]`` (its CRC already checked) with its records block in ``codec``: a new
-    buffer with ``batchLength``, the codec bits and the CRC set; offsets and epochs as they were."""
-    block = memoryview(buf)[pos + HEADER_SIZE:pos + size]
-    source = attributes & COMPRESSION_MASK
-    try:
-        raw = decompress(source, block) if source else block
-    except ValueError as e:
-        raise CorruptMessageError(f"cannot decompress a {CompressionType(source).config_name} batch: {e}") from None
-    raw = _renumbered(raw, records_count)
-    data = compress(codec, raw, _level(config, codec)) if codec else raw
-    out = bytearray(HEADER_SIZE + len(data))
-    out[:HEADER_SIZE] = memoryview(buf)[pos:pos + HEADER_SIZE]
-    out[HEADER_SIZE:] = data
-    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
-    _ATTRIBUTES.pack_into(out, ATTRIBUTES_OFFSET, (attributes & ~COMPRESSION_MASK) | codec)
-    _CRC.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
-    return out
-
-
-def _renumbered(raw: bytes | memoryview, count: int) -> bytes | memoryview:
-    """``raw`` (an uncompressed records block) when it holds exactly ``count`` records with offset deltas 0, 1, 2
-    ...; the same records with those deltas when some differ; CorruptMessageError when it does not parse.
-    (The usual case, checked in C with the GIL released when the accelerator is built: nothing to renumber.)"""
-    if _scan_records is not None:
-        shape = _scan_records(raw, count)
-        if shape == 0:
-            return raw
-        if shape < 0:
-            raise CorruptMessageError(f"the records block does not hold the {count} records the batch declares")
-    end = len(raw)
-    pos = 0
-    parts: list[bytes | memoryview] | None = None
-    mv = memoryview(raw)
-    try:
-        for i in range(count):
-            length, body = decode_varint(raw, pos)
-            record_end = body + length
-            if length < 3 or record_end > end:
-                raise CorruptMessageError(f"record {i} of {count} has length {length} with {end - body} bytes left")
-            _, p = decode_varlong(raw, body + 1)  # attributes (1 byte), timestampDelta
-            delta, rest = decode_varint(raw, p)
-            if delta != i or parts is not None:
-                if parts is None:
-                    parts = [mv[:pos]]
-                new_body = b"".join((mv[body:p], varint_bytes(i), mv[rest:record_end]))
-                parts += (varint_bytes(len(new_body)), new_body)
-            pos = record_end
-    except (IndexError, ValueError) as e:
-        raise CorruptMessageError(f"records block does not parse: {e}") from None
-    if pos != end:
-        raise CorruptMessageError(f"{end - pos} bytes after the {count} records the batch declares")
-    return raw if parts is None else b"".join(parts)
 
 
 def _splice(buf: bytes | bytearray | memoryview, rewritten: list[tuple[int, int, bytearray]]) -> bytearray:
@@ -381,18 +436,4 @@ def _check_timestamps(buf: bytes | bytearray | memoryview, pos: int, size: int, 
             raise InvalidTimestampError(
                 f"Timestamp {ts} of {what} of the batch at byte {pos} is out of range. The timestamp should be "
                 f"within [{lowest}, {highest}]"
-            )
-
-
-def _check_keys(buf: bytearray, pos: int, batch_index: int) -> None:
-    try:
-        records = RecordBatch(buf, pos).records()
-    except CorruptMessageError:
-        raise
-    except (ValueError, IndexError) as e:
-        raise CorruptMessageError(f"cannot decode the records of batch {batch_index}: {e}") from None
-    for i, r in enumerate(records):
-        if r.key is None:
-            raise InvalidRecordError(
-                f"Compacted topic cannot accept message without key (record {i} of batch {batch_index})"
             )

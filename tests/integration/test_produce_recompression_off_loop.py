@@ -1,6 +1,7 @@
-"""A client batch bound for a topic with another ``compression.type`` is recompressed in a worker thread: while it
-is, the broker's event loop answers other connections; a recompression that fails there falls back to the
-append's own (the request still succeeds, or gets the validator's error code).
+"""A client batch bound for a topic with another ``compression.type`` is recompressed in a worker thread, and a
+compressed batch on any topic is decompressed there for its records to be checked: meanwhile the broker's event
+loop answers other connections; a check that fails there for a bug falls back to the append's own (the request
+still succeeds, or gets the validator's error code).
 
 The broker runs in-process on a thread (the standard asyncio loop and uvloop); the clients are raw sockets."""
 
@@ -29,18 +30,18 @@ from tests.integration.test_fetch_zero_copy import _Client, _LoopThread
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-def _produce(topic: str) -> ProduceRequest:
-    b = MemoryRecordsBuilder(CompressionType.NONE)
+def _produce(topic: str, codec: CompressionType = CompressionType.NONE) -> ProduceRequest:
+    b = MemoryRecordsBuilder(codec)
     for i in range(200):
         b.append(1_700_000_000_000 + i, b"k%d" % i, b"value %d " % i * 50 + os.urandom(16))
     return ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(b.build()))])])
 
 
-def _create_gzip_topic(c: _Client, topic: str) -> None:
+def _create_gzip_topic(c: _Client, topic: str, codec: str = "gzip") -> None:
     c.send(ApiKey.CREATE_TOPICS, 4, CreateTopicsRequest(timeout_ms=10_000, topics=[
         CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=1, replication_factor=1, configs=[
-            CreateTopicsRequest.CreatableTopicConfig(name="compression.type", value="gzip")])]))
+            CreateTopicsRequest.CreatableTopicConfig(name="compression.type", value=codec)])]))
     assert c.receive().topics[0].error_code == ErrorCode.NONE
 
 
@@ -50,26 +51,29 @@ def _codecs_stored(b: BrokerServer, topic: str) -> list[int]:
     return [batch.compression_type for s in log.segments for batch in MemoryRecords(Path(s.log.path).read_bytes())]
 
 
-def test_the_loop_serves_other_connections_while_a_batch_is_recompressed(
-        loop_broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("topic_codec", "batch_codec"), [("gzip", CompressionType.NONE),
+                                                         ("producer", CompressionType.ZSTD)])
+def test_the_loop_serves_other_connections_while_a_batch_is_recompressed_or_decompressed(
+        loop_broker: tuple[BrokerServer, _LoopThread], monkeypatch: pytest.MonkeyPatch, topic_codec: str,
+        batch_codec: CompressionType) -> None:
     b, runner = loop_broker
     port = int(next(s for s in b.socket_servers if s.listener.name == "PLAINTEXT").bound_port or 0)
     started, release = threading.Event(), threading.Event()
     threads: list[int] = []
-    real = replica_manager_module.recompress_for_topic
+    real = replica_manager_module.check_client_records
 
-    def held_recompression(records: Any, config: Any) -> Any:
+    def held_recompression(records: Any, config: Any, now_ms: int) -> Any:
         threads.append(threading.get_ident())
         started.set()
         release.wait(30)  # held until the other connection has been answered (or for 30 s: the test then fails)
-        return real(records, config)
+        return real(records, config, now_ms)
 
-    monkeypatch.setattr(replica_manager_module, "recompress_for_topic", held_recompression)
+    monkeypatch.setattr(replica_manager_module, "check_client_records", held_recompression)
     producer, other = _Client(port), _Client(port)
     try:
-        _create_gzip_topic(producer, "gz")
-        producer.send(ApiKey.PRODUCE, 9, _produce("gz"))
-        assert started.wait(30), "the recompression never started"
+        _create_gzip_topic(producer, "gz", topic_codec)
+        producer.send(ApiKey.PRODUCE, 9, _produce("gz", batch_codec))
+        assert started.wait(30), "the check never started"
         other.sock.settimeout(10)
         other.send(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         answered = other.receive()  # a loop blocked in the recompression would not answer: a timeout here
@@ -82,7 +86,7 @@ def test_the_loop_serves_other_connections_while_a_batch_is_recompressed(
         producer.close()
         other.close()
     assert threads and threads[0] != runner.thread.ident
-    assert _codecs_stored(b, "gz") == [CompressionType.GZIP]
+    assert _codecs_stored(b, "gz") == [CompressionType.GZIP if topic_codec == "gzip" else batch_codec]
 
 
 def test_a_recompression_that_fails_in_the_worker_falls_back_to_the_append(
@@ -90,10 +94,10 @@ def test_a_recompression_that_fails_in_the_worker_falls_back_to_the_append(
     b, _ = loop_broker
     port = int(next(s for s in b.socket_servers if s.listener.name == "PLAINTEXT").bound_port or 0)
 
-    def broken(records: Any, config: Any) -> Any:
+    def broken(records: Any, config: Any, now_ms: int) -> Any:
         raise RuntimeError("a bug in the worker")
 
-    monkeypatch.setattr(replica_manager_module, "recompress_for_topic", broken)
+    monkeypatch.setattr(replica_manager_module, "check_client_records", broken)
     c = _Client(port)
     try:
         _create_gzip_topic(c, "gz2")

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from strom.common.error_codes import CorruptMessageError, MessageTooLargeError
+from strom.common.error_codes import InvalidRecordError, MessageTooLargeError
 from strom.record.batch import RecordBatch
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.compression import CompressionType
@@ -32,9 +32,9 @@ RECORDS = [(T0 + i, f"k{i}".encode() if i % 3 else None, (b"value-%d " % i) * (i
 def records_walk(request, monkeypatch):  # type: ignore[no-untyped-def]
     """Both ways the records block is checked: the C accelerator's ``scan_records`` and the Python walk."""
     if request.param == "C scan":
-        assert log_validator._scan_records is not None, "the C accelerator is not built"
+        assert log_validator._scan_records_c is not None, "the C accelerator is not built"
     else:
-        monkeypatch.setattr(log_validator, "_scan_records", None)
+        monkeypatch.setattr(log_validator, "_scan_records_c", None)
     return request.param
 
 
@@ -104,7 +104,7 @@ def test_offset_deltas_that_are_not_consecutive_are_renumbered(records_walk: str
 
 
 @pytest.mark.parametrize("damage", ["trailing bytes", "fewer records than declared", "record past the end"])
-def test_a_records_block_that_does_not_add_up_is_corrupt(damage: str, records_walk: str) -> None:
+def test_a_records_block_that_does_not_add_up_is_an_invalid_record(damage: str, records_walk: str) -> None:
     batch = build_batch([b"v0", b"v1", b"v2"])
     if damage == "trailing bytes":
         batch = _resized(batch, batch[61:] + build_record(3, 0, None, b"v3"))
@@ -112,7 +112,7 @@ def test_a_records_block_that_does_not_add_up_is_corrupt(damage: str, records_wa
         batch = build_batch([b"v0", b"v1"], records_count=3, last_offset_delta=2)
     else:
         batch = _resized(batch, batch[61:-1])
-    with pytest.raises(CorruptMessageError):
+    with pytest.raises(InvalidRecordError):  # (Kafka's InvalidRecordException from its record iterator)
         _validate(batch, _config(**{"compression.type": "zstd"}))
 
 
