@@ -295,10 +295,10 @@ class ReplicaManager:
 
     async def _checked_in_worker(self, entries: dict[TopicPartition, memoryview | bytes]
                                  ) -> dict[TopicPartition, memoryview | bytes | AppendResult]:
-        """The partitions whose records take a while to check (a compressed batch to decompress, or a topic codec to
-        recompress to) checked in worker threads (``check_client_records``): the records to append with
-        ``records_checked``, or the error to answer with. The event loop serves other connections meanwhile; this
-        connection's next request waits, so appends keep their order."""
+        """The partitions whose checks take a while (a topic codec to compress to, a gzip batch to decompress:
+        ``needs_worker_check``) checked in worker threads (``check_client_records``): the records to append with
+        ``records_checked``, or the error to answer with. The event loop serves other connections meanwhile; this connection's next request
+        waits, so appends keep their order."""
         jobs: dict[TopicPartition, asyncio.Future[bytes | bytearray | memoryview]] = {}
         for tp, recs in entries.items():
             p = self.partitions.get(tp)
@@ -328,9 +328,9 @@ class ReplicaManager:
         An append that reached ``flush.messages`` is answered once the log flusher has fsynced it (Kafka flushes
         inside the append, before the response): the event loop goes on serving others meanwhile.
         ``on_parked`` is called once the appends are done and the request waits for the ISR: the socket server
-        then lets the connection's next Produce append while this one waits. Client records with a compressed batch,
-        or bound for a topic with a ``compression.type`` of its own, are checked (decompressed, recompressed) in a
-        worker thread first (:meth:`_checked_in_worker`)."""
+        then lets the connection's next Produce append while this one waits. Client records bound for a topic with a
+        ``compression.type`` of its own, or with a gzip batch, are checked in a worker thread first
+        (:meth:`_checked_in_worker`)."""
         checked = await self._checked_in_worker(entries) if origin is AppendOrigin.CLIENT else {}
         results = {}
         for tp, recs in entries.items():

@@ -30,9 +30,13 @@ otherwise: keys, values, headers and timestamp deltas stay byte for byte.
 For compacted topics every record must have a key (INVALID_RECORD, "Compacted topic cannot accept message
 without key", as Kafka's ``validateKey``), read in the same pass.
 
-The broker runs these checks for a payload with a compressed batch (or bound for a topic with its own codec) in a
-worker thread first (:func:`check_client_records`), so that decompressing does not hold up its event loop; the
-append then passes ``records_checked`` and only the header checks and offset assignment are repeated.
+For a topic with its own codec, and for a payload with a gzip batch, the broker runs these checks in a worker thread
+first (:func:`check_client_records`, :func:`needs_worker_check`), so that compressing or a slow decompression does
+not hold up its event loop; the append then passes ``records_checked`` and only the header checks and offset
+assignment are repeated. lz4, snappy and zstd batches are decompressed in the append, on the event loop (as Kafka's
+request handler threads do it: 0.3-0.7 ms per MB of records): through a worker thread the broker took a quarter of
+the lz4 batches it takes inline (``bench/recompression.py --producer-codec lz4``: the hand-offs and the GIL between
+the threads cost more than the decompression).
 
 Any failure raises before anything is written. Pure function, thread-safe.
 """
@@ -267,14 +271,15 @@ def target_compression(config: LogConfig) -> CompressionType | None:
 
 
 def needs_worker_check(records: bytes | bytearray | memoryview, config: LogConfig) -> bool:
-    """Whether the records checks of a client payload may take long enough to run in a worker thread first: the
-    topic names its own codec, or a batch is compressed (its records are decompressed to be checked). Reads the
+    """Whether the checks of a client payload are worth a worker thread (:func:`check_client_records`): the topic
+    names its own codec (batches to compress), or a batch is gzip (about 2 ms per MB to decompress; lz4, snappy and
+    zstd take 0.3-0.7 and are decompressed in the append, where a worker's hand-offs would cost more). Reads the
     batch headers' lengths and attributes only; a payload that does not add up is left to the validator."""
     if config.compression_type != "producer":
         return True
     pos, total = 0, len(records)
     while total - pos >= HEADER_SIZE:
-        if _ATTRIBUTES.unpack_from(records, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_MASK:
+        if _ATTRIBUTES.unpack_from(records, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_MASK == CompressionType.GZIP:
             return True
         length = _BATCH_LENGTH.unpack_from(records, pos + 8)[0]
         if length < _MIN_BATCH_LENGTH:

@@ -175,10 +175,10 @@ def test_the_check_in_a_worker_leaves_the_append_only_the_headers(monkeypatch: p
     assert unchecked.num_records == 3  # (what records_checked promises is the caller's: nothing is read)
 
 
-def test_which_payloads_go_to_a_worker() -> None:
-    plain, zstd = bytes(_batch("none")), bytes(_batch("zstd"))
-    assert not needs_worker_check(plain + plain, _config())
-    assert needs_worker_check(plain + zstd, _config())  # a compressed batch anywhere in the payload
+def test_which_payloads_are_checked_in_a_worker() -> None:
+    plain, zstd, gzip = bytes(_batch("none")), bytes(_batch("zstd")), bytes(_batch("gzip"))
+    assert not needs_worker_check(plain + zstd, _config())  # (lz4, snappy, zstd: decompressed in the append)
+    assert needs_worker_check(plain + gzip, _config())  # a gzip batch anywhere in the payload
     assert needs_worker_check(plain, _config(**{"compression.type": "lz4"}))  # the topic's codec to apply
     assert not needs_worker_check(plain[:HEADER_SIZE - 1], _config())  # (left to the validator to refuse)
 
