@@ -37,7 +37,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-__all__ = ["CompressionType", "compress", "decompress", "xxh32"]
+__all__ = ["CompressionType", "DecompressedTooLarge", "compress", "decompress", "xxh32"]
 
 
 class CompressionType(IntEnum):
@@ -114,11 +114,19 @@ def _gzip_compress(data: Buffer, level: int | None) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def _gzip_decompress(data: Buffer) -> bytes:
+def _gzip_decompress(data: Buffer, max_size: int | None = None) -> bytes:
     parts = []
+    total = 0
     while True:
         d = zlib.decompressobj(_GZIP_WBITS)
-        parts.append(d.decompress(data))
+        if max_size is None:
+            parts.append(d.decompress(data))
+        else:
+            out = d.decompress(data, max_size - total + 1)
+            total += len(out)
+            if total > max_size:
+                raise DecompressedTooLarge(max_size)
+            parts.append(out)
         if not d.eof:
             raise ValueError("gzip stream is truncated")
         data = d.unused_data
@@ -146,12 +154,26 @@ def _snappy_compress(data: Buffer) -> bytes:
     return b"".join(parts)  # type: ignore[arg-type]
 
 
-def _snappy_decompress(data: Buffer) -> bytes:
+def _snappy_raw_length(block: memoryview) -> int:
+    """The uncompressed length a raw snappy block declares (its leading unsigned varint)."""
+    n = shift = 0
+    for i in range(min(5, len(block))):
+        n |= (block[i] & 0x7F) << shift
+        if block[i] < 0x80:
+            return n
+        shift += 7
+    raise ValueError("snappy block length does not parse")
+
+
+def _snappy_decompress(data: Buffer, max_size: int | None = None) -> bytes:
     mv = memoryview(data)
     decompress_raw = cramjam.snappy.decompress_raw
     if len(mv) < 16 or mv[:8] != XERIAL_MAGIC:
+        if max_size is not None and _snappy_raw_length(mv) > max_size:
+            raise DecompressedTooLarge(max_size)
         return bytes(decompress_raw(mv))
     parts = []
+    total = 0
     pos, end = 16, len(mv)
     while pos < end:
         if end - pos >= 16 and mv[pos : pos + 8] == XERIAL_MAGIC:  # concatenated xerial streams
@@ -163,6 +185,10 @@ def _snappy_decompress(data: Buffer) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise ValueError("xerial snappy block length exceeds the stream")
+        if max_size is not None:
+            total += _snappy_raw_length(mv[pos : pos + n])
+            if total > max_size:
+                raise DecompressedTooLarge(max_size)
         parts.append(decompress_raw(mv[pos : pos + n]))
         pos += n
     return b"".join(parts)
@@ -234,14 +260,32 @@ def _lz4_fix_header_checksum(data: Buffer) -> bytes:
     return bytes(buf)
 
 
-def _lz4_decompress(data: Buffer) -> bytes:
-    try:
+def _lz4_frame(data: Buffer, max_size: int | None) -> bytes:
+    if max_size is None:
         return lz4.frame.decompress(data)
+    d = lz4.frame.LZ4FrameDecompressor()
+    step = min(max_size + 1, 1 << 20)  # (the decompressor allocates what it may return: pieces of 1 MiB at most)
+    parts = [d.decompress(data, step)]
+    total = len(parts[0])
+    while not d.eof and total <= max_size and not d.needs_input:
+        out = d.decompress(b"", step)
+        parts.append(out)
+        total += len(out)
+    if total > max_size:
+        raise DecompressedTooLarge(max_size)
+    if not d.eof:
+        raise ValueError("lz4: the frame is truncated")
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _lz4_decompress(data: Buffer, max_size: int | None = None) -> bytes:
+    try:
+        return _lz4_frame(data, max_size)
     except RuntimeError as exc:
         if "header checksum" not in str(exc).lower() and "headerchecksum" not in str(exc).lower():
             raise ValueError(f"lz4: {exc}") from None
     try:
-        return lz4.frame.decompress(_lz4_fix_header_checksum(data))
+        return _lz4_frame(_lz4_fix_header_checksum(data), max_size)
     except RuntimeError as exc:
         raise ValueError(f"lz4: {exc}") from None
 
@@ -254,13 +298,28 @@ def _zstd_compress(data: Buffer, level: int | None) -> bytes:
     return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
 
 
-def _zstd_decompress(data: Buffer) -> bytes:
+# A zstd block of 4 bytes (run-length encoded) may stand for 128 KiB: with a bound, the input is fed in pieces so
+# small that one piece cannot take the output far past it.
+_ZSTD_MAX_RATIO = 1 << 15
+
+
+def _zstd_decompress(data: Buffer, max_size: int | None = None) -> bytes:
     dctx = zstandard.ZstdDecompressor()
     parts = []
+    total = 0
     remaining: Buffer = data
+    step = len(data) if max_size is None else max(512, max_size // _ZSTD_MAX_RATIO)
     while True:
         dobj = dctx.decompressobj()
-        parts.append(dobj.decompress(remaining))
+        mv = memoryview(remaining)
+        for start in range(0, len(mv), step):
+            out = dobj.decompress(mv[start:start + step])
+            parts.append(out)
+            total += len(out)
+            if max_size is not None and total > max_size:
+                raise DecompressedTooLarge(max_size)
+            if dobj.eof:
+                break
         if not dobj.eof:
             raise ValueError("zstd stream is truncated")
         remaining = dobj.unused_data
@@ -287,17 +346,26 @@ def compress(codec: CompressionType | int, data: Buffer, level: int | None = Non
     raise ValueError(f"unknown compression codec {codec!r}")
 
 
-def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
-    """Decompress a batch's records block; raises ``ValueError`` when the stream is corrupt."""
+class DecompressedTooLarge(ValueError):
+    """A records block that decompresses to more than the caller's ``max_size``."""
+
+    def __init__(self, max_size: int) -> None:
+        super().__init__(f"decompresses to more than {max_size} bytes")
+
+
+def decompress(codec: CompressionType | int, data: Buffer, max_size: int | None = None) -> bytes:
+    """Decompress a batch's records block; raises ``ValueError`` when the stream is corrupt, and
+    :class:`DecompressedTooLarge` (a ``ValueError``) as soon as it is known to hold more than ``max_size`` bytes
+    (a broker's bound against decompression bombs: the output is never made much larger than ``max_size``)."""
     try:
         if codec == CompressionType.LZ4:
-            return _lz4_decompress(data)
+            return _lz4_decompress(data, max_size)
         if codec == CompressionType.ZSTD:
-            return _zstd_decompress(data)
+            return _zstd_decompress(data, max_size)
         if codec == CompressionType.SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, max_size)
         if codec == CompressionType.GZIP:
-            return _gzip_decompress(data)
+            return _gzip_decompress(data, max_size)
         if codec == CompressionType.NONE:
             return bytes(data)
     except ValueError:

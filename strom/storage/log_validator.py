@@ -80,6 +80,11 @@ try:
 except ImportError:  # built without a C compiler: the Python walk below does the same
     _scan_records_c = None
 
+# What a produced batch's records block may decompress to: far above any producer's batches (their batch.size
+# bounds them before or after compression), low enough that a decompression bomb (1 MB of zstd can stand for
+# 32 GB) is refused before it exhausts the broker's memory. Kafka's validator streams the records instead.
+MAX_DECOMPRESSED_BATCH = 256 << 20
+
 RENUMBER = 1  # scan_records flag: some record's offset delta is not its index
 NULL_KEY = 2  # scan_records flag: some record has a null key
 
@@ -174,8 +179,6 @@ def validate_and_assign_offsets(
             )
         if h.is_control and origin is AppendOrigin.CLIENT:
             raise InvalidRecordError("clients may not write control batches")
-        if check_ts and not h.is_control:
-            _check_timestamps(buf, pos, size, h.max_timestamp, now_ms - before_max, now_ms + after_max)
         last = offset + h.last_offset_delta
         out, out_pos = buf, pos
         if not records_checked and not h.is_control:
@@ -184,6 +187,8 @@ def validate_and_assign_offsets(
             if rebuilt is not None:
                 out, out_pos = rebuilt, 0
                 rewritten.append((pos, size, out))
+        if check_ts and not h.is_control:  # (after the records check, which bounds what a batch decompresses to)
+            _check_timestamps(buf, pos, size, h.max_timestamp, now_ms - before_max, now_ms + after_max)
         set_base_offset(out, offset, out_pos)
         set_partition_leader_epoch(out, leader_epoch, out_pos)
         if log_append:
@@ -357,7 +362,7 @@ def _check_batch_records(buf: bytes | bytearray | memoryview, pos: int, size: in
     block = memoryview(buf)[pos + HEADER_SIZE:pos + size]
     source = attributes & COMPRESSION_MASK
     try:
-        raw = decompress(source, block) if source else block
+        raw = decompress(source, block, MAX_DECOMPRESSED_BATCH) if source else block
     except ValueError as e:
         raise InvalidRecordError(f"cannot decompress the {CompressionType(source).config_name} records of batch "
                                  f"{batch_index}: {e}") from None

@@ -5,13 +5,14 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import tracemalloc
 
 import cramjam
 import lz4.frame
 import pytest
 import zstandard
 
-from strom.record.compression import CompressionType, compress, decompress, xxh32
+from strom.record.compression import CompressionType, DecompressedTooLarge, compress, decompress, xxh32
 
 pytestmark = pytest.mark.unit
 
@@ -134,3 +135,35 @@ def test_unknown_codec() -> None:
         compress(7, b"x")
     with pytest.raises(ValueError):
         decompress(6, b"x")
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4,
+                                   CompressionType.ZSTD])
+def test_a_bound_stops_a_decompression_bomb_early(codec: CompressionType) -> None:
+    """``max_size``: a block that holds more is refused as soon as that is known, before its output grows far past
+    the bound (4 MiB of zeros against a 256 KiB bound: zstd's 4 MiB of zeros is 145 bytes); blocks within it, or at
+    it exactly, decompress as without one; a truncated block is still refused."""
+    bomb = compress(codec, bytes(4 << 20))
+    with pytest.raises(DecompressedTooLarge, match="more than 262144 bytes"):
+        decompress(codec, bomb, 256 << 10)
+    assert decompress(codec, bomb, 4 << 20) == bytes(4 << 20)
+    exact = compress(codec, DATA)
+    assert decompress(codec, exact, len(DATA)) == DATA
+    with pytest.raises(DecompressedTooLarge):
+        decompress(codec, exact, len(DATA) - 1)
+    with pytest.raises(ValueError):
+        decompress(codec, exact[:-3], 1 << 20)
+
+
+def test_a_zstd_bomb_is_refused_without_its_output() -> None:
+    """256 MiB of zeros in a few kilobytes of zstd: refused with far less than that made (each piece of input fed
+    to the decompressor is too small to expand past the bound by more than the bound again)."""
+    bomb = compress(CompressionType.ZSTD, bytes(256 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecompressedTooLarge):
+            decompress(CompressionType.ZSTD, bomb, 8 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(bomb) < 64 << 10 and peak < 32 << 20

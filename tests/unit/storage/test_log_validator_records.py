@@ -128,6 +128,19 @@ def test_a_block_that_does_not_decompress_is_refused(codec: str) -> None:
         _validate(broken)
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_batch_that_decompresses_past_the_bound_is_refused(codec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decompression bomb (a few kilobytes that stand for gigabytes) is refused once its records pass
+    ``MAX_DECOMPRESSED_BATCH``, here lowered to 1 MiB; a batch just under it is taken."""
+    monkeypatch.setattr(log_validator, "MAX_DECOMPRESSED_BATCH", 1 << 20)
+    template = build_batch([b"a"])
+    big = _record(_fields(0, zigzag_varint(-1), zigzag_varint((1 << 20) + 10) + bytes((1 << 20) + 10)))
+    with pytest.raises(InvalidRecordError, match="decompresses to more than 1048576 bytes"):
+        _validate(_with_block(template, big, codec))
+    fits = _record(_fields(0, zigzag_varint(-1), zigzag_varint((1 << 20) - 100) + bytes((1 << 20) - 100)))
+    assert _validate(_with_block(template, fits, codec)).num_records == 1
+
+
 def _batch(codec: str, keys: bool = True, n: int = 20) -> bytearray:
     b = MemoryRecordsBuilder(CompressionType.from_name(codec))
     for i in range(n):
