@@ -35,8 +35,9 @@
  *   the header keys `keys` (a tuple of str) and `columns[j][i - first]` is record i's value of header j (bytes or
  *   None); records in no run have no headers. Returns None for any other shape or anything that does not add
  *   up (a length prefix that does not match its record, a varint that runs on, an offset delta that is not the
- *   record's index, a null header key, a header key that is not UTF-8, a record past `end`): the caller then
- *   uses the Python decoders, which report corruption. Whether the records end exactly at `end` is the caller's
+ *   record's index, a null header key, a record past `end`): the caller then uses the Python decoders, which
+ *   report corruption. A header key that is not UTF-8 is decoded with U+FFFD for what does not decode (as Java's
+ *   new String(bytes, UTF_8) in Kafka's consumer). Whether the records end exactly at `end` is the caller's
  *   check (the returned position).
  *
  * scan_records(data, count) -> int
@@ -521,12 +522,10 @@ static PyObject *decode_records(PyObject *self, PyObject *const *args, Py_ssize_
             if (run_keys == NULL || run_columns == NULL)
                 goto done;
             for (int64_t j = 0; j < header_count; j++) {
-                PyObject *k = PyUnicode_DecodeUTF8((const char *)hs[j].key, hs[j].key_len, NULL);
-                if (k == NULL) {
-                    PyErr_Clear();
-                    fallback = 1; /* not UTF-8: the Python decoders report it */
+                /* what is not UTF-8 becomes U+FFFD, as Java's new String(bytes, UTF_8) in Kafka's consumer */
+                PyObject *k = PyUnicode_DecodeUTF8((const char *)hs[j].key, hs[j].key_len, "replace");
+                if (k == NULL)
                     goto done;
-                }
                 PyTuple_SET_ITEM(run_keys, j, k);
                 PyObject *column = PyList_New(0);
                 if (column == NULL)

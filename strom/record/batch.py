@@ -133,7 +133,8 @@ def parse_end_txn_marker_value(value: bytes | None) -> int:
 
 def read_headers(data: bytes, p: int, count: int) -> tuple[tuple[Header, ...], int]:
     """``count`` headers from ``p``: ``((key, value), ...)`` and the position after them (CorruptMessageError on
-    a negative count or a null key, IndexError/ValueError past the buffer or on a key that is not UTF-8)."""
+    a negative count or a null key, IndexError/ValueError past the buffer). A key that is not UTF-8 is decoded
+    with U+FFFD for what does not decode, as Java's ``new String(bytes, UTF_8)`` in Kafka's consumer."""
     if count < 0:
         raise CorruptMessageError(f"invalid negative header count {count}")
     out = []
@@ -141,7 +142,7 @@ def read_headers(data: bytes, p: int, count: int) -> tuple[tuple[Header, ...], i
         klen, p = decode_varint(data, p)
         if klen < 0:
             raise CorruptMessageError("null header key")
-        hkey = data[p : p + klen].decode("utf-8")
+        hkey = data[p : p + klen].decode("utf-8", "replace")
         p += klen
         vlen, p = decode_varint(data, p)
         if vlen < 0:
@@ -280,7 +281,7 @@ def decode_records(
             p = rec_end
     except CorruptMessageError:
         raise
-    except (IndexError, ValueError) as exc:  # ran off the buffer, overlong varint, bad UTF-8
+    except (IndexError, ValueError) as exc:  # ran off the buffer, overlong varint
         raise CorruptMessageError(f"malformed record #{len(out)}: {exc}") from None
     if p != end:
         raise CorruptMessageError(

@@ -10,7 +10,8 @@ Three paths, the first that can read a batch does:
 * the C accelerator ``strom/record/_fastdecode.c``, where ``pip install`` found a C compiler: one pass checks every
   record, sizes the columns and notes where each record's fields are, a second copies them into buffers from
   Arrow's memory pool (any header count; a null header key, a header key that is not UTF-8 or anything that does
-  not add up goes on to the next path);
+  not add up goes on to the next path: the record decoder at last reports corruption, or decodes a key that is not
+  UTF-8 with U+FFFD for what does not decode, as Kafka's Java consumer);
 * the vectorized path, for every batch whose records have at most 63 headers each: numpy works on all of a
   batch's records at once, with no Python object per record. First the records' start positions: each record begins with its
   length, so a *run* of records with the same length prefix is found by comparing the prefix bytes of the
@@ -179,7 +180,8 @@ def _decode_vectorized(data: Any, blocks: list[Block], timestamp_type: int) -> p
 def _decode_native(data: Any, blocks: list[Block], timestamp_type: int) -> pa.RecordBatch | None:
     """The C accelerator's pass (``strom/record/_fastdecode.c``): the column buffers of every record, made into
     Arrow columns here. ``None`` when it found something that does not add up, or header keys that are not
-    UTF-8: the numpy path looks again and hands the batches to the record decoder, which reports corruption."""
+    UTF-8: the numpy path looks again and hands the batches to the record decoder, which reports corruption (or
+    replaces what is not UTF-8)."""
     parts = _fastdecode.decode_blocks(data, blocks, pa.allocate_buffer)  # (Arrow's pool: see the C source)
     if parts is None:
         return None

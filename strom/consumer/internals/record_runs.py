@@ -116,7 +116,7 @@ def _layout(data: bytes, p: int, keyed: bool) -> tuple[Any, ...]:
         hkey_size, hkey_len_size = _varint2(data, p + q)
         const.append((q, q + hkey_len_size + hkey_size))  # a header's key is the same in all records of a run
         q += hkey_len_size
-        header_keys.append(data[p + q:p + q + hkey_size].decode("utf-8"))  # (not UTF-8: ValueError)
+        header_keys.append(data[p + q:p + q + hkey_size].decode("utf-8", "replace"))  # (as Kafka's consumer)
         q += hkey_size
         hvalue_size, hvalue_len_size = _varint2(data, p + q)  # (a null header value is not simple)
         const.append((q, q + hvalue_len_size))
@@ -155,7 +155,7 @@ def decode_simple(data: bytes, p: int, count: int, base_ts: int) -> tuple[list[i
                                                                          list[bytes], HeaderColumns | None, int]:
     """``(timestamps, keys or None, values, headers or None, end position)`` of ``count`` simple records from
     ``p`` (headers ``None`` when no record has any); raises :class:`NotSimple` (or ``IndexError`` on a truncated
-    block, ``ValueError`` on a header key that is not UTF-8)."""
+    block)."""
     keyed = first_key_byte(data, p) != 1
     tss: list[int] = []
     keys: list[bytes] | None = [] if keyed else None

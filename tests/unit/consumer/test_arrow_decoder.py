@@ -198,13 +198,17 @@ def test_columns_equal_records_for_any_batch_with_headers(records: list, same_co
     got.validate(full=True)
 
 
-def test_a_header_key_that_is_not_utf8_is_corrupt() -> None:
+def test_a_header_key_that_is_not_utf8_is_decoded_as_kafkas_consumer_does() -> None:
+    """What does not decode becomes U+FFFD (Java's ``new String(bytes, UTF_8)``): a record that a Java consumer
+    reads is never a batch strom's consumer cannot get past."""
     data = bytearray(_shaped("a-header", 50))
     at = bytes(data).rindex(b"trace-id")
     data[at] = 0xFF
     h = RecordBatch(bytes(data)).header
-    with pytest.raises(CorruptMessageError):
-        decode_batch_columns(bytes(data), HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+    got = decode_batch_columns(bytes(data), HEADER_SIZE, len(data), h.records_count, 1000, h.base_timestamp)
+    keys = [[kv["key"] for kv in hs] for hs in got.column("headers").to_pylist()]
+    assert keys[-1] == ["\ufffdrace-id"] and keys[-2] == ["trace-id"]
+    assert got.column("value").to_pylist() == [r.value for r in RecordBatch(bytes(data)).records()]
 
 
 @pytest.mark.parametrize("record", [0, 3, 5])
