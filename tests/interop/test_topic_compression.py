@@ -161,11 +161,14 @@ def test_offsets_for_times_finds_the_record_inside_a_compressed_batch(broker) ->
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         f.result(20)
-    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 1000})
     t0 = 1_700_000_000_000
-    for i in range(100):
-        p.produce(topic, value=b"v%d" % i, partition=0, timestamp=t0 + 10 * i)
-    assert p.flush(30) == 0
+    b = MemoryRecordsBuilder(CompressionType.LZ4)  # (one batch for sure: librdkafka split its 100 records in two
+    for i in range(100):  # under load, however long its linger)
+        b.append(t0 + 10 * i, None, b"v%d" % i)
+    request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(b.build()))])])
+    with RawClient(broker.bootstrap) as raw:
+        assert raw.request(ApiKey.PRODUCE, 9, request).responses[0].partition_responses[0].error_code == 0
     assert _codecs_on_disk(broker.data_dir, topic) == ["lz4"]  # one batch: the answer must come from inside it
     c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tc-times"})
     try:
