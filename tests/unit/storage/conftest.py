@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from strom.storage import log_validator
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.testing.mock_time import MockTime
@@ -56,3 +57,13 @@ def fast_dir(tmp_path):
     yield path
     if mounted:
         unmount(path)
+
+
+@pytest.fixture(params=["C scan", "Python walk"])
+def records_walk(request, monkeypatch):  # type: ignore[no-untyped-def]
+    """Both ways the records block is checked: the C accelerator's ``scan_records`` and the Python walk."""
+    if request.param == "C scan":
+        assert log_validator._scan_records_c is not None, "the C accelerator is not built"
+    else:
+        monkeypatch.setattr(log_validator, "_scan_records_c", None)
+    return request.param

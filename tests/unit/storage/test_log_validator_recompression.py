@@ -15,7 +15,6 @@ from strom.record.builder import MemoryRecordsBuilder
 from strom.record.compression import CompressionType
 from strom.record.control import build_control_batch
 from strom.record.header import LOG_OVERHEAD, compute_crc, parse_header
-from strom.storage import log_validator
 from strom.storage.log_config import LogConfig
 from strom.storage.log_validator import AppendOrigin, validate_and_assign_offsets, validate_replicated
 
@@ -26,16 +25,6 @@ pytestmark = pytest.mark.unit
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 RECORDS = [(T0 + i, f"k{i}".encode() if i % 3 else None, (b"value-%d " % i) * (i % 7 + 1),
             (("h", b"x"), ("n", None)) if i % 2 else ()) for i in range(50)]
-
-
-@pytest.fixture(params=["C scan", "Python walk"])
-def records_walk(request, monkeypatch):  # type: ignore[no-untyped-def]
-    """Both ways the records block is checked: the C accelerator's ``scan_records`` and the Python walk."""
-    if request.param == "C scan":
-        assert log_validator._scan_records_c is not None, "the C accelerator is not built"
-    else:
-        monkeypatch.setattr(log_validator, "_scan_records_c", None)
-    return request.param
 
 
 def _batch(codec: str, records=RECORDS, *, producer=(7, 2, 100), transactional: bool = False) -> bytes:  # type: ignore[no-untyped-def]

@@ -39,15 +39,6 @@ SETTINGS = settings(max_examples=int(os.environ.get("STROM_HYPOTHESIS_EXAMPLES",
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-@pytest.fixture(params=["C scan", "Python walk"])
-def records_walk(request, monkeypatch):  # type: ignore[no-untyped-def]
-    if request.param == "C scan":
-        assert log_validator._scan_records_c is not None, "the C accelerator is not built"
-    else:
-        monkeypatch.setattr(log_validator, "_scan_records_c", None)
-    return request.param
-
-
 def _config(**props: object) -> LogConfig:
     return LogConfig.from_props(props, LogConfig.from_broker_props({}))
 
