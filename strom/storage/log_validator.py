@@ -6,7 +6,9 @@ the size checks of ``UnifiedLog.analyzeAndValidateRecords``.
 
 Per batch: a whole header (61 bytes) and a ``batchLength`` that fits the payload, magic 2, the CRC-32C, size
 <= ``max.message.bytes`` (MESSAGE_TOO_LARGE, code 10, as Kafka), ``recordsCount == lastOffsetDelta + 1`` and > 0,
-no control batch from a client. Then every record of every batch but control batches, as Kafka's validator reads
+no control batch from a client, a base sequence of at least 0 when there is a producer id (INVALID_RECORD), no
+LogAppendTime bit set by the producer (INVALID_TIMESTAMP: Kafka's "Producer should not set timestamp type to
+LogAppendTime"; the broker sets it on LogAppendTime topics). Then every record of every batch but control batches, as Kafka's validator reads
 them (its record iterator: ``DefaultRecord.readFrom``), a compressed batch decompressed for it: exactly
 ``recordsCount`` records, each length within the block, its varints ending in time, key and value lengths within
 the record (or negative: null), a header count of at least 0, header keys not null, and nothing in a record's length that no
@@ -62,6 +64,7 @@ from strom.record.header import (
     CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
     compute_crc,
     parse_header,
     set_base_offset,
@@ -179,6 +182,12 @@ def validate_and_assign_offsets(
             )
         if h.is_control and origin is AppendOrigin.CLIENT:
             raise InvalidRecordError("clients may not write control batches")
+        if origin is AppendOrigin.CLIENT and h.producer_id >= 0 and h.base_sequence < 0:
+            raise InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record batch with producerId "
+                                     f"{h.producer_id}")
+        if h.attributes & TIMESTAMP_TYPE_MASK and not h.is_control and not records_checked:  # (checked: set by us)
+            raise InvalidTimestampError("Invalid timestamp type in the batch at byte "
+                                        f"{pos}: producers should not set timestamp type to LogAppendTime")
         last = offset + h.last_offset_delta
         out, out_pos = buf, pos
         if not records_checked and not h.is_control:

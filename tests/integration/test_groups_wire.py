@@ -42,6 +42,8 @@ def wire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with RawClient(b.bootstrap) as c:
         c.request(K.CREATE_TOPICS, 4, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
             name="w", num_partitions=2, replication_factor=1)], timeout_ms=5000))
+        # what a client does before it joins a group (and creates __consumer_offsets): each test may then run alone
+        assert c.request(K.FIND_COORDINATOR, 0, FindCoordinatorRequest(key="g")).error_code == E.NONE
     yield b
     assert b.proc is not None and b.proc.poll() is None, "the broker died"
     b.stop()

@@ -24,6 +24,7 @@ from strom.record.builder import MemoryRecordsBuilder
 from strom.record.records import MemoryRecords
 from strom.server.coordinator.group_coordinator import GroupCoordinator
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME, GroupConfig, OffsetConfig
+from strom.storage.log_validator import AppendOrigin
 
 if TYPE_CHECKING:
     from strom.common.time import Time
@@ -75,7 +76,9 @@ class ReplicaOffsetsLog:
         now = self.time.milliseconds()
         for key, value in records:
             builder.append(now, key, value)
-        r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build())
+        # (the coordinator's own writes, as Kafka's: a transactional batch here has no sequence numbers)
+        r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build(),
+                                              origin=AppendOrigin.COORDINATOR)
         if r.error_code == ErrorCode.NONE and r.info is not None:
             self._appended[partition] = r.info.last_offset + 1
         if r.error_code:

@@ -34,8 +34,8 @@ def test_replay_holds_transactional_records_until_their_marker(tmp_path) -> None
     lg = Log(str(tmp_path / "__consumer_offsets-0"), LogConfig.from_props({}))
     try:
         lg.append_as_leader(_batch([(b"k1", b"plain-1")]))
-        lg.append_as_leader(_batch([(b"k2", b"txn-7")], pid=7))
-        lg.append_as_leader(_batch([(b"k3", b"txn-8")], pid=8))
+        lg.append_as_leader(_batch([(b"k2", b"txn-7")], pid=7), origin=AppendOrigin.COORDINATOR)
+        lg.append_as_leader(_batch([(b"k3", b"txn-8")], pid=8), origin=AppendOrigin.COORDINATOR)
         lg.append_as_leader(build_control_batch(ControlRecordType.ABORT, 0, 8, 0, T0), origin=AppendOrigin.COORDINATOR)
         lg.append_as_leader(_batch([(b"k4", b"plain-2")]))
         lg.update_high_watermark(lg.log_end_offset)

@@ -201,6 +201,8 @@ def test_crc_error_writes_nothing(make_log):
         (build_batch([b"a", b"b"], records_count=3), InvalidRecordError),
         (build_batch([b"a", b"b"], last_offset_delta=5), InvalidRecordError),
         (build_batch([b"a"], attributes=0x20), InvalidRecordError),  # control batch from a client
+        (build_batch([b"a"], producer_id=5, producer_epoch=0), InvalidRecordError),  # a producer id, no sequence
+        (build_batch([b"a"], attributes=0x08), InvalidTimestampError),  # LogAppendTime set by the producer
     ],
 )
 def test_invalid_payloads(make_log, payload, error):

@@ -179,6 +179,17 @@ def test_the_check_in_a_worker_leaves_the_append_only_the_headers(monkeypatch: p
     assert unchecked.num_records == 3  # (what records_checked promises is the caller's: nothing is read)
 
 
+def test_a_log_append_time_topic_through_the_worker() -> None:
+    """The worker's check sets the LogAppendTime bit (as the append does); the append after it must not take that
+    bit for a producer's (which Kafka refuses: INVALID_TIMESTAMP)."""
+    config = _config(**{"message.timestamp.type": "LogAppendTime", "compression.type": "lz4"})
+    checked = check_client_records(memoryview(bytearray(_batch("none"))), config, T0 + 5)
+    result = validate_and_assign_offsets(checked, 0, config, T0 + 9, records_checked=True)
+    h = parse_header(result.records)
+    assert (h.timestamp_type, h.max_timestamp, h.compression, result.num_records) == (1, T0 + 9, CompressionType.LZ4,
+                                                                                     20)
+
+
 def test_which_payloads_are_checked_in_a_worker() -> None:
     plain, zstd, gzip = bytes(_batch("none")), bytes(_batch("zstd")), bytes(_batch("gzip"))
     assert not needs_worker_check(plain + zstd, _config())  # (lz4, snappy, zstd: decompressed in the append)
