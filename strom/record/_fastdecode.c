@@ -41,14 +41,13 @@
  *   check (the returned position).
  *
  * scan_records(data, count) -> int
- *   The broker's check of a produced records block (uncompressed, or a compressed batch's once decompressed),
- *   every field as Kafka's DefaultRecord.readFrom reads it: each record's length within the block, its varints
- *   ending in time, key and value lengths negative (null) or within the record, a header count of at least 0, each
- *   header key of at least 0 bytes, each header value negative or within the record, and nothing in the record's length
- *   that no field took; exactly `count` records and nothing after them. Returns flags when they do (0, or 1 when
- *   some offset delta is not the record's index, the caller renumbering where Kafka does, plus 2 when some key is
- *   null, which a compacted topic refuses); -(i + 1) when record i does not parse; -(count + 1) when bytes follow
- *   the last record.
+ *   The broker's check of a produced records block (uncompressed, or a compressed batch's once decompressed), every
+ *   field as Kafka's DefaultRecord.readFrom reads it: each record's length within the block, its varints ending in
+ *   time, key and value lengths negative (null) or within the record, a header count of at least 0, each header key
+ *   of at least 0 bytes, each header value negative or within the record, and nothing in the record's length that no
+ *   field took; exactly `count` records and nothing after them. Returns flags when they do (0, or 1 when some offset
+ *   delta is not the record's index, the caller renumbering where Kafka does, plus 2 when some key is null, which a
+ *   compacted topic refuses); -(i + 1) when record i does not parse; -(count + 1) when bytes follow the last record.
  *
  * The record layout (Kafka's DefaultRecord): length varint, attributes int8, timestampDelta varlong,
  * offsetDelta varint, key length varint (-1 null) and bytes, value length varint (-1 null) and bytes, header
@@ -649,8 +648,9 @@ static PyObject *scan_records(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"scan_records", scan_records, METH_VARARGS,
-     "scan_records(data, count) -> flags (1: some offset delta is not the record's index, 2: some key is null) when "
-     "data holds exactly count records that parse; -(i + 1) when record i does not, -(count + 1) for bytes after them."},
+     "scan_records(data, count) -> flags (1: some offset delta is not the record's index, 2: some key is null) "
+     "when data holds exactly count records that parse; -(i + 1) when record i does not, -(count + 1) for bytes "
+     "after them."},
     {"decode_blocks", decode_blocks, METH_VARARGS,
      "decode_blocks(data, blocks, allocate) -> the column buffers of the records of uncompressed v2 record blocks, or None "
      "when they do not add up (see the module's source for the tuple's layout)."},

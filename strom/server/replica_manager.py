@@ -297,8 +297,8 @@ class ReplicaManager:
                                  ) -> dict[TopicPartition, memoryview | bytes | AppendResult]:
         """The partitions whose checks take a while (a topic codec to compress to, a gzip batch to decompress:
         ``needs_worker_check``) checked in worker threads (``check_client_records``): the records to append with
-        ``records_checked``, or the error to answer with. The event loop serves other connections meanwhile; this connection's next request
-        waits, so appends keep their order."""
+        ``records_checked``, or the error to answer with. The event loop serves other connections meanwhile;
+        this connection's next request waits, so appends keep their order."""
         jobs: dict[TopicPartition, asyncio.Future[bytes | bytearray | memoryview]] = {}
         for tp, recs in entries.items():
             p = self.partitions.get(tp)

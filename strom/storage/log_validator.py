@@ -4,20 +4,20 @@ Kafka counterpart: ``LogValidator`` (the in-place paths ``assignOffsetsNonCompre
 ``validateMessagesAndAssignOffsetsCompressed`` and the recompression of ``buildRecordsAndAssignOffsets``) plus
 the size checks of ``UnifiedLog.analyzeAndValidateRecords``.
 
-Per batch: a whole header (61 bytes) and a ``batchLength`` that fits the payload, magic 2, the CRC-32C, size
-<= ``max.message.bytes`` (MESSAGE_TOO_LARGE, code 10, as Kafka), ``recordsCount == lastOffsetDelta + 1`` and > 0,
-no control batch from a client, a base sequence of at least 0 when there is a producer id (INVALID_RECORD), no
+Per batch: a whole header (61 bytes) and a ``batchLength`` that fits the payload, magic 2, the CRC-32C, size <=
+``max.message.bytes`` (MESSAGE_TOO_LARGE, code 10, as Kafka), ``recordsCount == lastOffsetDelta + 1`` and > 0, no
+control batch from a client, a base sequence of at least 0 when there is a producer id (INVALID_RECORD), no
 LogAppendTime bit set by the producer (INVALID_TIMESTAMP: Kafka's "Producer should not set timestamp type to
-LogAppendTime"; the broker sets it on LogAppendTime topics). Then every record of every batch but control batches, as Kafka's validator reads
-them (its record iterator: ``DefaultRecord.readFrom``), a compressed batch decompressed for it: exactly
-``recordsCount`` records, each length within the block, its varints ending in time, key and value lengths within
-the record (or negative: null), a header count of at least 0, header keys not null, and nothing in a record's length that no
-field took (INVALID_RECORD, as Kafka's ``InvalidRecordException``; a block that does not decompress is
-INVALID_RECORD too, where Kafka answers UNKNOWN_SERVER_ERROR). A batch whose CRC matches but whose records do not
-parse would otherwise be stored and fail every consumer that reads it. For CreateTime topics with
+LogAppendTime"; the broker sets it on LogAppendTime topics). Then every record of every batch but control batches,
+as Kafka's validator reads them (its record iterator: ``DefaultRecord.readFrom``), a compressed batch decompressed
+for it: exactly ``recordsCount`` records, each length within the block, its varints ending in time, key and value
+lengths within the record (or negative: null), a header count of at least 0, header keys not null, and nothing in a
+record's length that no field took (INVALID_RECORD, as Kafka's ``InvalidRecordException``; a block that does not
+decompress is INVALID_RECORD too, where Kafka answers UNKNOWN_SERVER_ERROR). A batch whose CRC matches but whose
+records do not parse would otherwise be stored and fail every consumer that reads it. For CreateTime topics with
 ``message.timestamp.before/after.max.ms`` set, every record's timestamp within those bounds of broker time
-(INVALID_TIMESTAMP). Then, in a private copy of the payload: baseOffset and partitionLeaderEpoch are rewritten,
-and for LogAppendTime topics maxTimestamp, the timestamp-type attribute bit and the CRC.
+(INVALID_TIMESTAMP). Then, in a private copy of the payload: baseOffset and partitionLeaderEpoch are rewritten, and
+for LogAppendTime topics maxTimestamp, the timestamp-type attribute bit and the CRC.
 
 When the topic names a codec (``uncompressed``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) other than a client
 batch's, the batch is rewritten with it, as Kafka's ``buildRecordsAndAssignOffsets`` does: its checked records

@@ -48,7 +48,8 @@ def _produce_good(bootstrap: str, topic: str, start: int, codec: str = "none") -
 
 
 @pytest.mark.parametrize("codec", ["none", "zstd", "gzip"])
-def test_a_batch_that_does_not_parse_is_refused_and_readers_see_only_good_records(broker, codec: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_batch_that_does_not_parse_is_refused_and_readers_see_only_good_records(  # type: ignore[no-untyped-def]
+        broker, codec: str) -> None:
     topic = f"rv-{codec}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
