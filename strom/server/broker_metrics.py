@@ -47,6 +47,7 @@ from strom.metrics import (
 )
 from strom.metrics.prometheus import MetricsHttpServer, parse_listener, prometheus_name
 from strom.protocol.messages import REQUESTS
+from strom.storage.log_validator import VALIDATION_METERS
 
 if TYPE_CHECKING:
     from prometheus_client.core import GaugeMetricFamily
@@ -168,14 +169,15 @@ _TOPIC_METERS = ("MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec", "BytesRe
 
 class _TopicCounters:
     """The ``Count`` of each BrokerTopicMetrics meter of one topic (or of all topics): plain integers bumped on
-    the event loop and read by the registry's metrics; a counter costs an addition, not a sensor record."""
+    the event loop and read by the registry's metrics; a counter costs an addition, not a sensor record. The
+    validation meters are in the all-topics set only (Kafka's validator marks only those)."""
 
-    __slots__ = (*_TOPIC_METERS, "names")
+    __slots__ = (*_TOPIC_METERS, *VALIDATION_METERS, "names")
 
     def __init__(self, metrics: Metrics, topic: str | None) -> None:
         tags = {"topic": topic} if topic is not None else {}
         self.names = []
-        for name in _TOPIC_METERS:
+        for name in _TOPIC_METERS if topic is not None else (*_TOPIC_METERS, *VALIDATION_METERS):
             setattr(self, name, 0)
             metric_name = metrics.metric_name(name, "BrokerTopicMetrics", f"{name} Count", tags)
             metrics.add_metric(metric_name, Measurable(lambda _c, _n, a=name: float(getattr(self, a))))
@@ -211,6 +213,8 @@ class BrokerTopicStats:
         if code:
             a.FailedProduceRequestsPerSec += 1
             s.FailedProduceRequestsPerSec += 1
+            if result.validation_meter is not None:
+                setattr(a, result.validation_meter, getattr(a, result.validation_meter) + 1)
             if code in _REJECTED_ERRORS:
                 a.BytesRejectedPerSec += size
                 s.BytesRejectedPerSec += size

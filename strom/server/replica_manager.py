@@ -42,6 +42,11 @@ class AppendResult:
     error_code: int
     info: LogAppendInfo | None = None
     error_message: str | None = None
+    validation_meter: str | None = None  # Kafka's meter of the validation that refused the append, if one counts it
+
+    @classmethod
+    def refused(cls, e: BrokerResponseError) -> AppendResult:
+        return cls(e.errno, None, e.message, getattr(e, "validation_meter", None))
 
 
 @dataclass(slots=True)
@@ -283,7 +288,7 @@ class ReplicaManager:
                                               records_checked=records_checked)
         except BrokerResponseError as e:
             log.info("rejected produce to %s: %s", tp, e)
-            return AppendResult(e.errno, None, e.message)
+            return AppendResult.refused(e)
         except KafkaError as e:
             log.warning("produce to %s failed: %s", tp, e)
             return AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, None, str(e))
@@ -314,7 +319,7 @@ class ReplicaManager:
                 checked[tp] = await job
             except BrokerResponseError as e:
                 log.info("rejected produce to %s: %s", tp, e)
-                checked[tp] = AppendResult(e.errno, None, e.message)
+                checked[tp] = AppendResult.refused(e)
             except Exception:  # noqa: BLE001 - the append checks (or refuses) the batches itself
                 log.exception("checking a produce payload for %s in a worker failed; the append does it", tp)
         return checked

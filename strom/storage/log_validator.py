@@ -57,6 +57,7 @@ from strom.common.error_codes import (
     RecordListTooLargeError,
     UnsupportedForMessageFormatError,
 )
+from strom.common.errors import BrokerResponseError
 from strom.record.compression import CompressionType, compress, decompress
 from strom.record.header import (
     ATTRIBUTES_OFFSET,
@@ -87,6 +88,20 @@ except ImportError:  # built without a C compiler: the Python walk below does th
 # bounds them before or after compression), low enough that a decompression bomb (1 MB of zstd can stand for
 # 32 GB) is refused before it exhausts the broker's memory. Kafka's validator streams the records instead.
 MAX_DECOMPRESSED_BATCH = 256 << 20
+
+# Kafka's validation meters (``kafka.server:type=BrokerTopicMetrics``, all topics), named on the errors that count
+# in them (``validation_meter``) for the broker's metrics to count.
+INVALID_CRC = "InvalidMessageCrcRecordsPerSec"
+INVALID_MAGIC = "InvalidMagicNumberRecordsPerSec"
+INVALID_OFFSET_OR_SEQUENCE = "InvalidOffsetOrSequenceRecordsPerSec"
+NO_KEY_COMPACTED_TOPIC = "NoKeyCompactedTopicRecordsPerSec"
+VALIDATION_METERS = (NO_KEY_COMPACTED_TOPIC, INVALID_MAGIC, INVALID_CRC, INVALID_OFFSET_OR_SEQUENCE)
+
+
+def _metered(error: BrokerResponseError, meter: str) -> BrokerResponseError:
+    error.validation_meter = meter  # type: ignore[attr-defined]
+    return error
+
 
 RENUMBER = 1  # scan_records flag: some record's offset delta is not its index
 NULL_KEY = 2  # scan_records flag: some record has a null key
@@ -162,7 +177,7 @@ def validate_and_assign_offsets(
         if h.magic != 2:
             if h.magic in (0, 1):
                 raise UnsupportedForMessageFormatError(f"message format v{h.magic} is not accepted; use v2")
-            raise CorruptMessageError(f"unknown magic {h.magic} at byte {pos}")
+            raise _metered(CorruptMessageError(f"unknown magic {h.magic} at byte {pos}"), INVALID_MAGIC)
         if h.batch_length < _MIN_BATCH_LENGTH:
             raise CorruptMessageError(f"batchLength {h.batch_length} smaller than a header at byte {pos}")
         size = h.batch_length + LOG_OVERHEAD
@@ -175,16 +190,16 @@ def validate_and_assign_offsets(
                 f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}"
             )
         if not records_checked and compute_crc(buf, pos, size) != h.crc:
-            raise CorruptMessageError(f"CRC mismatch in batch at byte {pos}")
+            raise _metered(CorruptMessageError(f"CRC mismatch in batch at byte {pos}"), INVALID_CRC)
         if h.records_count <= 0 or h.records_count != h.last_offset_delta + 1:
-            raise InvalidRecordError(
+            raise _metered(InvalidRecordError(
                 f"recordsCount {h.records_count} does not match lastOffsetDelta {h.last_offset_delta}"
-            )
+            ), INVALID_OFFSET_OR_SEQUENCE)
         if h.is_control and origin is AppendOrigin.CLIENT:
             raise InvalidRecordError("clients may not write control batches")
         if origin is AppendOrigin.CLIENT and h.producer_id >= 0 and h.base_sequence < 0:
-            raise InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record batch with producerId "
-                                     f"{h.producer_id}")
+            raise _metered(InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record batch with "
+                                              f"producerId {h.producer_id}"), INVALID_OFFSET_OR_SEQUENCE)
         if h.attributes & TIMESTAMP_TYPE_MASK and not h.is_control and not records_checked:  # (checked: set by us)
             raise InvalidTimestampError("Invalid timestamp type in the batch at byte "
                                         f"{pos}: producers should not set timestamp type to LogAppendTime")
@@ -382,7 +397,8 @@ def _check_batch_records(buf: bytes | bytearray | memoryview, pos: int, size: in
         raise InvalidRecordError(f"record {-flags - 1} of the {count} of batch {batch_index} does not parse "
                                  f"(Found invalid record structure)")
     if flags & NULL_KEY and config.compact_enabled:
-        raise InvalidRecordError(f"Compacted topic cannot accept message without key (batch {batch_index})")
+        raise _metered(InvalidRecordError(f"Compacted topic cannot accept message without key (batch {batch_index})"),
+                       NO_KEY_COMPACTED_TOPIC)
     codec = source if target is None else target
     if codec == source and not (source and flags & RENUMBER):
         return None

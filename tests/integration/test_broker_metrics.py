@@ -12,11 +12,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from strom.admin import AdminClient, NewTopic
+from strom.common.error_codes import ErrorCode as E
 from strom.common.structs import TopicPartition
 from strom.consumer import KafkaConsumer
 from strom.producer import KafkaProducer
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.fetch import FetchRequest
+from strom.protocol.messages.produce import ProduceRequest
+from strom.record.builder import MemoryRecordsBuilder
+from strom.record.header import compute_crc
 from strom.testing.broker_process import BrokerProcess, free_port
 from strom.testing.cluster import wait_until
 from strom.testing.raw_client import RawClient
@@ -166,6 +170,42 @@ def test_rejected_produce_and_long_poll_remote_time(broker: BrokerProcess) -> No
     s = scrape(url)
     assert value(s, "kafka_network_requestmetrics_remotetimems", request="Fetch", quantile="0.99") >= 300
     assert value(s, "kafka_network_requestmetrics_localtimems", request="Fetch", quantile="0.50") < 300
+
+
+def test_batches_the_validator_refuses_count_in_kafkas_validation_meters(broker: BrokerProcess) -> None:
+    """Kafka's all-topics meters of refused batches: a CRC that does not match, a record count that does not match
+    the offsets and a producer id without a sequence, a record without a key on a compacted topic. One batch each
+    here; the per-topic series do not have them (Kafka marks the all-topics ones). (A magic byte other than 2 is
+    refused by the Produce handler before the validator, as Kafka's ProduceRequest does: not counted, as in Kafka.)"""
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic("vm-delete", 1, 1), NewTopic("vm-compact", 1, 1, configs={
+            "cleanup.policy": "compact"})]).all().result(30)
+
+    def batch(**kw: object) -> bytearray:
+        b = MemoryRecordsBuilder(**kw)  # type: ignore[arg-type]
+        b.append(1_700_000_000_000, None, b"v")
+        return bytearray(b.build())
+
+    bad_crc = batch()
+    bad_crc[-1] ^= 1
+    bad_count = batch()
+    bad_count[60] = 2  # recordsCount 2, lastOffsetDelta 0
+    bad_count[17:21] = compute_crc(bad_count, 0, len(bad_count)).to_bytes(4, "big")
+    no_sequence = batch(producer_id=9, producer_epoch=0)
+    sent = [("vm-delete", bad_crc, E.CORRUPT_MESSAGE), ("vm-delete", bad_count, E.INVALID_RECORD),
+            ("vm-delete", no_sequence, E.INVALID_RECORD),
+            ("vm-compact", batch(), E.INVALID_RECORD)]
+    with RawClient(broker.bootstrap) as c:
+        for topic, records, code in sent:
+            r = c.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0, records=bytes(records))])]))
+            assert r.responses[0].partition_responses[0].error_code == code
+    s = scrape(broker.metrics_url)  # type: ignore[attr-defined]
+    assert [value(s, f"kafka_server_brokertopicmetrics_{m}_total") for m in (
+        "invalidmessagecrcrecords", "invalidoffsetorsequencerecords", "nokeycompactedtopicrecords")] == [1, 2, 1]
+    assert value(s, "kafka_server_brokertopicmetrics_failedproducerequests_total", topic="vm-delete") == 3
+    assert not [n for (n, labels) in s if "nokeycompacted" in n and labels]  # all topics only
 
 
 def test_bad_prometheus_listener_is_a_one_line_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
