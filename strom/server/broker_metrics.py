@@ -47,6 +47,7 @@ from strom.metrics import (
 )
 from strom.metrics.prometheus import MetricsHttpServer, parse_listener, prometheus_name
 from strom.protocol.messages import REQUESTS
+from strom.server.socket_server import ConnectionClosed
 from strom.storage.log_validator import VALIDATION_METERS
 
 if TYPE_CHECKING:
@@ -372,9 +373,16 @@ class RequestMetrics:
         token = _CURRENT.set(times)
         try:
             response = await handler(ctx, request)
+        except ConnectionClosed as e:  # (counted with the errors of the response it did not send, then closed)
+            self._record(ctx, start, now_ns(), received_ns, times, e.response)
+            raise
         finally:
             _CURRENT.reset(token)
-        end = now_ns()
+        self._record(ctx, start, now_ns(), received_ns, times, response)
+        return response
+
+    def _record(self, ctx: Any, start: int, end: int, received_ns: int, times: _RequestTimes,
+                response: Any) -> None:
         api = self._apis.get(ctx.api_key)
         if api is None:
             api = self._apis[ctx.api_key] = _ApiSensors(self._metrics, ctx.api_key)
@@ -387,7 +395,6 @@ class RequestMetrics:
         if response is not None:
             for code, n in error_counts(response).items():
                 api.count_error(code, n)
-        return response
 
 
 # -- per-partition series -------------------------------------------------------------------------------------

@@ -118,7 +118,13 @@ Dispatcher = Callable[[ConnectionContext, memoryview], Awaitable[bytes | bytearr
 
 
 class ConnectionClosed(Exception):
-    """Raised by a dispatcher to make the server close the connection (protocol violation)."""
+    """Raised by a dispatcher to make the server close the connection (a protocol violation, or an acks=0 produce
+    that failed). ``response``: the response not sent, whose errors the request metrics still count (Kafka's
+    ``closeConnection(request, errorCounts)``)."""
+
+    def __init__(self, response: object = None) -> None:
+        super().__init__()
+        self.response = response
 
 
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)

@@ -17,6 +17,7 @@ from strom.common.structs import TopicPartition
 from strom.consumer import KafkaConsumer
 from strom.producer import KafkaProducer
 from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.api_versions import ApiVersionsRequest
 from strom.protocol.messages.fetch import FetchRequest
 from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
@@ -206,6 +207,33 @@ def test_batches_the_validator_refuses_count_in_kafkas_validation_meters(broker:
         "invalidmessagecrcrecords", "invalidoffsetorsequencerecords", "nokeycompactedtopicrecords")] == [1, 2, 1]
     assert value(s, "kafka_server_brokertopicmetrics_failedproducerequests_total", topic="vm-delete") == 3
     assert not [n for (n, labels) in s if "nokeycompacted" in n and labels]  # all topics only
+
+
+def test_a_failed_acks_0_produce_closes_the_connection_and_counts_its_error(broker: BrokerProcess) -> None:
+    """An acks=0 producer gets no response, so Kafka closes the connection when its produce fails (the client
+    reconnects and refreshes its metadata); the request still counts, with its error. A produce that succeeds keeps
+    the connection."""
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic("acks0", 1, 1, configs={"cleanup.policy": "compact"})]).all().result(30)
+
+    def produce0(key: bytes | None) -> ProduceRequest:
+        b = MemoryRecordsBuilder()
+        b.append(1_700_000_000_000, key, b"v")
+        return ProduceRequest(acks=0, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+            name="acks0", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(b.build()))])])
+
+    before = value(scrape(broker.metrics_url), "kafka_network_requestmetrics_errors_total",  # type: ignore[attr-defined]
+                   request="Produce", error="INVALID_RECORD")
+    with RawClient(broker.bootstrap, timeout=10) as c:
+        c.send(ApiKey.PRODUCE, 9, produce0(b"k"), expect_response=False)
+        assert c.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t",
+                                                                    client_software_version="1")).error_code == 0
+        c.send(ApiKey.PRODUCE, 9, produce0(None), expect_response=False)  # no key on a compacted topic
+        assert c.is_closed_by_peer(10)
+    s = scrape(broker.metrics_url)  # type: ignore[attr-defined]
+    assert value(s, "kafka_network_requestmetrics_errors_total", request="Produce", error="INVALID_RECORD") == \
+        before + 1
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="acks0") == 1
 
 
 def test_bad_prometheus_listener_is_a_one_line_error(tmp_path) -> None:  # type: ignore[no-untyped-def]

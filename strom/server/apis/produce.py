@@ -6,6 +6,7 @@ leader has appended; acks=-1 waits (up to the request's timeout) until every in-
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from strom.record.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE
 from strom.server.apis import api
 from strom.server.metadata_cache import validate_topic_name
 from strom.server.security.request_auth import Op, Res, allowed, allowed_cluster, allowed_topics
+from strom.server.socket_server import ConnectionClosed
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 _I32 = struct.Struct(">i")
+log = logging.getLogger("strom.server")
 
 
 @api(ApiKey.PRODUCE, 3)
@@ -87,7 +90,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
     results = await replica_manager.append_records(entries, acks, request.timeout_ms,
                                                    on_parked=ctx.connection.parked) if entries else {}
     throttle_ms = quotas.record_produce(ctx, request) if quotas is not None else 0  # producer_byte_rate (KIP-13)
-    if acks == 0:
+    if acks == 0 and not errors and not any(r.error_code for r in results.values()):
         return None
     responses: list[ProduceResponse.TopicProduceResponse] = []
     for td in request.topic_data:
@@ -105,7 +108,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                     index=pd.index, error_code=ErrorCode.NONE, base_offset=r.info.first_offset,
                     log_append_time_ms=r.info.log_append_time, log_start_offset=r.info.log_start_offset))
         responses.append(ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts))
-    return ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
+    response = ProduceResponse(responses=responses, throttle_time_ms=throttle_ms)
+    if acks == 0:
+        # No response tells an acks=0 producer of a failure: Kafka closes the connection, and the client reconnects
+        # and refreshes its metadata.
+        log.info("closing connection %s: a produce with acks=0 failed (%s)", ctx.connection.peer, ", ".join(
+            f"{t.name}-{q.index}: {q.error_code}" for t in responses for q in t.partition_responses if q.error_code))
+        raise ConnectionClosed(response)
+    return response
 
 
 def _not_one_v2_batch(records: memoryview | bytes, version: int) -> str | None:
