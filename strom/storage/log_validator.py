@@ -107,6 +107,7 @@ RENUMBER = 1  # scan_records flag: some record's offset delta is not its index
 NULL_KEY = 2  # scan_records flag: some record has a null key
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_CODECS = frozenset(CompressionType)
 NO_TIMESTAMP = -1
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8
 _ATTRIBUTES = struct.Struct(">h")
@@ -385,6 +386,8 @@ def _check_batch_records(buf: bytes | bytearray | memoryview, pos: int, size: in
     topic's codec, or a compressed batch's offset deltas renumbered), else None."""
     block = memoryview(buf)[pos + HEADER_SIZE:pos + size]
     source = attributes & COMPRESSION_MASK
+    if source not in _CODECS:
+        raise InvalidRecordError(f"batch {batch_index} names compression codec {source}, which does not exist")
     try:
         raw = decompress(source, block, MAX_DECOMPRESSED_BATCH) if source else block
     except ValueError as e:

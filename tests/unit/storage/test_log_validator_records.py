@@ -109,6 +109,18 @@ def test_records_missing_or_left_over_are_refused(codec: str, records_walk: str)
         _validate(_with_block(template, _three(GOOD) + b"\x00", codec))
 
 
+@pytest.mark.parametrize("codec_id", [5, 6, 7])
+def test_a_codec_that_does_not_exist_is_an_invalid_record(codec_id: int) -> None:
+    """(It had escaped as a ValueError from naming the codec, which the broker answers as an internal error.)"""
+    batch = bytearray(_batch("none"))
+    struct.pack_into(">h", batch, 21, codec_id)
+    struct.pack_into(">I", batch, 17, compute_crc(batch, 0, len(batch)))
+    with pytest.raises(InvalidRecordError, match=f"compression codec {codec_id}, which does not exist"):
+        _validate(batch)
+    with pytest.raises(InvalidRecordError, match="does not exist"):
+        _validate(batch, _config(**{"compression.type": "gzip"}))
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_a_block_that_does_not_decompress_is_refused(codec: str) -> None:
     good = bytes(_batch(codec))
