@@ -308,7 +308,7 @@ def _zstd_decompress(data: Buffer, max_size: int | None = None) -> bytes:
     parts = []
     total = 0
     remaining: Buffer = data
-    step = len(data) if max_size is None else max(512, max_size // _ZSTD_MAX_RATIO)
+    step = max(1, len(data)) if max_size is None else max(512, max_size // _ZSTD_MAX_RATIO)
     while True:
         dobj = dctx.decompressobj()
         mv = memoryview(remaining)

@@ -155,6 +155,12 @@ def test_a_bound_stops_a_decompression_bomb_early(codec: CompressionType) -> Non
         decompress(codec, exact[:-3], 1 << 20)
 
 
+@pytest.mark.parametrize("max_size", [None, 1 << 20])
+def test_an_empty_zstd_block_is_truncated(max_size: int | None) -> None:
+    with pytest.raises(ValueError, match="zstd stream is truncated"):
+        decompress(CompressionType.ZSTD, b"", max_size)
+
+
 def test_a_zstd_bomb_is_refused_without_its_output() -> None:
     """256 MiB of zeros in a few kilobytes of zstd: refused with far less than that made (each piece of input fed
     to the decompressor is too small to expand past the bound by more than the bound again)."""
