@@ -37,7 +37,13 @@ import cramjam
 import lz4.frame
 import zstandard
 
-__all__ = ["CompressionType", "DecompressedTooLarge", "compress", "decompress", "xxh32"]
+__all__ = ["MAX_DECOMPRESSED_BATCH", "CompressionType", "DecompressedTooLarge", "compress", "decompress", "xxh32"]
+
+# What a records block may decompress to, for every reader of batches (the broker's validator, the consumer, the
+# log's timestamp search): far above any producer's batches (their batch.size bounds them before or after
+# compression), low enough that a decompression bomb (1 MB of zstd can stand for 32 GB) is refused before it
+# exhausts a process's memory. Kafka's readers stream the records instead.
+MAX_DECOMPRESSED_BATCH = 256 << 20
 
 
 class CompressionType(IntEnum):
@@ -114,19 +120,16 @@ def _gzip_compress(data: Buffer, level: int | None) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def _gzip_decompress(data: Buffer, max_size: int | None = None) -> bytes:
+def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
     parts = []
     total = 0
     while True:
         d = zlib.decompressobj(_GZIP_WBITS)
-        if max_size is None:
-            parts.append(d.decompress(data))
-        else:
-            out = d.decompress(data, max_size - total + 1)
-            total += len(out)
-            if total > max_size:
-                raise DecompressedTooLarge(max_size)
-            parts.append(out)
+        out = d.decompress(data, max_size - total + 1)
+        total += len(out)
+        if total > max_size:
+            raise DecompressedTooLarge(max_size)
+        parts.append(out)
         if not d.eof:
             raise ValueError("gzip stream is truncated")
         data = d.unused_data
@@ -165,11 +168,11 @@ def _snappy_raw_length(block: memoryview) -> int:
     raise ValueError("snappy block length does not parse")
 
 
-def _snappy_decompress(data: Buffer, max_size: int | None = None) -> bytes:
+def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
     mv = memoryview(data)
     decompress_raw = cramjam.snappy.decompress_raw
     if len(mv) < 16 or mv[:8] != XERIAL_MAGIC:
-        if max_size is not None and _snappy_raw_length(mv) > max_size:
+        if _snappy_raw_length(mv) > max_size:
             raise DecompressedTooLarge(max_size)
         return bytes(decompress_raw(mv))
     parts = []
@@ -185,10 +188,9 @@ def _snappy_decompress(data: Buffer, max_size: int | None = None) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise ValueError("xerial snappy block length exceeds the stream")
-        if max_size is not None:
-            total += _snappy_raw_length(mv[pos : pos + n])
-            if total > max_size:
-                raise DecompressedTooLarge(max_size)
+        total += _snappy_raw_length(mv[pos : pos + n])
+        if total > max_size:
+            raise DecompressedTooLarge(max_size)
         parts.append(decompress_raw(mv[pos : pos + n]))
         pos += n
     return b"".join(parts)
@@ -260,9 +262,7 @@ def _lz4_fix_header_checksum(data: Buffer) -> bytes:
     return bytes(buf)
 
 
-def _lz4_frame(data: Buffer, max_size: int | None) -> bytes:
-    if max_size is None:
-        return lz4.frame.decompress(data)
+def _lz4_frame(data: Buffer, max_size: int) -> bytes:
     d = lz4.frame.LZ4FrameDecompressor()
     step = min(max_size + 1, 1 << 20)  # (the decompressor allocates what it may return: pieces of 1 MiB at most)
     parts = [d.decompress(data, step)]
@@ -278,7 +278,7 @@ def _lz4_frame(data: Buffer, max_size: int | None) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _lz4_decompress(data: Buffer, max_size: int | None = None) -> bytes:
+def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
     try:
         return _lz4_frame(data, max_size)
     except RuntimeError as exc:
@@ -298,17 +298,17 @@ def _zstd_compress(data: Buffer, level: int | None) -> bytes:
     return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
 
 
-# A zstd block of 4 bytes (run-length encoded) may stand for 128 KiB: with a bound, the input is fed in pieces so
-# small that one piece cannot take the output far past it.
+# A zstd block of 4 bytes (run-length encoded) may stand for 128 KiB: the input is fed in pieces so small that one
+# piece cannot take the output far past the bound.
 _ZSTD_MAX_RATIO = 1 << 15
 
 
-def _zstd_decompress(data: Buffer, max_size: int | None = None) -> bytes:
+def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
     dctx = zstandard.ZstdDecompressor()
     parts = []
     total = 0
     remaining: Buffer = data
-    step = max(1, len(data)) if max_size is None else max(512, max_size // _ZSTD_MAX_RATIO)
+    step = max(512, max_size // _ZSTD_MAX_RATIO)
     while True:
         dobj = dctx.decompressobj()
         mv = memoryview(remaining)
@@ -316,7 +316,7 @@ def _zstd_decompress(data: Buffer, max_size: int | None = None) -> bytes:
             out = dobj.decompress(mv[start:start + step])
             parts.append(out)
             total += len(out)
-            if max_size is not None and total > max_size:
+            if total > max_size:
                 raise DecompressedTooLarge(max_size)
             if dobj.eof:
                 break
@@ -356,7 +356,10 @@ class DecompressedTooLarge(ValueError):
 def decompress(codec: CompressionType | int, data: Buffer, max_size: int | None = None) -> bytes:
     """Decompress a batch's records block; raises ``ValueError`` when the stream is corrupt, and
     :class:`DecompressedTooLarge` (a ``ValueError``) as soon as it is known to hold more than ``max_size`` bytes
-    (a broker's bound against decompression bombs: the output is never made much larger than ``max_size``)."""
+    (default :data:`MAX_DECOMPRESSED_BATCH`: the bound against decompression bombs; the output is never made much
+    larger than it)."""
+    if max_size is None:
+        max_size = MAX_DECOMPRESSED_BATCH
     try:
         if codec == CompressionType.LZ4:
             return _lz4_decompress(data, max_size)

@@ -84,11 +84,6 @@ try:
 except ImportError:  # built without a C compiler: the Python walk below does the same
     _scan_records_c = None
 
-# What a produced batch's records block may decompress to: far above any producer's batches (their batch.size
-# bounds them before or after compression), low enough that a decompression bomb (1 MB of zstd can stand for
-# 32 GB) is refused before it exhausts the broker's memory. Kafka's validator streams the records instead.
-MAX_DECOMPRESSED_BATCH = 256 << 20
-
 # Kafka's validation meters (``kafka.server:type=BrokerTopicMetrics``, all topics), named on the errors that count
 # in them (``validation_meter``) for the broker's metrics to count.
 INVALID_CRC = "InvalidMessageCrcRecordsPerSec"
@@ -389,7 +384,7 @@ def _check_batch_records(buf: bytes | bytearray | memoryview, pos: int, size: in
     if source not in _CODECS:
         raise InvalidRecordError(f"batch {batch_index} names compression codec {source}, which does not exist")
     try:
-        raw = decompress(source, block, MAX_DECOMPRESSED_BATCH) if source else block
+        raw = decompress(source, block) if source else block
     except ValueError as e:
         raise InvalidRecordError(f"cannot decompress the {CompressionType(source).config_name} records of batch "
                                  f"{batch_index}: {e}") from None

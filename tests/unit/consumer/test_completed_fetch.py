@@ -375,3 +375,28 @@ def test_columnar_reads_decode_following_batches_together(monkeypatch) -> None:
     calls.clear()
     f = cf(batch(0, 3) + batch(3, 3) + batch(6, 3, compression=CompressionType.GZIP) + batch(9, 3) + batch(12, 3))
     assert [len(c) for c in f.fetch_columns(1000)] == [6, 3, 6] and calls == [2, 2]
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4,
+                                   CompressionType.ZSTD])
+@pytest.mark.parametrize("columnar", [False, True])
+def test_a_batch_that_decompresses_past_the_bound_is_corrupt_at_its_offset(codec, columnar, monkeypatch) -> None:
+    """A decompression bomb served by some broker (a few kilobytes that stand for gigabytes) is refused as soon as
+    its block passes ``MAX_DECOMPRESSED_BATCH`` (here lowered to 1 MiB), instead of filling the consumer's memory;
+    the records before it are delivered and the position stays at the bomb."""
+    from strom.record import compression
+
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BATCH", 1 << 20)
+    b = MemoryRecordsBuilder(codec, base_offset=3)
+    b.append(T0, b"k", bytes(2 << 20))
+    f = cf(batch(0, 3) + b.build())
+    take = f.fetch_columns if columnar else f.fetch_records
+    first = take(100)
+    assert (sum(c.num_rows for c in first) if columnar else len(first)) == 3
+    with pytest.raises(CorruptRecordError, match="decompresses to more than 1048576 bytes") as info:
+        take(100)
+    assert info.value.offset == 3 and f.next_fetch_offset == 3
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BATCH", 4 << 20)  # under the bound: read as before
+    g = cf(b.build(), offset=3)
+    (r,) = g.fetch_records(100)
+    assert r.offset == 3 and r.value == bytes(2 << 20)

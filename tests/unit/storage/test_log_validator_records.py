@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom.common.error_codes import CorruptMessageError, InvalidRecordError
+from strom.record import compression
 from strom.record.batch import RecordBatch
 from strom.record.builder import MemoryRecordsBuilder
 from strom.record.compression import CompressionType, compress
@@ -135,7 +136,7 @@ def test_a_block_that_does_not_decompress_is_refused(codec: str) -> None:
 def test_a_batch_that_decompresses_past_the_bound_is_refused(codec: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A decompression bomb (a few kilobytes that stand for gigabytes) is refused once its records pass
     ``MAX_DECOMPRESSED_BATCH``, here lowered to 1 MiB; a batch just under it is taken."""
-    monkeypatch.setattr(log_validator, "MAX_DECOMPRESSED_BATCH", 1 << 20)
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BATCH", 1 << 20)
     template = build_batch([b"a"])
     big = _record(_fields(0, zigzag_varint(-1), zigzag_varint((1 << 20) + 10) + bytes((1 << 20) + 10)))
     with pytest.raises(InvalidRecordError, match="decompresses to more than 1048576 bytes"):
