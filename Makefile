@@ -7,7 +7,7 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_DEMO := $(VENV)/.stamp-demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-cluster lint codegen codegen-check bench clean venv cc kcat java zookeeper chromium system-deps
+.PHONY: demo test test-cluster test-py313 lint codegen codegen-check bench clean venv cc kcat java zookeeper chromium system-deps
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -61,6 +61,22 @@ test: $(STAMP_TEST) system-deps
 test-cluster: $(STAMP_TEST) system-deps
 	$(VPY) -m pytest -q -s tests/cluster_stress $(PYTEST_ARGS)
 
+# The unit tests again on the newest Python strom supports (pyproject: >=3.11), in a venv of its own, with the C
+# accelerators built for it (an install where they do not compile would fall back to Python without a word); CI
+# runs it after the cluster stress target. PY313=/path/to/python3.13 if it is neither on PATH nor in pyenv.
+PY313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13 2>/dev/null))
+VENV313 := .venv-3.13
+STAMP_313 := $(VENV313)/.stamp-test
+$(STAMP_313): pyproject.toml setup.py strom/record/_fastdecode.c strom/record/_fastencode.c
+	@test -n "$(PY313)" || { echo "error: Python 3.13 not found (pyenv install 3.13, or make test-py313 PY313=...)"; exit 1; }
+	@$(MAKE) --no-print-directory system-deps SYSTEM_DEPS=cc
+	test -x $(VENV313)/bin/python || $(PY313) -m venv $(VENV313)
+	$(VENV313)/bin/python -m pip install -q -e '.[test,arrow]'
+	touch $@
+
+test-py313: $(STAMP_313)
+	$(VENV313)/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests/unit $(PYTEST_ARGS)
+
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check strom tests tools bench
 
@@ -79,4 +95,4 @@ bench: $(STAMP_TEST)
 	$(VPY) bench/broker.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(VENV313) .pytest_cache .ruff_cache .hypothesis build *.egg-info
