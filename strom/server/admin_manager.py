@@ -177,7 +177,11 @@ class AdminManager(ABC):
         """Create ``name`` with the broker defaults when allowed (Kafka's AutoTopicCreationManager).
 
         Returns None when auto-creation is off or the name is not legal; raises BrokerResponseError when it
-        cannot be done now (e.g. too few live brokers: INVALID_REPLICATION_FACTOR).
+        cannot be done now (e.g. too few live brokers: INVALID_REPLICATION_FACTOR), LEADER_NOT_AVAILABLE when
+        the topic exists but this broker has no metadata for it yet (as Kafka's ``AutoTopicCreationManager``
+        answers TOPIC_ALREADY_EXISTS: a broker that has just started, before the controller's first
+        UpdateMetadata). UNKNOWN_TOPIC_OR_PARTITION there would tell clients the topic is gone: librdkafka then
+        drops its partition count to 0 and fails every record queued for it.
         """
         existing = self.metadata.topic(name)
         if existing is not None:
@@ -192,7 +196,11 @@ class AdminManager(ABC):
             info = await self.create_topic(name, assignment, dict(internal_configs or {}), 30_000)
         except BrokerResponseError as e:
             if e.errno == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return self.metadata.topic(name)
+                info = self.metadata.topic(name)
+                if info is None:
+                    raise for_code(ErrorCode.LEADER_NOT_AVAILABLE,
+                                   f"Topic '{name}' exists; this broker has no metadata for it yet.") from None
+                return info
             raise
         log.info("auto-created topic %s with %d partition(s), replication factor %d", name, n, rf)
         return info

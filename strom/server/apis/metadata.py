@@ -36,6 +36,12 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 
+def _log_not_created(name: str, e: BrokerResponseError) -> None:
+    # LEADER_NOT_AVAILABLE: the topic exists and this broker's metadata will show it shortly (not worth a warning)
+    level = logging.DEBUG if e.errno == ErrorCode.LEADER_NOT_AVAILABLE else logging.WARNING
+    log.log(level, "cannot auto-create topic %s: %s", name, e.message)
+
+
 def topic_metadata(info: TopicInfo, metadata: MetadataCache, include_ops: bool, ops: int = TOPIC_OPERATIONS,
                    ) -> MetadataResponse.MetadataResponseTopic:
     alive = {b.node_id for b in metadata.alive_brokers()}
@@ -87,7 +93,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest, *, metadata: Met
                     try:
                         info = await admin.auto_create_topic(name)
                     except BrokerResponseError as e:
-                        log.warning("cannot auto-create topic %s: %s", name, e.message)
+                        _log_not_created(name, e)
                         code = e.errno
                 if info is None:
                     topics.append(MetadataResponse.MetadataResponseTopic(error_code=code, name=name))
@@ -163,7 +169,7 @@ async def _authorized_topics(ctx: RequestContext, request: MetadataRequest, meta
             try:
                 info = await admin.auto_create_topic(name)
             except BrokerResponseError as e:
-                log.warning("cannot auto-create topic %s: %s", name, e.message)
+                _log_not_created(name, e)
                 code = e.errno
         if info is None:
             out.append(T(error_code=code, name=name))
