@@ -56,8 +56,9 @@ PYTEST_WORKERS ?= 2
 test: $(STAMP_TEST) system-deps
 	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/cluster_stress $(PYTEST_ARGS)
 
-# Failover under load on a real ZooKeeper + 3-broker cluster (kill -9 rounds, a ZooKeeper restart); CI runs it
-# after `make test`. STROM_JEPSEN_ROUNDS (default 10) and STROM_JEPSEN_SEED vary it.
+# Failover under load on a real ZooKeeper + 3-broker cluster (kill -9 rounds, a ZooKeeper restart; then the same
+# under a transactional producer); CI runs it after `make test`. STROM_JEPSEN_ROUNDS (default 10) and
+# STROM_JEPSEN_SEED vary it.
 test-cluster: $(STAMP_TEST) system-deps
 	$(VPY) -m pytest -q -s tests/cluster_stress $(PYTEST_ARGS)
 
