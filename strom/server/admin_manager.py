@@ -26,9 +26,17 @@ from strom.server.metadata_cache import (
 from strom.server.replica_manager import ReplicaManager
 from strom.storage.log_config import LogConfig
 
-__all__ = ["AdminManager", "StandaloneAdminManager", "assign_replicas", "MAX_PARTITIONS"]
+__all__ = ["AdminManager", "StandaloneAdminManager", "assign_replicas", "log_not_created", "MAX_PARTITIONS"]
 
 log = logging.getLogger("strom.server")
+
+
+def log_not_created(topic: str, e: Exception) -> None:
+    """Log why a topic was not created on demand (Metadata, FindCoordinator): LEADER_NOT_AVAILABLE (it exists and
+    this broker's metadata will show it shortly: a broker that has just started; the client asks again) at debug
+    level, anything else as a warning."""
+    quiet = isinstance(e, BrokerResponseError) and e.errno == ErrorCode.LEADER_NOT_AVAILABLE
+    log.log(logging.DEBUG if quiet else logging.WARNING, "cannot create topic %s: %s", topic, e)
 
 MAX_PARTITIONS = 100_000
 

@@ -18,6 +18,7 @@ from strom.common.errors import BrokerResponseError, KafkaError
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from strom.server.admin_manager import log_not_created
 from strom.server.apis import api
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.server.coordinator.transaction_metadata import TRANSACTION_STATE_TOPIC_NAME
@@ -49,7 +50,7 @@ async def ensure_offsets_topic(admin: AdminManager, group_coordinator: GroupCoor
             {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
              "compression.type": "producer"})
     except (BrokerResponseError, KafkaError, OSError) as e:
-        log.warning("cannot create %s: %s", GROUP_METADATA_TOPIC_NAME, e)
+        log_not_created(GROUP_METADATA_TOPIC_NAME, e)
         return False
     return info is not None
 
@@ -67,7 +68,7 @@ async def ensure_transaction_state_topic(admin: AdminManager, txn_coordinator: T
             {"cleanup.policy": "compact", "segment.bytes": str(cfg.segment_bytes), "compression.type": "producer",
              "min.insync.replicas": str(min_isr), "unclean.leader.election.enable": "false"})
     except (BrokerResponseError, KafkaError, OSError) as e:
-        log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC_NAME, e)
+        log_not_created(TRANSACTION_STATE_TOPIC_NAME, e)
         return False
     return info is not None
 

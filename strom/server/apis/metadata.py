@@ -15,6 +15,7 @@ from strom.common.error_codes import ErrorCode
 from strom.common.errors import BrokerResponseError
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from strom.server.admin_manager import log_not_created
 from strom.server.apis import api
 from strom.server.metadata_cache import TopicInfo, validate_topic_name
 from strom.server.security.request_auth import Op, Res, allowed, allowed_cluster, allowed_topics, operations
@@ -34,12 +35,6 @@ OMITTED = -(2**31)  # "authorized operations not requested"
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
-
-
-def _log_not_created(name: str, e: BrokerResponseError) -> None:
-    # LEADER_NOT_AVAILABLE: the topic exists and this broker's metadata will show it shortly (not worth a warning)
-    level = logging.DEBUG if e.errno == ErrorCode.LEADER_NOT_AVAILABLE else logging.WARNING
-    log.log(level, "cannot auto-create topic %s: %s", name, e.message)
 
 
 def topic_metadata(info: TopicInfo, metadata: MetadataCache, include_ops: bool, ops: int = TOPIC_OPERATIONS,
@@ -93,7 +88,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest, *, metadata: Met
                     try:
                         info = await admin.auto_create_topic(name)
                     except BrokerResponseError as e:
-                        _log_not_created(name, e)
+                        log_not_created(name, e)
                         code = e.errno
                 if info is None:
                     topics.append(MetadataResponse.MetadataResponseTopic(error_code=code, name=name))
@@ -169,7 +164,7 @@ async def _authorized_topics(ctx: RequestContext, request: MetadataRequest, meta
             try:
                 info = await admin.auto_create_topic(name)
             except BrokerResponseError as e:
-                _log_not_created(name, e)
+                log_not_created(name, e)
                 code = e.errno
         if info is None:
             out.append(T(error_code=code, name=name))
