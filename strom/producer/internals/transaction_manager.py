@@ -361,10 +361,11 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
             if _check_epoch_errors(self, code):
                 return
         retry = [c for c in codes if c != ErrorCode.OPERATION_NOT_ATTEMPTED]
+        # (UNKNOWN_TOPIC_OR_PARTITION is retried, as by Kafka's producer: a coordinator that has just started
+        # knows no topic until the controller's UpdateMetadata)
         if retry and all(c in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS)
-                         or error_class(c).retriable for c in retry) \
-                and ErrorCode.UNKNOWN_TOPIC_OR_PARTITION not in codes:
+                         or error_class(c).retriable for c in retry):
             self.retriable(retry[0])
             return
         failed = {tp for tp, c in bad.items() if c != ErrorCode.OPERATION_NOT_ATTEMPTED}
@@ -826,7 +827,17 @@ class TransactionManager:
             head = self._pending[0]
             if head.is_end_txn and has_incomplete_batches:
                 return None  # EndTxn only once every batch of the transaction is acknowledged
-            return self._pending.popleft()
+            handler = self._pending.popleft()
+            if self.is_transactional() and self.has_error() and not (
+                    self.has_abortable_error() and isinstance(handler, FindCoordinatorHandler)):
+                # Kafka's maybeTerminateRequestWithError: nothing is sent in an error state (above all no
+                # EndTxn(commit) of a transaction that lost a partition or a batch); the request's result fails
+                # with the error, which commit_transaction() then raises, and the application aborts.
+                log.debug("%sNot sending %s: in state %s", self.log_context, type(handler.request).__name__,
+                          self._state.name)
+                handler.fail(self.last_error or KafkaError(f"transactional state {self._state.name}"))
+                return None
+            return handler
 
     def retry(self, handler: TxnRequestHandler) -> None:
         with self._lock:

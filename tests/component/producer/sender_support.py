@@ -56,7 +56,7 @@ def make_harness(*, acks: int = -1, max_in_flight: int = 5, retries: int = INT_M
                  retry_backoff_ms: int = 100, request_timeout_ms: int = 30_000, topics: dict[str, int] | None = None,
                  nodes: int = 2, total_memory: int = 1024 * 1024, max_request_size: int = 1024 * 1024,
                  leader_for: Any = None, compression: int = 0, estimator: Any = None,
-                 fallback: bool = False) -> Harness:
+                 fallback: bool = False, transactional_id: str | None = None) -> Harness:
     time = MockTime()
     metadata = ProducerMetadata(retry_backoff_ms, 300_000, 300_000, time)
     client = MockClient(time, metadata)
@@ -65,8 +65,9 @@ def make_harness(*, acks: int = -1, max_in_flight: int = 5, retries: int = INT_M
         metadata.add(topic, time.milliseconds())
     client.update_metadata(metadata_update_with(nodes, topics, leader_for=leader_for))
     pool = BufferPool(total_memory, batch_size, time=time)
-    tm = (TransactionManager("", retry_backoff_ms=retry_backoff_ms, allow_unsupported_fallback=fallback, time=time)
-          if idempotent else None)
+    tm = (TransactionManager("", transactional_id=transactional_id, retry_backoff_ms=retry_backoff_ms,
+                             allow_unsupported_fallback=fallback, time=time)
+          if idempotent or transactional_id else None)
     accumulator = RecordAccumulator(batch_size, compression, linger_ms, retry_backoff_ms, delivery_timeout_ms, pool,
                                     time, transaction_manager=tm,
                                     compression_ratio_estimator=estimator or CompressionRatioEstimator())

@@ -1,0 +1,112 @@
+"""The Sender and a transactional TransactionManager against a MockClient: what is sent after a partition could
+not be added to the transaction (MockTime, no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from strom.common.error_codes import ErrorCode
+from strom.producer.internals.transaction_manager import State
+from strom.protocol.messages import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    FindCoordinatorResponse,
+    ProduceRequest,
+)
+
+from .sender_support import TP0, TP1, Harness, init_producer_id_response, make_harness, produce_response
+
+pytestmark = pytest.mark.component
+
+R = AddPartitionsToTxnResponse
+
+
+def add_partitions_response(**codes: int) -> Any:
+    """``{"p0": code, "p1": code}`` for partitions of topic ``t``."""
+    return R(results_by_topic_v3_and_below=[R.AddPartitionsToTxnTopicResult(name="t", results_by_partition=[
+        R.AddPartitionsToTxnPartitionResult(partition_index=int(k[1:]), partition_error_code=c)
+        for k, c in codes.items()])])
+
+
+def in_transaction() -> Harness:
+    """Initialized (coordinator: node 0), a transaction begun, TP0 added and its batch acknowledged; every request
+    the client is given is kept in ``h.sent``."""
+    h = make_harness(transactional_id="tx")
+    h.sent = []  # type: ignore[attr-defined]
+    send = h.client.send
+
+    def recording_send(request: Any, now: int) -> None:
+        h.sent.append(request.request)  # type: ignore[attr-defined]
+        send(request, now)
+
+    h.client.send = recording_send  # type: ignore[method-assign]
+    tm = h.tm
+    assert tm is not None
+    h.client.prepare_response(FindCoordinatorResponse(coordinators=[FindCoordinatorResponse.Coordinator(
+        key="tx", node_id=0, host="localhost", port=1969, error_code=0)]))
+    h.client.prepare_response(init_producer_id_response())
+    init = tm.initialize_transactions()
+    h.run_once(4)
+    assert init.is_completed() and init.error is None
+    tm.begin_transaction()
+    tm.maybe_add_partition(TP0)
+    h.append(TP0)
+    h.client.prepare_response(add_partitions_response(p0=ErrorCode.NONE))
+    h.client.prepare_response(produce_response(TP0))
+    h.run_once(4)
+    assert TP0 in tm.partitions_in_transaction and h.results and h.results[0][1] is None
+    return h
+
+
+def sent(h: Harness, kind: type) -> list[Any]:
+    return [r for r in h.sent if isinstance(r, kind)]  # type: ignore[attr-defined]
+
+
+def test_no_commit_is_sent_after_a_partition_could_not_be_added() -> None:
+    """A partition refused while the commit waits (here TOPIC_AUTHORIZATION_FAILED) makes the transaction one that
+    can only abort: its EndTxn(commit) is never sent (the coordinator would commit TP0's records without TP1's),
+    commit_transaction() gets the error, and the abort that follows goes out and completes the transaction."""
+    h = in_transaction()
+    tm = h.tm
+    assert tm is not None
+    tm.maybe_add_partition(TP1)
+    h.append(TP1)
+    commit = tm.begin_commit()
+    h.client.prepare_response(add_partitions_response(p1=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    h.run_once(6)
+    assert [r.committed for r in sent(h, EndTxnRequest)] == []
+    assert commit.is_completed() and type(commit.error).__name__ == "TopicAuthorizationFailedError"
+    assert tm.state is State.ABORTABLE_ERROR and len(sent(h, ProduceRequest)) == 1  # TP1's batch never went out
+    abort = tm.begin_abort()
+    h.client.prepare_response(EndTxnResponse(error_code=ErrorCode.NONE))
+    h.run_once(3)
+    assert [r.committed for r in sent(h, EndTxnRequest)] == [False]
+    assert abort.is_completed() and abort.error is None and tm.state is State.READY
+
+
+def test_a_partition_the_coordinator_does_not_know_yet_is_added_again() -> None:
+    """UNKNOWN_TOPIC_OR_PARTITION from AddPartitionsToTxn (a coordinator that has just started, before the
+    controller's UpdateMetadata) is retried, as by Kafka's producer, and the transaction commits."""
+    h = in_transaction()
+    tm = h.tm
+    assert tm is not None
+    tm.maybe_add_partition(TP1)
+    h.append(TP1)
+    commit = tm.begin_commit()
+    h.client.prepare_response(add_partitions_response(p1=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    h.run_once(2)
+    assert tm.state is State.COMMITTING_TRANSACTION and not commit.is_completed()
+    h.time.sleep(200)  # the retry backoff
+    h.client.prepare_response(add_partitions_response(p1=ErrorCode.NONE))
+    h.client.prepare_response(produce_response(TP1))
+    h.client.prepare_response(EndTxnResponse(error_code=ErrorCode.NONE))
+    for _ in range(8):
+        h.run_once()
+        h.time.sleep(50)
+    assert len(sent(h, AddPartitionsToTxnRequest)) == 3  # TP0, TP1 refused, TP1 again
+    assert [r.committed for r in sent(h, EndTxnRequest)] == [True]
+    assert commit.is_completed() and commit.error is None and tm.state is State.READY
