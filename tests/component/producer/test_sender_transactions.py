@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from strom.common.error_codes import ErrorCode
-from strom.producer.internals.transaction_manager import State
+from strom.producer.internals.transaction_manager import State, TransactionalRequestResult, TransactionManager
 from strom.protocol.messages import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -62,6 +62,19 @@ def in_transaction() -> Harness:
     return h
 
 
+def commit_while_adding_tp1(code: int) -> tuple[Harness, TransactionManager, TransactionalRequestResult]:
+    """``in_transaction()``, then a record for TP1 and commit_transaction() at once: TP1's AddPartitionsToTxn
+    (answered ``code``) is still to go out when the commit starts."""
+    h = in_transaction()
+    tm = h.tm
+    assert tm is not None
+    tm.maybe_add_partition(TP1)
+    h.append(TP1)
+    commit = tm.begin_commit()
+    h.client.prepare_response(add_partitions_response(p1=code))
+    return h, tm, commit
+
+
 def sent(h: Harness, kind: type) -> list[Any]:
     return [r for r in h.sent if isinstance(r, kind)]  # type: ignore[attr-defined]
 
@@ -70,13 +83,7 @@ def test_no_commit_is_sent_after_a_partition_could_not_be_added() -> None:
     """A partition refused while the commit waits (here TOPIC_AUTHORIZATION_FAILED) makes the transaction one that
     can only abort: its EndTxn(commit) is never sent (the coordinator would commit TP0's records without TP1's),
     commit_transaction() gets the error, and the abort that follows goes out and completes the transaction."""
-    h = in_transaction()
-    tm = h.tm
-    assert tm is not None
-    tm.maybe_add_partition(TP1)
-    h.append(TP1)
-    commit = tm.begin_commit()
-    h.client.prepare_response(add_partitions_response(p1=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    h, tm, commit = commit_while_adding_tp1(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     h.run_once(6)
     assert [r.committed for r in sent(h, EndTxnRequest)] == []
     assert commit.is_completed() and type(commit.error).__name__ == "TopicAuthorizationFailedError"
@@ -91,13 +98,7 @@ def test_no_commit_is_sent_after_a_partition_could_not_be_added() -> None:
 def test_a_partition_the_coordinator_does_not_know_yet_is_added_again() -> None:
     """UNKNOWN_TOPIC_OR_PARTITION from AddPartitionsToTxn (a coordinator that has just started, before the
     controller's UpdateMetadata) is retried, as by Kafka's producer, and the transaction commits."""
-    h = in_transaction()
-    tm = h.tm
-    assert tm is not None
-    tm.maybe_add_partition(TP1)
-    h.append(TP1)
-    commit = tm.begin_commit()
-    h.client.prepare_response(add_partitions_response(p1=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    h, tm, commit = commit_while_adding_tp1(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     h.run_once(2)
     assert tm.state is State.COMMITTING_TRANSACTION and not commit.is_completed()
     h.time.sleep(200)  # the retry backoff
