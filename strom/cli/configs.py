@@ -20,8 +20,9 @@ Examples:
     retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}
 Client quotas (users, clients, both; --entity-default for a type's default) are described as Kafka does:
   Quota configs for user-principal 'alice', the default client-id are consumer_byte_rate=2097152.0
-strom brokers read their configs from server.properties: altering a broker config is refused by the broker
-(INVALID_REQUEST), as the error line says.
+Broker configs that Kafka can change at runtime (log defaults such as log.retention.ms, message.max.bytes,
+unclean.leader.election.enable, the log cleaner's, connection limits) are altered per broker (--broker ID) or
+for the whole cluster (--broker-defaults); other keys are refused (INVALID_REQUEST), as the error line says.
 """
 
 from __future__ import annotations

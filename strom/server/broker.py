@@ -31,6 +31,15 @@ from strom.server.coordinator.transaction_coordinator import (
     create_transaction_coordinator,
 )
 from strom.server.coordinator.transaction_metadata import TRANSACTION_STATE_TOPIC_NAME
+from strom.server.dynamic_broker_config import (
+    CLEANER_CONFIGS,
+    DEFAULT_ENTITY,
+    LOG_CONFIGS,
+    SOCKET_CONFIGS,
+    DynamicBrokerConfig,
+    FileDynamicConfigStore,
+    ZkDynamicConfigStore,
+)
 from strom.server.fetch_session import FetchManager, FetchSessionCache
 from strom.server.kafka_apis import ApiCollaborators, KafkaApis
 from strom.server.meta_properties import check_meta_properties
@@ -54,7 +63,6 @@ from strom.server.zk_admin_manager import ZkAdminManager
 from strom.server.zk_metadata_cache import ZkMetadataCache
 from strom.storage.fs import raise_open_file_limit
 from strom.storage.log_cleaner import CleanerConfig
-from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 
 __all__ = ["BrokerServer", "pid_file_path"]
@@ -71,11 +79,10 @@ class BrokerServer:
         self.time = time
         self.node_id = config.node_id
         self.log_dirs = [Path(d).absolute() for d in config.log_dirs]
-        self.default_log_config = LogConfig.from_broker_props(config.originals)
-        try:
-            self.cleaner_config = CleanerConfig.from_broker_props(config.originals)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        # server.properties with the dynamic broker configs over it (read at start); ConfigError on a bad value
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.default_log_config = self.dynamic_config.log_config
+        self.cleaner_config = self.dynamic_config.cleaner_config
         self.metadata: MetadataCache | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -124,6 +131,8 @@ class BrokerServer:
             self.zk = await loop.run_in_executor(None, self._connect_zookeeper)
             cluster_id = self.zk.get_or_create_cluster_id(c["cluster.id"])
             check_meta_properties(self.log_dirs, cluster_id, self.node_id)
+        await self._load_dynamic_configs()
+        c = self.dynamic_config.current
         self.log_manager = LogManager(
             [str(d) for d in self.log_dirs],
             self.default_log_config,
@@ -186,7 +195,7 @@ class BrokerServer:
         self.apis = KafkaApis(ApiCollaborators(
             config=c, time=self.time, node_id=self.node_id, metadata=metadata, replica_manager=rm, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
-            default_log_config=self.default_log_config, controller=self.controller,
+            dynamic_config=self.dynamic_config, controller=self.controller,
             authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
             metrics=self.metrics, quotas=await self._client_quotas(), fetch_manager=self.fetch_manager))
         self.metrics.add_replica_manager(rm)
@@ -196,6 +205,7 @@ class BrokerServer:
         self.group_coordinator.manager.on_offsets_stored = self.metrics.offset_commits.record
         self.metrics.add_socket_servers(self.socket_servers)
         self.metrics.start_event_loop_probe()
+        self._add_reconfigurables()
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._ready.set()
         if self.zk is not None:
@@ -203,6 +213,49 @@ class BrokerServer:
         log.info("strom broker %d started, listening on %s, data in %s%s", self.node_id,
                  ", ".join(f"{a.host}:{a.port}" for a in self.advertised), ", ".join(map(str, self.log_dirs)),
                  f", cluster {cluster_id} via ZooKeeper {c['zookeeper.connect']}" if self.zk is not None else "")
+
+    async def _load_dynamic_configs(self) -> None:
+        """The dynamic broker configs (ZooKeeper's /config/brokers, or the data dir's file) over server.properties,
+        before anything is built from them (Kafka's ``DynamicBrokerConfig.initialize``)."""
+        dc = self.dynamic_config
+        store = ZkDynamicConfigStore(self.zk) if self.zk is not None else FileDynamicConfigStore(self.log_dirs[0])
+        dc.store = store
+        entities = (DEFAULT_ENTITY, str(self.node_id))
+        stored = await asyncio.get_running_loop().run_in_executor(None, lambda: [store.read(e) for e in entities])
+        for entity, props in zip(entities, stored, strict=True):
+            dc.update(entity, props)
+        self.default_log_config, self.cleaner_config = dc.log_config, dc.cleaner_config
+
+    def _add_reconfigurables(self) -> None:
+        """What follows a dynamic broker config change (Kafka's ``addReconfigurables``)."""
+        dc = self.dynamic_config
+
+        def log_defaults(d: DynamicBrokerConfig, keys: frozenset[str]) -> None:
+            self.default_log_config = d.log_config
+            if self.admin is not None:
+                self.admin.default_log_config = d.log_config
+            if self.replica_manager is not None:
+                self.replica_manager.default_log_config_changed(d.log_config)
+            if self.controller is not None and "unclean.leader.election.enable" in keys:
+                self.controller.set_unclean_leader_election(bool(d.current["unclean.leader.election.enable"]))
+
+        def cleaner(d: DynamicBrokerConfig, _keys: frozenset[str]) -> None:
+            self.cleaner_config = d.cleaner_config
+            if self.log_manager is not None:  # joins the cleaner threads: not on the event loop
+                self._tasks.append(asyncio.get_running_loop().create_task(asyncio.to_thread(
+                    self._cleaner_reconfigure, d.cleaner_config)))
+
+        def connections(d: DynamicBrokerConfig, _keys: frozenset[str]) -> None:
+            if self.socket_servers:
+                self.socket_servers[0].quotas.reconfigure(d.current)  # one ConnectionQuotas for every listener
+
+        dc.add_reconfigurable(LOG_CONFIGS, log_defaults)
+        dc.add_reconfigurable(CLEANER_CONFIGS, cleaner)
+        dc.add_reconfigurable(SOCKET_CONFIGS, connections)
+
+    def _cleaner_reconfigure(self, config: CleanerConfig) -> None:
+        assert self.log_manager is not None
+        self.log_manager.cleaner.reconfigure(config)
 
     def _authorizer(self) -> Any:
         """authorizer.class.name: ACLs in the data dir, or in ZooKeeper (shared by the cluster, reloaded on every
@@ -264,12 +317,14 @@ class BrokerServer:
         self.controller.on_controller_change = metadata.set_controller_id
         credentials = self.credentials
         self._config_watch = ConfigChangeWatcher(
-            zk, loop, self._apply_topic_config,
+            zk, loop, self._apply_topic_config, on_broker_change=self._on_broker_config_notification,
             on_user_change=credentials.refresh if isinstance(credentials, ZkCredentialStore) else None,
             on_quota_change=self.quotas.store.on_notification)
         self._config_watch.start()
-        # A quota changed between the first read and the watch is in ZooKeeper by now: read them all once more.
+        # A quota or broker config changed between the first read and the watch is in ZooKeeper by now: read
+        # them once more.
         self.quotas.load(await loop.run_in_executor(None, self.quotas.store.entities))
+        await self._load_dynamic_configs()
 
         def after_new_session() -> None:
             # A new ZooKeeper session (the old one expired): register again, then run for controller again.
@@ -285,9 +340,22 @@ class BrokerServer:
         zk.register_state_change_handler("broker", after_new_session)
         await self.controller.startup()
 
+    def _on_broker_config_notification(self, entity: str) -> None:
+        """A ``brokers/<id>`` or ``brokers/<default>`` config change (kazoo's thread): read it, apply it on the
+        event loop."""
+        name = DEFAULT_ENTITY if entity == "<default>" else entity
+        if name not in (DEFAULT_ENTITY, str(self.node_id)) or self.dynamic_config.store is None:
+            return
+        props = self.dynamic_config.store.read(name)
+        loop = self._config_watch.loop if self._config_watch is not None else None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.dynamic_config.update, name, props)
+
     def _apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
         if isinstance(self.metadata, ZkMetadataCache):
             self.metadata.set_topic_configs(topic, configs)
+        if self.controller is not None and configs.get("unclean.leader.election.enable", "").lower() == "true":
+            self.controller.topic_unclean_leader_election_enabled(topic)
         if self.replica_manager is not None and self.metadata is not None and topic in self.metadata:
             self.replica_manager.topic_config_changed(topic)
 
@@ -325,7 +393,7 @@ class BrokerServer:
             self.credentials = ZkCredentialStore(self.zk)  # SCRAM users live in the cluster's metadata
         else:
             self.credentials = default_credential_store(self.config, self.log_dirs[0])
-        self.socket_servers = build_socket_servers(self.config, dispatch, time=self.time, data_dir=self.log_dirs[0],
+        self.socket_servers = build_socket_servers(self.dynamic_config.current, dispatch, time=self.time, data_dir=self.log_dirs[0],
                                                    credentials=self.credentials,
                                                    connection_rate=self.quotas.connection_rate)
         for server in self.socket_servers:

@@ -13,6 +13,7 @@ from typing import Any
 
 from strom.common.errors import ConfigError
 from strom.config.properties import load_properties_file, parse_properties
+from strom.storage.log_config import BROKER_SYNONYMS, LogConfig
 
 __all__ = [
     "BrokerConfig",
@@ -222,6 +223,9 @@ _IGNORED = {
     "share.coordinator.state.topic.min.isr",
 }
 
+# Broker keys of topic configs that only the default LogConfig reads (validated by ``LogConfig.from_broker_props``).
+_LOG_ONLY_KEYS = {k: t for t, keys in BROKER_SYNONYMS.items() for k in keys if k not in _DEFS}
+
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)$")
 
 
@@ -288,7 +292,7 @@ class BrokerConfig:
         for key, (conv, default) in _DEFS.items():
             self.values[key] = conv(key, props[key]) if key in props else default
         for key in props:
-            if key in _DEFS or key in _IGNORED:
+            if key in _DEFS or key in _IGNORED or key in _LOG_ONLY_KEYS:
                 continue
             if key.startswith(("log.cleaner.", "listener.name.", "ssl.", "sasl.", "controller.", "remote.log.",
                                "zookeeper.")):
@@ -370,7 +374,13 @@ class BrokerConfig:
             value = self.values[key]
             rows.append((key, None if value is None else _fmt(value), key not in self.originals))
             del default
-        return rows
+        defaults = LogConfig()
+        for key, topic_key in sorted(_LOG_ONLY_KEYS.items()):
+            value = self.originals.get(key)
+            if value is None:  # the topic default (log.roll.jitter.hours, the one in hours, defaults to 0 too)
+                value = defaults.value_str(topic_key)
+            rows.append((key, value, key not in self.originals))
+        return sorted(rows)
 
 
 def _fmt(v: Any) -> str:

@@ -79,6 +79,19 @@ class ConnectionQuotas:
         self.broker_connection_rate: float | None = None  # max.connection.creation.rate
         self.listener_connection_rates: dict[str, float] = {}  # listener name -> its own rate
 
+    def reconfigure(self, config: Any) -> None:
+        """New ``max.connections``, ``max.connections.per.ip(.overrides)`` and ``max.connection.creation.rate``
+        (dynamic broker configs); connections over a lowered limit stay open, as in Kafka. Event loop only."""
+        fresh = ConnectionQuotas.from_config(config, self.connection_rate, self._time)
+        self.max_connections = fresh.max_connections
+        self.max_connections_per_ip = fresh.max_connections_per_ip
+        self.overrides = fresh.overrides
+        self.broker_connection_rate = fresh.broker_connection_rate
+        if not self.at_broker_limit():  # a raised limit: listeners waiting for a free slot go on accepting
+            waiters, self._waiters = self._waiters, []
+            for resume in waiters:
+                resume()
+
     @classmethod
     def from_config(cls, config: Any, connection_rate: Callable[[str], float | None] | None = None,
                     time: Time = SYSTEM_TIME) -> ConnectionQuotas:

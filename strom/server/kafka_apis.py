@@ -28,11 +28,11 @@ if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
     from strom.server.broker_config import BrokerConfig
     from strom.server.coordinator.group_coordinator import GroupCoordinator
+    from strom.server.dynamic_broker_config import DynamicBrokerConfig
     from strom.server.fetch_session import FetchManager
     from strom.server.metadata_cache import MetadataCache
     from strom.server.producer_id_manager import ProducerIdManager
     from strom.server.replica_manager import ReplicaManager
-    from strom.storage.log_config import LogConfig
 
 __all__ = ["ApiCollaborators", "KafkaApis"]
 
@@ -52,7 +52,7 @@ class ApiCollaborators:
     admin: AdminManager
     group_coordinator: GroupCoordinator
     producer_ids: ProducerIdManager
-    default_log_config: LogConfig
+    dynamic_config: DynamicBrokerConfig  # the broker's current config with its dynamic levels, and log defaults
     controller: Any = None  # the KafkaController in cluster mode (answers controller APIs when active)
     authorizer: Any = None  # the Authorizer (authorizer.class.name), None: every request is allowed
     credentials: Any = None  # the SCRAM CredentialStore (data dir, or ZooKeeper in a cluster)

@@ -100,6 +100,15 @@ class ReplicaManager:
             self._configs[topic] = cfg
         return cfg
 
+    def default_log_config_changed(self, config: LogConfig) -> None:
+        """New broker defaults (a dynamic broker config): every hosted log takes them where its topic has no
+        override of its own (Kafka's ``DynamicLogConfig.reconfigure``)."""
+        self.default_log_config = config
+        self.log_manager.default_config = config
+        self._configs.clear()
+        for topic in sorted({tp.topic for tp, _ in self.log_manager.all_logs()}):
+            self.log_manager.update_topic_config(topic, self.log_config(topic))
+
     def topic_config_changed(self, topic: str) -> None:
         self._configs.pop(topic, None)
         self.log_manager.update_topic_config(topic, self.log_config(topic))

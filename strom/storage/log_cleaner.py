@@ -788,6 +788,9 @@ class LogCleaner:
         self._worker_processes = worker_processes
         self._cleaners: list[Cleaner] = []
         self._once: Cleaner | None = None  # clean_once's, kept so its worker process is reused
+        self._lifecycle_lock = threading.RLock()  # startup / shutdown / reconfigure
+        self._wanted: CleanerConfig | None = None
+        self._started = False  # startup() was called (reconfigure keeps a started cleaner started)
 
     def _new_cleaner(self) -> Cleaner:
         memory = self.config.dedupe_buffer_size // max(1, self.config.num_threads)
@@ -805,6 +808,11 @@ class LogCleaner:
     # -- lifecycle ------------------------------------------------------------------------------------------
     def startup(self) -> None:
         """Start ``log.cleaner.threads`` threads (none when ``log.cleaner.enable=false``)."""
+        with self._lifecycle_lock:
+            self._startup()
+
+    def _startup(self) -> None:
+        self._started = True
         if self._threads or not self.config.enable_cleaner:
             return
         self._running = True
@@ -817,14 +825,35 @@ class LogCleaner:
 
     def shutdown(self) -> None:
         """Stop the threads; a cleaning in progress is abandoned (its ``.cleaned`` files deleted)."""
+        with self._lifecycle_lock:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
         self._stop.set()
         for t in self._threads:
             t.join()
         self._threads = []
         self._running = False
+        self._started = False
         cleaners, self._cleaners, self._once = self._cleaners, [], None
         for cleaner in cleaners:
             cleaner.close()
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New ``log.cleaner.*`` settings (a dynamic broker config): the threads stop, abandoning a cleaning in
+        progress, and a started cleaner starts again with them, as Kafka's ``LogCleaner.reconfigure``. Blocking
+        (joins threads); of calls that overlap, the last one's settings are the ones that stay."""
+        config.validate()
+        self._wanted = config
+        with self._lifecycle_lock:
+            if self._wanted is not config:
+                return  # a later call takes over
+            started = self._started
+            self.shutdown()
+            self.config = config
+            self.throttler = Throttler(config.max_io_bytes_per_second, self._time)
+            if started:
+                self.startup()
 
     def _run(self, cleaner: Cleaner) -> None:
         while not self._stop.is_set():

@@ -410,3 +410,74 @@ def test_the_leader_recompresses_for_the_topic_and_followers_copy_its_batches(cl
         batches[node] = [(batch.compression_type, batch.to_bytes()[16:]) for batch in MemoryRecords(data).batches()]
     assert {codec for codec, _ in batches[1]} == {CompressionType.ZSTD}
     assert batches[1] == batches[2] == batches[3]
+
+
+def _alter_broker_default(bootstrap: str, key: str, value: str) -> None:
+    """The cluster-wide dynamic default (the BROKER resource named ""): written to ZooKeeper by the broker that
+    takes it, applied by every broker when it sees the change notification."""
+    from strom.admin import AdminClient as StromAdmin
+    from strom.admin.models import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    admin = StromAdmin(bootstrap_servers=bootstrap)
+    try:
+        for f in admin.incremental_alter_configs(
+                {ConfigResource(ConfigResourceType.BROKER, ""): [AlterConfigOp(key, value)]}).values().values():
+            f.result(30)
+    finally:
+        admin.close()
+
+
+def _broker_config(bootstrap: str, node: int, key: str) -> str | None:
+    from strom.admin import AdminClient as StromAdmin
+    from strom.admin.models import ConfigResource, ConfigResourceType
+
+    admin = StromAdmin(bootstrap_servers=bootstrap)
+    try:
+        resource = ConfigResource(ConfigResourceType.BROKER, str(node))
+        entries = admin.describe_configs([resource]).values()[resource].result(30)
+        return next(e.value for e in entries.entries if e.name == key)
+    finally:
+        admin.close()
+
+
+def test_a_dynamic_cluster_default_reaches_every_broker_and_enables_unclean_election(cluster: LocalCluster) -> None:
+    """``unclean.leader.election.enable`` set at runtime as the cluster default (AlterConfigs on the BROKER
+    resource "", no restart): every broker takes the new default, and the controller elects a leader for a
+    partition whose only in-sync replica is gone, as Kafka's controller does when the default is enabled."""
+    _alter_broker_default(cluster.bootstrap, "log.retention.ms", "7200000")
+    for n in (1, 2, 3):
+        wait_until(lambda n=n: _broker_config(cluster.bootstrap_of(n), n, "log.retention.ms") == "7200000", 30,
+                   f"broker {n} takes the new default")
+    leader, followers = leader_alone_with_records_only_it_has(cluster, "late-unclean")
+    cluster.brokers[leader].kill()
+    for n in followers:
+        cluster.brokers[n].start(timeout=60)
+    # back, registered, and told the partition has no leader: nothing in its ISR is alive
+    wait_until(lambda: partition_meta(cluster, "late-unclean", nodes=tuple(followers)).leader == -1, 60,
+               "the partition offline")
+    _alter_broker_default(cluster.bootstrap_of(*followers), "unclean.leader.election.enable", "true")
+    wait_until(lambda: partition_meta(cluster, "late-unclean", nodes=tuple(followers)).leader in followers, 60,
+               "a follower elected leader")
+    got = [v for _, v in read_all(cluster.bootstrap_of(*followers), "late-unclean")[0]]
+    assert got == list(range(10))  # what only the old leader had is gone: the price of an unclean election
+
+
+def test_a_topic_override_enables_unclean_election_of_its_leaderless_partition(cluster: LocalCluster) -> None:
+    """The topic's own ``unclean.leader.election.enable`` (the brokers' is false): set while the partition has
+    no live in-sync replica, the controller elects an out-of-sync one (Kafka's ``enableTopicUncleanLeaderElection``)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    leader, followers = leader_alone_with_records_only_it_has(cluster, "topic-unclean")
+    cluster.brokers[leader].kill()
+    for n in followers:
+        cluster.brokers[n].start(timeout=60)
+    wait_until(lambda: partition_meta(cluster, "topic-unclean", nodes=tuple(followers)).leader == -1, 60,
+               "the partition offline")
+    entry = ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(*followers)})
+    for f in admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.TOPIC, "topic-unclean", incremental_configs=[entry])]).values():
+        f.result(30)
+    wait_until(lambda: partition_meta(cluster, "topic-unclean", nodes=tuple(followers)).leader in followers, 60,
+               "a follower elected leader")
+    assert [v for _, v in read_all(cluster.bootstrap_of(*followers), "topic-unclean")[0]] == list(range(10))

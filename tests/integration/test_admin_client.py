@@ -133,8 +133,12 @@ def test_configs(admin: AdminClient) -> None:
     broker = ConfigResource(ConfigResourceType.BROKER, "1")
     broker_config = admin.describe_configs([broker])[broker].result(10)
     assert broker_config.get("log.dirs") is not None
-    with pytest.raises(InvalidRequestError, match="static"):
-        admin.incremental_alter_configs({broker: [AlterConfigOp("log.retention.ms", "1")]})[broker].result(10)
+    with pytest.raises(InvalidRequestError, match=r"Cannot update these configs dynamically: Set\(log.dirs\)"):
+        admin.incremental_alter_configs({broker: [AlterConfigOp("log.dirs", "/x")]})[broker].result(10)
+    # a dynamic broker config (validated only: the module's broker is shared)
+    admin.incremental_alter_configs({broker: [AlterConfigOp("log.retention.ms", "1")]},
+                                    validate_only=True)[broker].result(10)
+    assert admin.describe_configs([broker])[broker].result(10).get("log.retention.ms").value is None
     missing = ConfigResource(ConfigResourceType.TOPIC, "nosuch")
     result = admin.describe_configs([topic, missing])
     assert result[topic].result(10)

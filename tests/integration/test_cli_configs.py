@@ -83,22 +83,39 @@ def test_topic_config_errors(broker: BrokerProcess) -> None:
         1, "Error while executing config command: UNKNOWN_TOPIC_OR_PARTITION: Topic nosuch does not exist.")
 
 
-def test_broker_configs_describe_and_refused_alter(broker: BrokerProcess) -> None:
+def test_broker_configs_describe_and_alter(broker: BrokerProcess) -> None:
     dynamic = configs(broker, "--entity-type", "brokers", "--entity-name", "1", "--describe")
     assert (dynamic.returncode, dynamic.stdout) == (0, "Dynamic configs for broker 1 are:\n")
     everything = configs(broker, "--broker", "1", "--describe", "--all").stdout.splitlines()
     assert everything[0] == "All configs for broker 1 are:"
     assert ("  log.segment.bytes=536870912 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes="
-            "536870912}") in everything
+            "536870912, DEFAULT_CONFIG:log.segment.bytes=1073741824}") in everything
     listing = configs(broker, "--entity-type", "brokers", "--describe")
     assert listing.stdout.splitlines() == ["Dynamic configs for broker 1 are:",
                                            "Default configs for brokers in the cluster are:"]
-    for target in (["--entity-type", "brokers", "--entity-name", "1"], ["--broker-defaults"]):
-        refused = configs(broker, *target, "--alter", "--add-config", "log.retention.ms=1000")
+    # dynamic broker configs: this broker's own level, then the cluster-wide default
+    done = configs(broker, "--broker", "1", "--alter", "--add-config", "log.retention.ms=86400000")
+    assert (done.returncode, done.stdout.strip()) == (0, "Completed updating config for broker 1.")
+    assert configs(broker, "--broker", "1", "--describe").stdout.splitlines() == [
+        "Dynamic configs for broker 1 are:",
+        "  log.retention.ms=86400000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=86400000, "
+        "DEFAULT_CONFIG:log.retention.hours=168}"]
+    done = configs(broker, "--broker-defaults", "--alter", "--add-config", "log.retention.ms=3600000")
+    assert (done.returncode, done.stdout.strip()) == (0, "Completed updating default config for brokers in the "
+                                                         "cluster.")
+    assert configs(broker, "--broker-defaults", "--describe").stdout.splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000, "
+        "DEFAULT_CONFIG:log.retention.hours=168}"]
+    for target in (["--broker", "1"], ["--broker-defaults"]):
+        assert configs(broker, *target, "--alter", "--delete-config", "log.retention.ms").returncode == 0
+    assert configs(broker, "--broker", "1", "--describe").stdout == "Dynamic configs for broker 1 are:\n"
+    for target, name in ((["--entity-type", "brokers", "--entity-name", "1"], "1"), (["--broker-defaults"], "")):
+        refused = configs(broker, *target, "--alter", "--add-config", "log.dirs=/elsewhere")
         assert refused.returncode == 1
         assert refused.stderr.strip().splitlines() == [
-            "Error while executing config command: INVALID_REQUEST: strom broker configs are static; edit "
-            "server.properties and restart the broker"]
+            "Error while executing config command: INVALID_REQUEST: Invalid config value for resource "
+            f"ConfigResource(type=BROKER, name='{name}'): Cannot update these configs dynamically: Set(log.dirs)"]
         assert refused.stdout == ""
     wrong_id = configs(broker, "--broker", "7", "--describe")
     assert (wrong_id.returncode, wrong_id.stderr.strip()) == (

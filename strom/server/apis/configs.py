@@ -1,17 +1,21 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics and the broker.
 
 Topic overrides live in the topic registry; a change re-applies the topic's ``LogConfig`` to its open logs.
-Broker configs are static (read from server.properties): they can be described but not altered. With an
+Broker configs are server.properties with the dynamic broker configs over it (``DynamicBrokerConfig``): a
+BROKER resource named by this broker's id is its per-broker level, the one named ``""`` the cluster-wide
+default; keys that cannot change at runtime are refused as Kafka refuses them (INVALID_REQUEST). With an
 authorizer, a topic needs DESCRIBE_CONFIGS / ALTER_CONFIGS on it (TOPIC_AUTHORIZATION_FAILED), the broker and its
 loggers the same on the cluster (CLUSTER_AUTHORIZATION_FAILED), checked before anything else about the resource.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
-from strom.common.errors import BrokerResponseError
+from strom.common.errors import BrokerResponseError, ConfigError
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from strom.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
@@ -20,28 +24,35 @@ from strom.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from strom.server.apis import api
+from strom.server.dynamic_broker_config import (
+    ALL_DYNAMIC_CONFIGS,
+    DEFAULT_ENTITY,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    DynamicBrokerConfig,
+    synonyms_of,
+)
 from strom.server.security.request_auth import CLUSTER, Op, Res, allowed
 from strom.storage.log_config import (
     BROKER_SYNONYMS,
     LOG_CONFIG_KEYS,
     SOURCE_BROKER,
-    SOURCE_DEFAULT,
     SOURCE_TOPIC,
     LogConfig,
 )
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
-    from strom.server.broker_config import BrokerConfig
     from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
+
+log = logging.getLogger("strom.server")
 
 # ConfigResource types and DescribeConfigs enums (Kafka's ConfigResource.Type, ConfigSource, ConfigType).
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_CONFIG = ErrorCode.INVALID_CONFIG
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                  "password": 9}
@@ -68,27 +79,52 @@ def _documentation(name: str) -> str | None:
     return LOG_CONFIG_KEYS[topic_key].doc if topic_key in LOG_CONFIG_KEYS else None
 
 
-def _topic_rows(default_log_config: LogConfig, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
-    cfg = LogConfig.from_props(overrides, default_log_config)
-    codes = {SOURCE_TOPIC: DYNAMIC_TOPIC_CONFIG, SOURCE_BROKER: STATIC_BROKER_CONFIG, SOURCE_DEFAULT: DEFAULT_CONFIG}
-    return [(name, value, codes[cfg.source(name)]) for name, value, _d in cfg.describe()]
+def _topic_rows(dynamic_config: DynamicBrokerConfig, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
+    cfg = LogConfig.from_props(overrides, dynamic_config.log_config)
+    rows = []
+    for name, value, _d in cfg.describe():
+        source = cfg.source(name)
+        if source == SOURCE_BROKER:  # which level of broker config it came from (a dynamic one, or the file)
+            levels = dynamic_config.levels(BROKER_SYNONYMS[name][0])
+            code = levels[0][2] if levels else STATIC_BROKER_CONFIG
+        else:
+            code = DYNAMIC_TOPIC_CONFIG if source == SOURCE_TOPIC else DEFAULT_CONFIG
+        rows.append((name, value, code))
+    return rows
 
 
-def _topic_synonyms(config: BrokerConfig, name: str, value: str | None, source: int,
+def _topic_synonyms(dynamic_config: DynamicBrokerConfig, name: str, value: str | None, source: int,
                     ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
     """Where a topic config's value could come from, highest precedence first (Kafka's synonyms list)."""
     S = DescribeConfigsResponse.DescribeConfigsSynonym
     out = []
     if source == DYNAMIC_TOPIC_CONFIG:
         out.append(S(name=name, value=value, source=DYNAMIC_TOPIC_CONFIG))
-    originals = config.originals
-    for broker_key in BROKER_SYNONYMS.get(name, ()):
-        if broker_key in originals:
-            out.append(S(name=broker_key, value=str(originals[broker_key]), source=STATIC_BROKER_CONFIG))
-    # Kafka names the default after the broker key it would come from (DEFAULT_CONFIG:log.retention.hours=168).
     broker_keys = BROKER_SYNONYMS.get(name, ())
+    if broker_keys:
+        out.extend(S(name=n, value=v, source=src) for n, v, src in dynamic_config.levels(broker_keys[0]))
+    # Kafka names the default after the broker key it would come from (DEFAULT_CONFIG:log.retention.hours=168).
     out.append(S(name=broker_keys[0] if broker_keys else name, value=LogConfig().value_str(name),
                  source=DEFAULT_CONFIG))
+    return out
+
+
+def _broker_rows(dynamic_config: DynamicBrokerConfig, name: str) -> list[tuple[str, str | None, int]]:
+    """This broker's configs (its id) or the dynamic cluster defaults (``""``: only those, as Kafka does)."""
+    if name == DEFAULT_ENTITY:
+        return [(n, v, DYNAMIC_DEFAULT_BROKER_CONFIG) for n, v in sorted(dynamic_config.default_configs.items())]
+    return dynamic_config.describe()
+
+
+def _broker_synonyms(dynamic_config: DynamicBrokerConfig, name: str, per_broker: bool,
+                     ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
+    S = DescribeConfigsResponse.DescribeConfigsSynonym
+    out = [S(name=n, value=v, source=src) for n, v, src in dynamic_config.levels(name)
+           if per_broker or src != DYNAMIC_BROKER_CONFIG]
+    # Kafka's default of the first synonym that has one (log.retention.ms: DEFAULT_CONFIG:log.retention.hours=168)
+    default = next(((n, d) for n in synonyms_of(name) if (d := dynamic_config.default_value(n)) is not None), None)
+    if default is not None:
+        out.append(S(name=default[0], value=default[1], source=DEFAULT_CONFIG))
     return out
 
 
@@ -108,8 +144,7 @@ def _refusal(authorizer: Any, ctx: RequestContext, op: Op, resource_type: int, n
 
 @api(ApiKey.DESCRIBE_CONFIGS, 1)
 async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, metadata: MetadataCache,
-                   config: BrokerConfig, node_id: int, default_log_config: LogConfig,
-                   authorizer: Any) -> DescribeConfigsResponse:
+                   node_id: int, dynamic_config: DynamicBrokerConfig, authorizer: Any) -> DescribeConfigsResponse:
     md = metadata
     R = DescribeConfigsResponse.DescribeConfigsResult
     C = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -127,24 +162,27 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
                 results.append(R(error_code=UNKNOWN_TOPIC_OR_PARTITION, error_message=f"Topic {res.resource_name} "
                                  "does not exist.", resource_type=TOPIC, resource_name=res.resource_name, configs=[]))
                 continue
-            rows = _topic_rows(default_log_config, info.configs)
+            rows = _topic_rows(dynamic_config, info.configs)
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(node_id)):
                 results.append(R(error_code=INVALID_REQUEST, error_message=f"Unexpected broker id, expected "
                                  f"{node_id} but received {res.resource_name}", resource_type=BROKER,
                                  resource_name=res.resource_name, configs=[]))
                 continue
-            rows = [(n, v, DEFAULT_CONFIG if d else STATIC_BROKER_CONFIG) for n, v, d in config.describe()]
+            rows = _broker_rows(dynamic_config, res.resource_name)
         else:
             results.append(R(error_code=INVALID_REQUEST, error_message=f"Unsupported resource type "
                              f"{res.resource_type}", resource_type=res.resource_type, resource_name=res.resource_name,
                              configs=[]))
             continue
-        synonyms = request.include_synonyms and ctx.api_version >= 1 and res.resource_type == TOPIC
+        synonyms = request.include_synonyms and ctx.api_version >= 1
+        topic = res.resource_type == TOPIC
+        per_broker = res.resource_name != DEFAULT_ENTITY
         configs = [
-            C(name=n, value=v, read_only=res.resource_type == BROKER, is_default=src == DEFAULT_CONFIG,
+            C(name=n, value=v, read_only=not topic and n not in ALL_DYNAMIC_CONFIGS, is_default=src == DEFAULT_CONFIG,
               config_source=src, is_sensitive=False,
-              synonyms=_topic_synonyms(config, n, v, src) if synonyms else [],
+              synonyms=([] if not synonyms else _topic_synonyms(dynamic_config, n, v, src) if topic
+                        else _broker_synonyms(dynamic_config, n, per_broker)),
               config_type=_config_type(n, v),
               documentation=_documentation(n) if request.include_documentation else None)
             for n, v, src in rows if keys is None or n in keys
@@ -154,12 +192,47 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-async def _apply(metadata: MetadataCache, admin: AdminManager, resource_type: int, name: str, new: dict[str, str],
-                 validate_only: bool) -> tuple[int, str | None]:
-    """Validate and store ``new`` (the topic's complete override set)."""
+async def _apply_broker(dynamic_config: DynamicBrokerConfig, name: str, new: dict[str, str], validate_only: bool,
+                        ) -> tuple[int, str | None]:
+    """Validate and store ``new`` (the complete dynamic config of this broker, or of the cluster default), then
+    apply it here (other brokers apply it when they see the change notification)."""
+    try:
+        dynamic_config.validate(name, new)
+    except ConfigError as e:
+        return INVALID_REQUEST, f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {e}"
+    if validate_only:
+        return ErrorCode.NONE, None
+    store = dynamic_config.store
+    if store is not None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, store.write, name, new)
+        except Exception as e:
+            log.error("cannot store the dynamic config of broker %s: %s", name or "<default>", e)
+            return ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot store the dynamic broker config: {e}"
+    dynamic_config.update(name, new)
+    return ErrorCode.NONE, None
+
+
+def _broker_id_error(name: str, node_id: int) -> tuple[int, str] | None:
+    """A per-broker resource must name this broker (the admin client sends it to that broker)."""
+    if name == DEFAULT_ENTITY:
+        return None
+    try:
+        int(name)
+    except ValueError:
+        return INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+    if name != str(node_id):
+        return INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {name}"
+    return None
+
+
+async def _apply(metadata: MetadataCache, admin: AdminManager, dynamic_config: DynamicBrokerConfig,
+                 resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+    """Validate and store ``new`` (the resource's complete override set)."""
     md = metadata
     if resource_type == BROKER:
-        return INVALID_REQUEST, "strom broker configs are static; edit server.properties and restart the broker"
+        return _broker_id_error(name, dynamic_config.node_id) or await _apply_broker(
+            dynamic_config, name, new, validate_only)
     if resource_type != TOPIC:
         return INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     info = md.topic(name)
@@ -176,7 +249,7 @@ async def _apply(metadata: MetadataCache, admin: AdminManager, resource_type: in
 
 @api(ApiKey.ALTER_CONFIGS, 0)
 async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: MetadataCache,
-                admin: AdminManager, authorizer: Any) -> AlterConfigsResponse:
+                admin: AdminManager, dynamic_config: DynamicBrokerConfig, authorizer: Any) -> AlterConfigsResponse:
     out = []
     for res in request.resources:
         new = {}
@@ -187,7 +260,7 @@ async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: 
                 err = (INVALID_REQUEST, f"Null value not supported for : {c.name}")
                 break
             new[c.name] = c.value
-        code, msg = err or await _apply(metadata, admin, res.resource_type, res.resource_name, new,
+        code, msg = err or await _apply(metadata, admin, dynamic_config, res.resource_type, res.resource_name, new,
                                         request.validate_only)
         out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))
@@ -196,12 +269,16 @@ async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: 
 
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)
 async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfigsRequest, *, metadata: MetadataCache,
-                            admin: AdminManager, authorizer: Any) -> IncrementalAlterConfigsResponse:
+                            admin: AdminManager, dynamic_config: DynamicBrokerConfig, authorizer: Any,
+                            ) -> IncrementalAlterConfigsResponse:
     md = metadata
     out = []
     for res in request.resources:
-        info = md.topic(res.resource_name) if res.resource_type == TOPIC else None
-        new = dict(info.configs) if info else {}
+        if res.resource_type == BROKER:
+            new = dynamic_config.entity_configs(res.resource_name)
+        else:
+            info = md.topic(res.resource_name) if res.resource_type == TOPIC else None
+            new = dict(info.configs) if info else {}
         err: tuple[int, str | None] | None = _refusal(authorizer, ctx, Op.ALTER_CONFIGS, res.resource_type,
                                                       res.resource_name)
         for c in res.configs if err is None else ():
@@ -221,7 +298,7 @@ async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfig
             else:
                 err = (INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
                 break
-        code, msg = err or await _apply(metadata, admin, res.resource_type, res.resource_name, new,
+        code, msg = err or await _apply(metadata, admin, dynamic_config, res.resource_type, res.resource_name, new,
                                         request.validate_only)
         out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))

@@ -19,6 +19,7 @@ from strom.storage.log_config import LogConfig
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
     from strom.server.broker_config import BrokerConfig
+    from strom.server.dynamic_broker_config import DynamicBrokerConfig
     from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
 
@@ -62,7 +63,7 @@ def _plan(t: CreateTopicsRequest.CreatableTopic, admin: AdminManager, config: Br
 
 @api(ApiKey.CREATE_TOPICS, 2)
 async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata: MetadataCache,
-                 admin: AdminManager, config: BrokerConfig, default_log_config: LogConfig,
+                 admin: AdminManager, config: BrokerConfig, dynamic_config: DynamicBrokerConfig,
                  authorizer: Any, quotas: Any) -> CreateTopicsResponse:
     names = [t.name for t in request.topics]
     # KIP-599: v6+ can be told THROTTLING_QUOTA_EXCEEDED per topic; older versions are only throttled afterwards
@@ -99,7 +100,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest, *, metadata:
         except BrokerResponseError as e:
             results.append(Result(name=name, error_code=e.errno, error_message=e.message, topic_config_error_code=ErrorCode.NONE))
             continue
-        cfg = LogConfig.from_props(configs, default_log_config)
+        cfg = LogConfig.from_props(configs, dynamic_config.log_config)
         result = Result(name=name, error_code=ErrorCode.NONE, error_message=None, num_partitions=len(assignment),
                         replication_factor=len(assignment[0]), configs=describe_topic_configs(cfg, configs))
         if describable is not None and name not in describable:  # created, but its configs stay hidden

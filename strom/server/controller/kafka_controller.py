@@ -330,14 +330,16 @@ class KafkaController:
         if existing:
             self.ctx.states.update(await self._zk(self.zk.get_partition_states, existing))
 
-    def _select_leader(self, tp: TopicPartition, st: LeaderAndIsr, excluded: set[int]) -> tuple[int, list[int]]:
-        """Kafka's OfflinePartitionLeaderElectionStrategy: the first live ISR member in assignment order."""
+    def _select_leader(self, tp: TopicPartition, st: LeaderAndIsr, excluded: set[int],
+                       unclean: bool = False) -> tuple[int, list[int]]:
+        """Kafka's OfflinePartitionLeaderElectionStrategy: the first live ISR member in assignment order; with
+        ``unclean``, else the first live replica."""
         replicas = self.ctx.assignments.get(tp, [])
         live_isr = [r for r in st.isr if self.ctx.alive(r) and r not in excluded]
         for r in replicas:
             if r in live_isr:
                 return r, live_isr
-        if self.unclean:
+        if unclean:
             for r in replicas:
                 if self.ctx.alive(r) and r not in excluded:
                     log.warning("%s: unclean leader election of broker %d (data may be lost)", tp, r)
@@ -347,12 +349,15 @@ class KafkaController:
     async def _elect_offline_partitions(self, excluded: set[int] | None = None) -> list[TopicPartition]:
         ex = excluded or set()
         proposed: dict[TopicPartition, LeaderAndIsr] = {}
+        unclean_cache: dict[str, bool] = {}
         for tp, st in list(self.ctx.states.items()):
             if tp.topic in self.ctx.topics_being_deleted:
                 continue
             if st.leader != NO_LEADER and self.ctx.alive(st.leader) and st.leader not in ex:
                 continue
             leader, isr = self._select_leader(tp, st, ex)
+            if leader == NO_LEADER and await self._unclean_allowed(tp.topic, unclean_cache):
+                leader, isr = self._select_leader(tp, st, ex, unclean=True)
             if leader == NO_LEADER and st.leader == NO_LEADER:
                 continue  # still offline
             proposed[tp] = st.new_leader_and_isr(leader, isr)
@@ -361,6 +366,39 @@ class KafkaController:
             st = self.ctx.states[tp]
             log.info("%s: leader -> %d (epoch %d), ISR %s", tp, st.leader, st.leader_epoch, list(st.isr))
         return changed
+
+    async def _unclean_allowed(self, topic: str, cache: dict[str, bool]) -> bool:
+        """``unclean.leader.election.enable`` of ``topic``: its override in ZooKeeper, else the broker's (which
+        may be a dynamic broker config); read when a partition has no live ISR member, as Kafka's controller
+        does."""
+        if topic not in cache:
+            try:
+                override = (await self._zk(self.zk.get_topic_config, topic)).get("unclean.leader.election.enable")
+            except Exception as e:
+                log.warning("cannot read the config of topic %s: %s", topic, e)
+                override = None
+            cache[topic] = self.unclean if override is None else override.strip().lower() == "true"
+        return cache[topic]
+
+    def set_unclean_leader_election(self, enabled: bool) -> None:
+        """The broker default changed (a dynamic broker config): once enabled, partitions without a live ISR
+        member are elected again (Kafka's ``UncleanLeaderElectionEnable`` event)."""
+        self.unclean = enabled
+        if enabled:
+            self._enqueue("unclean_leader_election_enabled")
+
+    def topic_unclean_leader_election_enabled(self, topic: str) -> None:
+        """A topic's ``unclean.leader.election.enable`` override was set to true: its offline partitions are
+        elected again (Kafka's ``enableTopicUncleanLeaderElection``)."""
+        self._enqueue("unclean_leader_election_enabled", topic)
+
+    async def _on_unclean_leader_election_enabled(self, _payload: Any) -> None:
+        if not self.active:
+            return
+        changed = await self._elect_offline_partitions()
+        if changed:
+            self._send_update_metadata(list(self.ctx.live_brokers), changed)
+            self._send_leader_and_isr_for(changed)
 
     async def _shrink_isr(self, dead: set[int]) -> list[TopicPartition]:
         """Followers that died leave the ISR (a new leader epoch, as Kafka's controller writes it)."""

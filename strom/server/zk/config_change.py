@@ -1,4 +1,5 @@
-"""Dynamic topic config changes as every broker learns them (``/config/changes/config_change_<seq>``).
+"""Dynamic config changes as every broker learns them (``/config/changes/config_change_<seq>``): topics, brokers
+(dynamic broker configs), users (SCRAM credentials, quotas), clients and ips (quotas).
 
 Kafka counterpart: ``ZkConfigManager`` + ``ZkNodeChangeNotificationListener``: an admin writes the new overrides to
 ``/config/topics/<t>`` and appends a sequential notification naming ``topics/<t>``; each broker watches the
@@ -28,12 +29,14 @@ class ConfigChangeWatcher:
     def __init__(self, zk: KafkaZkClient, loop: asyncio.AbstractEventLoop,
                  apply: Callable[[str, dict[str, str]], None],
                  on_user_change: Callable[[str], None] | None = None,
-                 on_quota_change: Callable[[str, str], None] | None = None) -> None:
+                 on_quota_change: Callable[[str, str], None] | None = None,
+                 on_broker_change: Callable[[str], None] | None = None) -> None:
         self.zk = zk
         self.loop = loop
         self.apply = apply
         self.on_user_change = on_user_change  # SCRAM credentials (runs on kazoo's thread; must be quick)
         self.on_quota_change = on_quota_change  # client quotas: (users | clients, sanitized rest of the path)
+        self.on_broker_change = on_broker_change  # dynamic broker configs: a broker id or <default>
         self._last_seen: str | None = None
         self._handle = None
 
@@ -57,6 +60,9 @@ class ConfigChangeWatcher:
                 self.on_quota_change(kind, entity_name)
             if kind == "users" and entity_name and self.on_user_change is not None:
                 self.on_user_change(entity_name)
+                continue
+            if kind == "brokers" and entity_name and self.on_broker_change is not None:
+                self.on_broker_change(entity_name)
                 continue
             if kind != "topics" or not entity_name:
                 continue

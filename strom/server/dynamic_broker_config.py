@@ -1,0 +1,320 @@
+"""Dynamic broker configs: broker settings changed at runtime with AlterConfigs (Kafka's ``DynamicBrokerConfig``).
+
+Two levels, as in Kafka's ZooKeeper mode:
+
+- per broker: the BROKER resource named by the broker id, stored at ``/config/brokers/<id>``;
+- cluster-wide default: the BROKER resource named ``""``, stored at ``/config/brokers/<default>``.
+
+A change is written to ZooKeeper with a ``brokers/<id>`` or ``brokers/<default>`` config change notification;
+every broker re-reads the entity when it sees it (the broker that took the request applies it at once as well).
+A standalone broker keeps both levels in ``<first log dir>/dynamic-broker-configs.json``. Precedence, highest
+first: per-broker dynamic, dynamic default, ``server.properties``, Kafka's default; setting one key of a group of
+synonyms dynamically (``log.retention.ms``) hides the static ones (``log.retention.hours``), as in Kafka.
+
+What can change (Kafka's dynamic configs that strom has; any other key is refused with Kafka's message
+"Cannot update these configs dynamically"):
+
+- the default topic configs, by each topic config's broker key (``log.retention.ms``, ``log.segment.bytes``,
+  ``message.max.bytes``, ``min.insync.replicas``, ``unclean.leader.election.enable``, ``compression.type`` ...):
+  every log without a topic override of that key takes the new value (Kafka's ``DynamicLogConfig``);
+- the log cleaner (``log.cleaner.threads``, ``log.cleaner.io.max.bytes.per.second``, ``log.cleaner.backoff.ms``,
+  ``log.cleaner.dedupe.buffer.size``, ``log.cleaner.io.buffer.load.factor``, ``log.cleaner.io.buffer.size``):
+  the cleaner threads restart with the new settings, as Kafka's ``LogCleaner.reconfigure`` does;
+- connection limits (``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides``,
+  ``max.connection.creation.rate``);
+- thread pool sizes Kafka resizes (``num.io.threads`` ...): stored and described, with no effect, since strom's
+  broker has no such pools (in ``server.properties`` they are accepted and ignored too).
+
+Thread-safety: event loop only (the stores' blocking calls run in an executor).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from strom.common.errors import ConfigError
+from strom.server.broker_config import BrokerConfig
+from strom.server.connection_quotas import parse_max_connections_per_ip_overrides
+from strom.storage.fs import atomic_write
+from strom.storage.log_cleaner import CleanerConfig
+from strom.storage.log_config import BROKER_SYNONYMS, LogConfig
+
+__all__ = [
+    "ALL_DYNAMIC_CONFIGS",
+    "CLEANER_CONFIGS",
+    "DEFAULT_ENTITY",
+    "DYNAMIC_BROKER_CONFIG",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "DynamicBrokerConfig",
+    "DynamicConfigStore",
+    "FileDynamicConfigStore",
+    "LOG_CONFIGS",
+    "SOCKET_CONFIGS",
+    "ZkDynamicConfigStore",
+    "synonyms_of",
+]
+
+log = logging.getLogger("strom.server")
+
+# DescribeConfigs ConfigSource codes (Kafka's ConfigSource).
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
+
+DEFAULT_ENTITY = ""
+"""The resource name of the cluster-wide default (``<default>`` in ZooKeeper)."""
+
+LOG_CONFIGS = frozenset(keys[0] for keys in BROKER_SYNONYMS.values())
+"""Each topic config's broker key (Kafka: ``DynamicLogConfig.ReconfigurableConfigs``)."""
+CLEANER_CONFIGS = frozenset(k for k in CleanerConfig.KEYS if k != "log.cleaner.enable")
+SOCKET_CONFIGS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+                            "max.connection.creation.rate"})
+THREAD_CONFIGS = frozenset({"num.io.threads", "num.network.threads", "num.replica.fetchers",
+                            "num.recovery.threads.per.data.dir", "background.threads"})
+ALL_DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | SOCKET_CONFIGS | THREAD_CONFIGS
+
+_POSITIVE_INT_CONFIGS = THREAD_CONFIGS  # Kafka: each pool must keep at least one thread
+
+
+def _fmt(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# Broker keys BrokerConfig does not hold (read by the log cleaner, or accepted and ignored), with Kafka's defaults.
+_EXTRA_DEFAULTS: dict[str, str] = {
+    **{key: _fmt(getattr(CleanerConfig(), attr)).replace("inf", "1.7976931348623157E308")
+       for key, attr in CleanerConfig.KEYS.items()},
+    "num.io.threads": "8", "num.network.threads": "3", "num.replica.fetchers": "1",
+    "num.recovery.threads.per.data.dir": "1", "background.threads": "10",
+}
+_DEFAULTS: dict[str, str | None] = {}
+
+
+def synonyms_of(key: str) -> tuple[str, ...]:
+    """The broker keys that set the same thing as ``key`` (``log.retention.ms/minutes/hours``), ``key`` first."""
+    for keys in BROKER_SYNONYMS.values():
+        if key in keys:
+            return (key, *(k for k in keys if k != key))
+    return (key,)
+
+
+class DynamicConfigStore(Protocol):
+    """Where the dynamic configs of an entity (a broker id, or ``""`` for the default) are kept."""
+
+    def read(self, entity: str) -> dict[str, str]: ...
+
+    def write(self, entity: str, configs: Mapping[str, str]) -> None: ...
+
+
+class FileDynamicConfigStore:
+    """A standalone broker's dynamic configs: ``<data dir>/dynamic-broker-configs.json``. Blocking."""
+
+    FILE_NAME = "dynamic-broker-configs.json"
+
+    def __init__(self, data_dir: str | Path) -> None:
+        self.path = Path(data_dir) / self.FILE_NAME
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+            return {str(e): {str(k): str(v) for k, v in c.items()} for e, c in data.get("entities", {}).items()}
+        except (ValueError, AttributeError, TypeError) as e:
+            raise OSError(f"cannot read dynamic broker configs from {self.path}: {e}") from None
+
+    def read(self, entity: str) -> dict[str, str]:
+        return self._load().get(entity, {})
+
+    def write(self, entity: str, configs: Mapping[str, str]) -> None:
+        entities = self._load()
+        if configs:
+            entities[entity] = dict(configs)
+        else:
+            entities.pop(entity, None)
+        atomic_write(str(self.path), json.dumps({"version": 1, "entities": entities}, indent=1, sort_keys=True)
+                     .encode())
+
+
+class ZkDynamicConfigStore:
+    """``/config/brokers/<id>`` and ``/config/brokers/<default>``, with a change notification per write. Blocking
+    (ZooKeeper round trips)."""
+
+    def __init__(self, zk: Any) -> None:
+        self.zk = zk
+
+    @staticmethod
+    def _name(entity: str) -> str:
+        return entity or "<default>"
+
+    def read(self, entity: str) -> dict[str, str]:
+        return self.zk.get_entity_configs("brokers", self._name(entity))
+
+    def write(self, entity: str, configs: Mapping[str, str]) -> None:
+        self.zk.set_or_create_entity_configs("brokers", self._name(entity), configs)
+        self.zk.create_config_change_notification(f"brokers/{self._name(entity)}")
+
+
+Reconfigure = Callable[["DynamicBrokerConfig", frozenset[str]], None]
+
+
+class DynamicBrokerConfig:
+    """The broker's current config: ``server.properties`` with the dynamic levels over it.
+
+    Components register with :meth:`add_reconfigurable` for the keys they follow; an update that changes one of
+    them calls the component with this object (``current``, ``log_config``, ``cleaner_config`` already new) and
+    the changed keys.
+    """
+
+    def __init__(self, static: BrokerConfig, store: DynamicConfigStore | None = None) -> None:
+        self.static = static
+        self.node_id = static.node_id
+        self.store = store
+        self.broker_configs: dict[str, str] = {}
+        self.default_configs: dict[str, str] = {}
+        self.current, self.log_config, self.cleaner_config = self._build(dict(static.originals))
+        self._props = dict(static.originals)
+        self._reconfigurables: list[tuple[frozenset[str], Reconfigure]] = []
+
+    # -- building and validating ----------------------------------------------------------------------------
+    def _effective(self, default: Mapping[str, str], broker: Mapping[str, str]) -> dict[str, str]:
+        props = dict(self.static.originals)
+        for layer in (default, broker):
+            for key, value in layer.items():
+                for synonym in synonyms_of(key):
+                    props.pop(synonym, None)
+                props[key] = value
+        return props
+
+    @staticmethod
+    def _build(props: dict[str, str]) -> tuple[BrokerConfig, LogConfig, CleanerConfig]:
+        """The configs ``props`` make; ConfigError names the first bad value."""
+        for key in _POSITIVE_INT_CONFIGS & props.keys():
+            try:
+                ok = int(props[key]) >= 1
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ConfigError(f"Invalid value {props[key]} for configuration {key}: Value must be at least 1")
+        config = BrokerConfig(props)
+        log_config = LogConfig.from_broker_props(props)
+        try:
+            cleaner_config = CleanerConfig.from_broker_props(props)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        parse_max_connections_per_ip_overrides(str(config["max.connections.per.ip.overrides"] or ""))
+        return config, log_config, cleaner_config
+
+    @staticmethod
+    def check_names(props: Iterable[str]) -> None:
+        """ConfigError unless every key may be changed at runtime (Kafka's ``validateConfigs`` message)."""
+        static = sorted(k for k in props if k not in ALL_DYNAMIC_CONFIGS)
+        if static:
+            raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
+
+    def validate(self, entity: str, props: Mapping[str, str]) -> None:
+        """Whether ``props`` may become the complete dynamic config of ``entity`` (ConfigError if not)."""
+        self.check_names(props)
+        if entity == DEFAULT_ENTITY:
+            self._build(self._effective(props, self.broker_configs))
+        else:
+            self._build(self._effective(self.default_configs, props))
+
+    def entity_configs(self, entity: str) -> dict[str, str]:
+        return dict(self.default_configs if entity == DEFAULT_ENTITY else self.broker_configs)
+
+    # -- updating ---------------------------------------------------------------------------------------------
+    def add_reconfigurable(self, keys: Iterable[str], reconfigure: Reconfigure) -> None:
+        self._reconfigurables.append((frozenset(keys), reconfigure))
+
+    def load(self) -> None:
+        """Read both levels from the store (at start, before components are built from :attr:`current`)."""
+        if self.store is None:
+            return
+        self.update(DEFAULT_ENTITY, self.store.read(DEFAULT_ENTITY))
+        self.update(str(self.node_id), self.store.read(str(self.node_id)))
+
+    def update(self, entity: str, props: Mapping[str, str]) -> frozenset[str]:
+        """Make ``props`` the dynamic config of ``entity`` (``""`` or this broker's id; another id is ignored) and
+        reconfigure what follows the keys that changed; returns those keys. Stored values that are not valid
+        (written by another version, or by hand) are left out with an error in the log, as Kafka does."""
+        if entity not in (DEFAULT_ENTITY, str(self.node_id)):
+            return frozenset()
+        kept = self._valid_subset(entity, props)
+        default = kept if entity == DEFAULT_ENTITY else self.default_configs
+        broker = kept if entity != DEFAULT_ENTITY else self.broker_configs
+        props_new = self._effective(default, broker)
+        changed = frozenset(k for k in props_new.keys() | self._props.keys() if props_new.get(k) != self._props.get(k))
+        self.current, self.log_config, self.cleaner_config = self._build(props_new)
+        self._props = props_new
+        if entity == DEFAULT_ENTITY:
+            self.default_configs = dict(kept)
+        else:
+            self.broker_configs = dict(kept)
+        if changed:
+            log.info("dynamic broker config%s changed: %s", " default" if entity == DEFAULT_ENTITY else "",
+                     ", ".join(f"{k}={props_new.get(k)}" for k in sorted(changed)))
+        for keys, reconfigure in self._reconfigurables:
+            mine = frozenset(keys & changed)
+            if mine:
+                try:
+                    reconfigure(self, mine)
+                except Exception:
+                    log.exception("reconfiguring %s failed", ", ".join(sorted(mine)))
+        return changed
+
+    def _valid_subset(self, entity: str, props: Mapping[str, str]) -> dict[str, str]:
+        kept = {k: str(v) for k, v in props.items() if k in ALL_DYNAMIC_CONFIGS}
+        if len(kept) != len(props):
+            log.error("non-dynamic configs in the dynamic config of %s will be ignored: %s",
+                      entity or "<default>", ", ".join(sorted(set(props) - set(kept))))
+        try:
+            self.validate(entity, kept)
+            return kept
+        except ConfigError:
+            pass
+        good = {}
+        for key, value in kept.items():
+            try:
+                self.validate(entity, {key: value})
+                good[key] = value
+            except ConfigError as e:
+                log.error("dynamic config %s=%s of %s will be ignored: %s", key, value, entity or "<default>", e)
+        return good
+
+    # -- describing -------------------------------------------------------------------------------------------
+    def describe(self) -> list[tuple[str, str | None, int]]:
+        """(name, value, source) of every broker config, current values (DescribeConfigs on this broker)."""
+        rows = {n: v for n, v, _d in self.current.describe()}
+        for key, default in _EXTRA_DEFAULTS.items():
+            rows[key] = self._props.get(key, default)
+        return [(n, v, self.source(n)) for n, v in sorted(rows.items())]
+
+    @staticmethod
+    def default_value(key: str) -> str | None:
+        """Kafka's default of a broker key (what a broker without server.properties has)."""
+        if not _DEFAULTS:
+            _DEFAULTS.update((n, v) for n, v, _d in BrokerConfig({}).describe())
+            _DEFAULTS.update(_EXTRA_DEFAULTS)
+        return _DEFAULTS.get(key)
+
+    def source(self, key: str) -> int:
+        if key in self.broker_configs:
+            return DYNAMIC_BROKER_CONFIG
+        if key in self.default_configs:
+            return DYNAMIC_DEFAULT_BROKER_CONFIG
+        if key in self.static.originals:
+            return STATIC_BROKER_CONFIG
+        return DEFAULT_CONFIG
+
+    def levels(self, key: str) -> list[tuple[str, str, int]]:
+        """(name, value, source) of every level that sets ``key`` or a synonym of it, highest precedence first
+        (DescribeConfigs ``synonyms``; the DEFAULT_CONFIG entry is the caller's)."""
+        out = []
+        for layer, source in ((self.broker_configs, DYNAMIC_BROKER_CONFIG),
+                              (self.default_configs, DYNAMIC_DEFAULT_BROKER_CONFIG),
+                              (self.static.originals, STATIC_BROKER_CONFIG)):
+            out.extend((k, str(layer[k]), source) for k in synonyms_of(key) if k in layer)
+        return out
