@@ -1,4 +1,4 @@
-"""Describe and change topic and broker configs, users' SCRAM credentials and client quotas (Kafka's
+"""Describe and change topic and broker configs, broker log levels, users' SCRAM credentials and client quotas (Kafka's
 kafka-configs.sh, ``ConfigCommand``).
 
 Examples:
@@ -9,6 +9,8 @@ Examples:
   strom configs --bootstrap-server 127.0.0.1:9092 --topic sanguo --alter --delete-config retention.ms
   strom configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 1 --describe --all
   strom configs --bootstrap-server 127.0.0.1:9092 --broker-defaults --describe
+  strom configs --bootstrap-server 127.0.0.1:9092 --broker-defaults --alter --add-config log.retention.ms=86400000
+  strom configs --bootstrap-server 127.0.0.1:9092 --broker-logger 1 --alter --add-config strom.server=DEBUG
   strom configs --bootstrap-server 127.0.0.1:9092 --alter --add-config 'producer_byte_rate=1048576' \\
       --entity-type clients --entity-name c1
   strom configs --bootstrap-server 127.0.0.1:9092 --alter --add-config 'consumer_byte_rate=2097152' \\
@@ -64,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shorthand for --entity-type brokers --entity-name ID")
     p.add_argument("--broker-defaults", action="store_true",
                    help="shorthand for --entity-type brokers --entity-default")
+    p.add_argument("--broker-logger", metavar="<String: broker id>",
+                   help="shorthand for --entity-type broker-loggers --entity-name ID (the broker's log levels)")
     p.add_argument("--all", action="store_true", help="with --describe: all configs, not only the dynamic ones")
     p.add_argument("--add-config", metavar="<String>",
                    help="configs to set: 'k1=v1,k2=[v1,v2,v2],k3=v3' (square brackets group a list value)")
@@ -102,6 +106,7 @@ def parse_add_config(text: str) -> dict[str, str]:
 def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """[(entity type, entity name or None for all / "" for the default)]: one entity, or users + clients."""
     shorthands = [(args.topic is not None, "topics", args.topic), (args.broker is not None, "brokers", args.broker),
+                  (args.broker_logger is not None, "broker-loggers", args.broker_logger),
                   (args.broker_defaults, "brokers", ""), (args.user is not None, "users", args.user),
                   (args.user_defaults, "users", ""), (args.client is not None, "clients", args.client),
                   (args.client_defaults, "clients", "")]
@@ -120,15 +125,15 @@ def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     for t, _ in given:
         if t not in ENTITY_TYPES:
             raise CliError(f"Invalid entity type {t}, the entity type must be one of {', '.join(ENTITY_TYPES)}", 2)
-        if t not in ("topics", "brokers", "users", "clients", "ips"):
-            raise CliError(f"strom supports the entity types topics, brokers, users, clients and ips; {t} is not "
-                           "implemented", 2)
+        if t not in ("topics", "brokers", "broker-loggers", "users", "clients", "ips"):
+            raise CliError(f"strom supports the entity types topics, brokers, broker-loggers, users, clients and "
+                           f"ips; {t} is not implemented", 2)
     kinds = [t for t, _ in given]
     if len(given) > 1 and (sorted(kinds) != ["clients", "users"]):
         raise CliError("Only the entity types users and clients may be combined, each once: "
                        f"{', '.join(kinds)}", 2)
     for t, n in given:
-        if n == "" and t == "topics":
+        if n == "" and t in ("topics", "broker-loggers"):
             raise CliError("--entity-default may only be used with --entity-type brokers, users or clients", 2)
     return sorted(given, key=lambda e: e[0] != "users")  # users first, as Kafka's paths are
 
@@ -154,12 +159,12 @@ def _check(args: argparse.Namespace) -> tuple[str, str, str | None]:
                            + " and ".join(t for t, n in entities if n is None), 2)
     elif args.add_config or args.add_config_file or args.delete_config:
         raise CliError("--add-config, --add-config-file and --delete-config need --alter", 2)
-    if entity_type == "brokers" and name:
+    if entity_type in ("brokers", "broker-loggers") and name:
         try:
             int(name)
         except ValueError:
-            raise CliError(f"The entity name for brokers must be a valid integer broker id, but it is: {name}",
-                           2) from None
+            raise CliError(f"The entity name for {entity_type} must be a valid integer broker id, but it is: "
+                           f"{name}", 2) from None
     return "alter" if args.alter else "describe", entity_type, name
 
 
@@ -187,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(f"Completed updating default config for {head_type} in the cluster.")
             return 0
-        if entity_type == "brokers" and name:
+        if entity_type in ("brokers", "broker-loggers") and name:
             _check_broker(admin, name)
         if action == "describe":
             return _describe(admin, entity_type, name, args.all)
@@ -425,31 +430,33 @@ def _check_broker(admin: Any, name: str) -> None:
 def _resource(entity_type: str, name: str) -> Any:
     from strom.admin import ConfigResource, ConfigResourceType
 
-    return ConfigResource(ConfigResourceType.TOPIC if entity_type == "topics" else ConfigResourceType.BROKER, name)
+    kind = {"topics": ConfigResourceType.TOPIC, "broker-loggers": ConfigResourceType.BROKER_LOGGER}
+    return ConfigResource(kind.get(entity_type, ConfigResourceType.BROKER), name)
+
+
+_KIND = {"topics": "topic", "brokers": "broker", "broker-loggers": "broker-logger"}
 
 
 def _label(entity_type: str, name: str) -> str:
     if entity_type == "brokers" and name == "":
         return "default config for brokers in the cluster"
-    return f"config for {'topic' if entity_type == 'topics' else 'broker'} {name}"
+    return f"config for {_KIND[entity_type]} {name}"
 
 
 def _header(entity_type: str, name: str, describe_all: bool) -> str:
     if entity_type == "brokers" and name == "":
         return f"{'All' if describe_all else 'Default'} configs for brokers in the cluster are:"
-    kind = "topic" if entity_type == "topics" else "broker"
-    return f"{'All' if describe_all else 'Dynamic'} configs for {kind} {name} are:"
+    return f"{'All' if describe_all else 'Dynamic'} configs for {_KIND[entity_type]} {name} are:"
 
 
 def format_entry(entry: Any) -> str:
     """Kafka's ``  name=value sensitive=false synonyms={SOURCE:name=value, ...}`` line."""
-    from strom.admin import ConfigSource
 
-    value = "null" if entry.is_sensitive else entry.value
-    synonyms = list(entry.synonyms)
-    if not synonyms and entry.source != ConfigSource.UNKNOWN:
-        synonyms = [entry]  # brokers that send no synonyms: the entry's own source
-    text = ", ".join(f"{s.source.name}:{s.name}={'null' if entry.is_sensitive else s.value}" for s in synonyms)
+    def shown(value: str | None) -> str:
+        return "null" if entry.is_sensitive or value is None else value
+
+    text = ", ".join(f"{s.source.name}:{s.name}={shown(s.value)}" for s in entry.synonyms)
+    value = shown(entry.value)
     return f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{text}}}"
 
 
@@ -462,7 +469,7 @@ def _describe(admin: Any, entity_type: str, name: str | None, describe_all: bool
         names = sorted(wait(admin.list_topics(list_internal=True).names()))
     else:
         nodes = wait(admin.describe_cluster().nodes())
-        names = [str(n.node_id) for n in nodes] + [""]
+        names = [str(n.node_id) for n in nodes] + ([""] if entity_type == "brokers" else [])
     resources = {n: _resource(entity_type, n) for n in names}
     result = admin.describe_configs(list(resources.values()), include_synonyms=True)
     if entity_type == "topics":
@@ -472,7 +479,8 @@ def _describe(admin: Any, entity_type: str, name: str | None, describe_all: bool
     for n in names:
         config = wait(result[resources[n]])
         source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if entity_type == "brokers" and n == "" else wanted
-        entries = list(config) if describe_all else [e for e in config if e.source == source]
+        every = describe_all or entity_type == "broker-loggers"  # a logger's level is always its own, as Kafka lists
+        entries = list(config) if every else [e for e in config if e.source == source]
         print(_header(entity_type, n, describe_all))
         for entry in sorted(entries, key=lambda e: e.name):
             print(format_entry(entry))
@@ -489,9 +497,11 @@ def _alter(admin: Any, args: argparse.Namespace, entity_type: str, name: str) ->
     if overlap:
         raise CliError(f"Config(s) {', '.join(overlap)} cannot be both added and deleted")
     resource = _resource(entity_type, name)
-    if entity_type == "topics" and to_delete:
+    if entity_type in ("topics", "brokers") and to_delete:  # Kafka's ConfigCommand: only set keys can go
         current = wait(admin.describe_configs([resource])[resource])
-        dynamic = {e.name for e in current if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
+        source = (ConfigSource.DYNAMIC_TOPIC_CONFIG if entity_type == "topics" else
+                  ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else ConfigSource.DYNAMIC_BROKER_CONFIG)
+        dynamic = {e.name for e in current if e.source == source}
         invalid = [k for k in to_delete if k not in dynamic]
         if invalid:
             raise CliError(f"Invalid config(s): {','.join(invalid)}")

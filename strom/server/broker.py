@@ -39,6 +39,7 @@ from strom.server.dynamic_broker_config import (
     DynamicBrokerConfig,
     FileDynamicConfigStore,
     ZkDynamicConfigStore,
+    listener_ssl_config,
 )
 from strom.server.fetch_session import FetchManager, FetchSessionCache
 from strom.server.kafka_apis import ApiCollaborators, KafkaApis
@@ -249,7 +250,18 @@ class BrokerServer:
             if self.socket_servers:
                 self.socket_servers[0].quotas.reconfigure(d.current)  # one ConnectionQuotas for every listener
 
+        def tls(d: DynamicBrokerConfig, keys: frozenset[str]) -> None:
+            listeners = {listener_ssl_config(k) for k in keys}
+            for server in self.socket_servers:
+                if server.listener.name in listeners and server.listener.uses_ssl:
+                    try:
+                        server.set_ssl_context(d.check_ssl(d.current, server.listener.name))
+                        log.info("listener %s: new keystore / truststore loaded", server.listener.name)
+                    except ConfigError as e:
+                        log.error("listener %s keeps its TLS context: %s", server.listener.name, e)
+
         dc.add_reconfigurable(LOG_CONFIGS, log_defaults)
+        dc.add_reconfigurable(lambda key: listener_ssl_config(key) is not None, tls)
         dc.add_reconfigurable(CLEANER_CONFIGS, cleaner)
         dc.add_reconfigurable(SOCKET_CONFIGS, connections)
 

@@ -22,6 +22,10 @@ What can change (Kafka's dynamic configs that strom has; any other key is refuse
   the cleaner threads restart with the new settings, as Kafka's ``LogCleaner.reconfigure`` does;
 - connection limits (``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides``,
   ``max.connection.creation.rate``);
+- a TLS listener's keystore and truststore, per broker and with the listener prefix only
+  (``listener.name.<listener>.ssl.keystore.location`` ...), as in Kafka: the new files are loaded and checked
+  before the change is accepted, and connections made afterwards use them. Altering them with unchanged values
+  reloads the files (a certificate rotated in place), as Kafka's ``reloadUpdatedFilesWithoutConfigChange``;
 - thread pool sizes Kafka resizes (``num.io.threads`` ...): stored and described, with no effect, since strom's
   broker has no such pools (in ``server.properties`` they are accepted and ignored too).
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,6 +60,9 @@ __all__ = [
     "LOG_CONFIGS",
     "SOCKET_CONFIGS",
     "ZkDynamicConfigStore",
+    "is_dynamic",
+    "is_sensitive",
+    "listener_ssl_config",
     "synonyms_of",
 ]
 
@@ -74,6 +82,28 @@ SOCKET_CONFIGS = frozenset({"max.connections", "max.connections.per.ip", "max.co
 THREAD_CONFIGS = frozenset({"num.io.threads", "num.network.threads", "num.replica.fetchers",
                             "num.recovery.threads.per.data.dir", "background.threads"})
 ALL_DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | SOCKET_CONFIGS | THREAD_CONFIGS
+SSL_RECONFIGURABLE_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.truststore.certificates"})
+"""Kafka's ``SslConfigs.RECONFIGURABLE_CONFIGS``: dynamic per broker, with a listener prefix only."""
+_LISTENER_CONFIG = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
+
+
+def listener_ssl_config(key: str) -> str | None:
+    """The listener name (upper case) of ``listener.name.<l>.<reconfigurable ssl key>``, else None."""
+    m = _LISTENER_CONFIG.match(key)
+    return m.group(1).upper() if m and m.group(2) in SSL_RECONFIGURABLE_CONFIGS else None
+
+
+def is_dynamic(key: str) -> bool:
+    return key in ALL_DYNAMIC_CONFIGS or listener_ssl_config(key) is not None
+
+
+def is_sensitive(key: str) -> bool:
+    """Kafka's PASSWORD-type configs: described without their value."""
+    base = _LISTENER_CONFIG.sub(r"\2", key)
+    return base.endswith(".password") or base == "ssl.keystore.key" or base.endswith("sasl.jaas.config")
 
 _POSITIVE_INT_CONFIGS = THREAD_CONFIGS  # Kafka: each pool must keep at least one thread
 
@@ -158,6 +188,7 @@ class ZkDynamicConfigStore:
 
 
 Reconfigure = Callable[["DynamicBrokerConfig", frozenset[str]], None]
+KeyFilter = Callable[[str], bool]
 
 
 class DynamicBrokerConfig:
@@ -176,7 +207,7 @@ class DynamicBrokerConfig:
         self.default_configs: dict[str, str] = {}
         self.current, self.log_config, self.cleaner_config = self._build(dict(static.originals))
         self._props = dict(static.originals)
-        self._reconfigurables: list[tuple[frozenset[str], Reconfigure]] = []
+        self._reconfigurables: list[tuple[KeyFilter, Reconfigure]] = []
 
     # -- building and validating ----------------------------------------------------------------------------
     def _effective(self, default: Mapping[str, str], broker: Mapping[str, str]) -> dict[str, str]:
@@ -208,26 +239,52 @@ class DynamicBrokerConfig:
         return config, log_config, cleaner_config
 
     @staticmethod
-    def check_names(props: Iterable[str]) -> None:
-        """ConfigError unless every key may be changed at runtime (Kafka's ``validateConfigs`` message)."""
-        static = sorted(k for k in props if k not in ALL_DYNAMIC_CONFIGS)
-        if static:
-            raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
+    def check_names(props: Iterable[str], per_broker: bool = True) -> None:
+        """ConfigError unless every key may be changed at runtime at this level (Kafka's ``validateConfigs``
+        messages, in its order)."""
+        def refuse(keys: list[str], why: str) -> None:
+            if keys:
+                raise ConfigError(f"{why}: Set({', '.join(sorted(keys))})")
+
+        keys = list(props)
+        refuse([k for k in keys if not is_dynamic(k) and k not in SSL_RECONFIGURABLE_CONFIGS],
+               "Cannot update these configs dynamically")
+        refuse([k for k in keys if k in SSL_RECONFIGURABLE_CONFIGS],
+               "These security configs can be dynamically updated only per-listener using the listener prefix")
+        if not per_broker:
+            refuse([k for k in keys if listener_ssl_config(k) is not None],
+                   "Cannot update these configs at default cluster level, broker id must be specified")
 
     def validate(self, entity: str, props: Mapping[str, str]) -> None:
         """Whether ``props`` may become the complete dynamic config of ``entity`` (ConfigError if not)."""
-        self.check_names(props)
+        self.check_names(props, per_broker=entity != DEFAULT_ENTITY)
         if entity == DEFAULT_ENTITY:
-            self._build(self._effective(props, self.broker_configs))
+            config = self._build(self._effective(props, self.broker_configs))[0]
         else:
-            self._build(self._effective(self.default_configs, props))
+            config = self._build(self._effective(self.default_configs, props))[0]
+        for listener in sorted({n for k in props if (n := listener_ssl_config(k)) is not None}):
+            self.check_ssl(config, listener)
+
+    @staticmethod
+    def check_ssl(config: BrokerConfig, listener: str) -> Any:
+        """The TLS context ``config`` gives ``listener`` (ConfigError: not a TLS listener, or its files do not
+        load)."""
+        from strom.server.security.ssl_factory import server_ssl_context
+
+        if not any(lst.name == listener and lst.uses_ssl for lst in config.listeners):
+            raise ConfigError(f"Listener {listener} is not a TLS listener of this broker")
+        try:
+            return server_ssl_context(config, listener)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"Invalid SSL keystore or truststore of listener {listener}: {e}") from None
 
     def entity_configs(self, entity: str) -> dict[str, str]:
         return dict(self.default_configs if entity == DEFAULT_ENTITY else self.broker_configs)
 
     # -- updating ---------------------------------------------------------------------------------------------
-    def add_reconfigurable(self, keys: Iterable[str], reconfigure: Reconfigure) -> None:
-        self._reconfigurables.append((frozenset(keys), reconfigure))
+    def add_reconfigurable(self, keys: Iterable[str] | KeyFilter, reconfigure: Reconfigure) -> None:
+        """Call ``reconfigure`` when one of ``keys`` (a set, or a test of a key) changes."""
+        self._reconfigurables.append((keys if callable(keys) else frozenset(keys).__contains__, reconfigure))
 
     def load(self) -> None:
         """Read both levels from the store (at start, before components are built from :attr:`current`)."""
@@ -236,10 +293,11 @@ class DynamicBrokerConfig:
         self.update(DEFAULT_ENTITY, self.store.read(DEFAULT_ENTITY))
         self.update(str(self.node_id), self.store.read(str(self.node_id)))
 
-    def update(self, entity: str, props: Mapping[str, str]) -> frozenset[str]:
+    def update(self, entity: str, props: Mapping[str, str], reload: Iterable[str] = ()) -> frozenset[str]:
         """Make ``props`` the dynamic config of ``entity`` (``""`` or this broker's id; another id is ignored) and
         reconfigure what follows the keys that changed; returns those keys. Stored values that are not valid
-        (written by another version, or by hand) are left out with an error in the log, as Kafka does."""
+        (written by another version, or by hand) are left out with an error in the log, as Kafka does. Keys in
+        ``reload`` count as changed for the components that follow them (files rewritten in place)."""
         if entity not in (DEFAULT_ENTITY, str(self.node_id)):
             return frozenset()
         kept = self._valid_subset(entity, props)
@@ -256,8 +314,9 @@ class DynamicBrokerConfig:
         if changed:
             log.info("dynamic broker config%s changed: %s", " default" if entity == DEFAULT_ENTITY else "",
                      ", ".join(f"{k}={props_new.get(k)}" for k in sorted(changed)))
-        for keys, reconfigure in self._reconfigurables:
-            mine = frozenset(keys & changed)
+        touched = changed | frozenset(reload)
+        for follows, reconfigure in self._reconfigurables:
+            mine = frozenset(k for k in touched if follows(k))
             if mine:
                 try:
                     reconfigure(self, mine)
@@ -266,7 +325,8 @@ class DynamicBrokerConfig:
         return changed
 
     def _valid_subset(self, entity: str, props: Mapping[str, str]) -> dict[str, str]:
-        kept = {k: str(v) for k, v in props.items() if k in ALL_DYNAMIC_CONFIGS}
+        kept = {k: str(v) for k, v in props.items() if is_dynamic(k)
+                and (entity != DEFAULT_ENTITY or listener_ssl_config(k) is None)}
         if len(kept) != len(props):
             log.error("non-dynamic configs in the dynamic config of %s will be ignored: %s",
                       entity or "<default>", ", ".join(sorted(set(props) - set(kept))))
@@ -290,6 +350,8 @@ class DynamicBrokerConfig:
         rows = {n: v for n, v, _d in self.current.describe()}
         for key, default in _EXTRA_DEFAULTS.items():
             rows[key] = self._props.get(key, default)
+        for key in self.broker_configs.keys() | self.default_configs.keys():
+            rows.setdefault(key, self._props.get(key))  # listener.name.<l>.ssl.* ...
         return [(n, v, self.source(n)) for n, v in sorted(rows.items())]
 
     @staticmethod

@@ -636,7 +636,7 @@ class SocketServer:
         self._max_request_size = max_request_size
         self._max_idle_ns = connections_max_idle_ms * 1_000_000
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
-        self._ssl = ssl_context if listener.uses_ssl else None
+        self._ssl = ssl_context if listener.uses_ssl else None  # replaced by set_ssl_context (a keystore rotated)
         self._authenticator_factory = authenticator_factory if listener.uses_sasl else None
         self._principal_from_cert = principal_from_cert
         self._time = time
@@ -663,6 +663,13 @@ class SocketServer:
         self.on_connection_created: Callable[[], None] | None = None  # socket-server-metrics
         self.frame_pool = FrameBufferPool()  # the event loop's: large requests' buffers, reused
         self.read_buffer = memoryview(bytearray(_READ_BUFFER_SIZE))  # shared: each read is handled before the next
+
+    def set_ssl_context(self, context: ssl.SSLContext) -> None:
+        """A new keystore / truststore (a dynamic broker config): connections accepted from now on use it, the
+        open ones keep the one they were made with, as in Kafka."""
+        if not self.listener.uses_ssl:
+            raise ValueError(f"listener {self.listener.name} does not use TLS")
+        self._ssl = context
 
     @classmethod
     def from_config(cls, listener: Listener, dispatch: Dispatcher, config: Any, quotas: ConnectionQuotas,

@@ -440,6 +440,26 @@ def _broker_config(bootstrap: str, node: int, key: str) -> str | None:
         admin.close()
 
 
+def leaderless_after_the_leader_dies(cluster: LocalCluster, topic: str) -> list[int]:
+    """``topic``'s followers back up without the records only its leader had, the leader dead, no unclean
+    election allowed: the partition has no leader. Returns the followers."""
+    leader, followers = leader_alone_with_records_only_it_has(cluster, topic)
+    cluster.brokers[leader].kill()
+    for n in followers:
+        cluster.brokers[n].start(timeout=60)
+    # back, registered, and told the partition has no leader: nothing in its ISR is alive
+    wait_until(lambda: partition_meta(cluster, topic, nodes=tuple(followers)).leader == -1, 60,
+               "the partition offline")
+    return followers
+
+
+def assert_elected_uncleanly(cluster: LocalCluster, topic: str, followers: list[int]) -> None:
+    wait_until(lambda: partition_meta(cluster, topic, nodes=tuple(followers)).leader in followers, 60,
+               "a follower elected leader")
+    got = [v for _, v in read_all(cluster.bootstrap_of(*followers), topic)[0]]
+    assert got == list(range(10))  # what only the old leader had is gone: the price of an unclean election
+
+
 def test_a_dynamic_cluster_default_reaches_every_broker_and_enables_unclean_election(cluster: LocalCluster) -> None:
     """``unclean.leader.election.enable`` set at runtime as the cluster default (AlterConfigs on the BROKER
     resource "", no restart): every broker takes the new default, and the controller elects a leader for a
@@ -448,18 +468,9 @@ def test_a_dynamic_cluster_default_reaches_every_broker_and_enables_unclean_elec
     for n in (1, 2, 3):
         wait_until(lambda n=n: _broker_config(cluster.bootstrap_of(n), n, "log.retention.ms") == "7200000", 30,
                    f"broker {n} takes the new default")
-    leader, followers = leader_alone_with_records_only_it_has(cluster, "late-unclean")
-    cluster.brokers[leader].kill()
-    for n in followers:
-        cluster.brokers[n].start(timeout=60)
-    # back, registered, and told the partition has no leader: nothing in its ISR is alive
-    wait_until(lambda: partition_meta(cluster, "late-unclean", nodes=tuple(followers)).leader == -1, 60,
-               "the partition offline")
+    followers = leaderless_after_the_leader_dies(cluster, "late-unclean")
     _alter_broker_default(cluster.bootstrap_of(*followers), "unclean.leader.election.enable", "true")
-    wait_until(lambda: partition_meta(cluster, "late-unclean", nodes=tuple(followers)).leader in followers, 60,
-               "a follower elected leader")
-    got = [v for _, v in read_all(cluster.bootstrap_of(*followers), "late-unclean")[0]]
-    assert got == list(range(10))  # what only the old leader had is gone: the price of an unclean election
+    assert_elected_uncleanly(cluster, "late-unclean", followers)
 
 
 def test_a_topic_override_enables_unclean_election_of_its_leaderless_partition(cluster: LocalCluster) -> None:
@@ -467,17 +478,10 @@ def test_a_topic_override_enables_unclean_election_of_its_leaderless_partition(c
     no live in-sync replica, the controller elects an out-of-sync one (Kafka's ``enableTopicUncleanLeaderElection``)."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    leader, followers = leader_alone_with_records_only_it_has(cluster, "topic-unclean")
-    cluster.brokers[leader].kill()
-    for n in followers:
-        cluster.brokers[n].start(timeout=60)
-    wait_until(lambda: partition_meta(cluster, "topic-unclean", nodes=tuple(followers)).leader == -1, 60,
-               "the partition offline")
+    followers = leaderless_after_the_leader_dies(cluster, "topic-unclean")
     entry = ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(*followers)})
     for f in admin.incremental_alter_configs(
             [ConfigResource(ResourceType.TOPIC, "topic-unclean", incremental_configs=[entry])]).values():
         f.result(30)
-    wait_until(lambda: partition_meta(cluster, "topic-unclean", nodes=tuple(followers)).leader in followers, 60,
-               "a follower elected leader")
-    assert [v for _, v in read_all(cluster.bootstrap_of(*followers), "topic-unclean")[0]] == list(range(10))
+    assert_elected_uncleanly(cluster, "topic-unclean", followers)

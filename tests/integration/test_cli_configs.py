@@ -90,6 +90,7 @@ def test_broker_configs_describe_and_alter(broker: BrokerProcess) -> None:
     assert everything[0] == "All configs for broker 1 are:"
     assert ("  log.segment.bytes=536870912 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes="
             "536870912, DEFAULT_CONFIG:log.segment.bytes=1073741824}") in everything
+    assert "  broker.rack=null sensitive=false synonyms={}" in everything  # no value anywhere, as Kafka prints it
     listing = configs(broker, "--entity-type", "brokers", "--describe")
     assert listing.stdout.splitlines() == ["Dynamic configs for broker 1 are:",
                                            "Default configs for brokers in the cluster are:"]
@@ -109,6 +110,9 @@ def test_broker_configs_describe_and_alter(broker: BrokerProcess) -> None:
         "DEFAULT_CONFIG:log.retention.hours=168}"]
     for target in (["--broker", "1"], ["--broker-defaults"]):
         assert configs(broker, *target, "--alter", "--delete-config", "log.retention.ms").returncode == 0
+        unset = configs(broker, *target, "--alter", "--delete-config", "log.retention.ms")
+        assert (unset.returncode, unset.stderr.strip()) == (
+            1, "Error while executing config command: Invalid config(s): log.retention.ms")
     assert configs(broker, "--broker", "1", "--describe").stdout == "Dynamic configs for broker 1 are:\n"
     for target, name in ((["--entity-type", "brokers", "--entity-name", "1"], "1"), (["--broker-defaults"], "")):
         refused = configs(broker, *target, "--alter", "--add-config", "log.dirs=/elsewhere")
@@ -120,3 +124,52 @@ def test_broker_configs_describe_and_alter(broker: BrokerProcess) -> None:
     wrong_id = configs(broker, "--broker", "7", "--describe")
     assert (wrong_id.returncode, wrong_id.stderr.strip()) == (
         1, "Error while executing config command: Broker 7 is not in the cluster (broker ids: 1)")
+
+
+def _read_one(broker: BrokerProcess) -> None:
+    """A strom consumer's fetch (it opens a fetch session, which the broker logs at DEBUG on strom.server)."""
+    from strom.common.structs import TopicPartition
+    from strom.consumer import KafkaConsumer
+
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, key_deserializer="bytes", value_deserializer="bytes")
+    try:
+        c.assign([TopicPartition("sanguo", 0)])
+        c.seek(TopicPartition("sanguo", 0), 0)
+        c.poll(timeout_ms=1500)
+    finally:
+        c.close()
+
+
+def test_broker_log_levels_at_runtime(broker: BrokerProcess) -> None:
+    """Kafka's broker-loggers: every logger's level listed, one set to DEBUG makes the broker log at DEBUG from
+    then on, deleting it makes it follow its parent again; unknown loggers and levels, and the root logger's
+    removal, are refused with Kafka's messages."""
+    listed = configs(broker, "--broker-logger", "1", "--describe").stdout.splitlines()
+    assert listed[0] == "Dynamic configs for broker-logger 1 are:"
+    assert "  root=INFO sensitive=false synonyms={}" in listed
+    assert "  strom.server=INFO sensitive=false synonyms={}" in listed
+
+    _read_one(broker)
+    assert "Created fetch session" not in broker.read_log()
+    done = configs(broker, "--entity-type", "broker-loggers", "--entity-name", "1", "--alter", "--add-config",
+                   "strom.server=DEBUG")
+    assert (done.returncode, done.stdout.strip()) == (0, "Completed updating config for broker-logger 1.")
+    assert "  strom.server=DEBUG sensitive=false synonyms={}" in configs(
+        broker, "--broker-logger", "1", "--describe").stdout.splitlines()
+    _read_one(broker)
+    assert broker.read_log().count("Created fetch session") == 1
+    assert configs(broker, "--broker-logger", "1", "--alter", "--delete-config", "strom.server").returncode == 0
+    assert "  strom.server=INFO sensitive=false synonyms={}" in configs(
+        broker, "--broker-logger", "1", "--describe").stdout.splitlines()
+    _read_one(broker)
+    assert broker.read_log().count("Created fetch session") == 1
+
+    for change, error in (
+            (["--add-config", "nosuch.logger=DEBUG"], "INVALID_CONFIG: Logger nosuch.logger does not exist!"),
+            (["--add-config", "strom.server=LOUD"], "INVALID_CONFIG: Cannot set the log level of strom.server to "
+                                                    "LOUD as it is not a supported log level."),
+            (["--delete-config", "root"], "INVALID_REQUEST: Removing the log level of the root logger is not "
+                                          "allowed")):
+        refused = configs(broker, "--broker-logger", "1", "--alter", *change)
+        assert refused.returncode == 1
+        assert refused.stderr.startswith(f"Error while executing config command: {error}"), refused.stderr

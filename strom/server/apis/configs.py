@@ -3,7 +3,8 @@
 Topic overrides live in the topic registry; a change re-applies the topic's ``LogConfig`` to its open logs.
 Broker configs are server.properties with the dynamic broker configs over it (``DynamicBrokerConfig``): a
 BROKER resource named by this broker's id is its per-broker level, the one named ``""`` the cluster-wide
-default; keys that cannot change at runtime are refused as Kafka refuses them (INVALID_REQUEST). With an
+default; keys that cannot change at runtime are refused as Kafka refuses them (INVALID_REQUEST). A
+BROKER_LOGGER resource (this broker's id) lists and sets log levels (``strom.server.broker_loggers``). With an
 authorizer, a topic needs DESCRIBE_CONFIGS / ALTER_CONFIGS on it (TOPIC_AUTHORIZATION_FAILED), the broker and its
 loggers the same on the cluster (CLUSTER_AUTHORIZATION_FAILED), checked before anything else about the resource.
 """
@@ -23,12 +24,15 @@ from strom.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from strom.server import broker_loggers
 from strom.server.apis import api
 from strom.server.dynamic_broker_config import (
-    ALL_DYNAMIC_CONFIGS,
     DEFAULT_ENTITY,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DynamicBrokerConfig,
+    is_dynamic,
+    is_sensitive,
+    listener_ssl_config,
     synonyms_of,
 )
 from strom.server.security.request_auth import CLUSTER, Op, Res, allowed
@@ -53,6 +57,7 @@ UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_CONFIG = ErrorCode.INVALID_CONFIG
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                  "password": 9}
@@ -119,7 +124,7 @@ def _broker_rows(dynamic_config: DynamicBrokerConfig, name: str) -> list[tuple[s
 def _broker_synonyms(dynamic_config: DynamicBrokerConfig, name: str, per_broker: bool,
                      ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
     S = DescribeConfigsResponse.DescribeConfigsSynonym
-    out = [S(name=n, value=v, source=src) for n, v, src in dynamic_config.levels(name)
+    out = [S(name=n, value=None if is_sensitive(n) else v, source=src) for n, v, src in dynamic_config.levels(name)
            if per_broker or src != DYNAMIC_BROKER_CONFIG]
     # Kafka's default of the first synonym that has one (log.retention.ms: DEFAULT_CONFIG:log.retention.hours=168)
     default = next(((n, d) for n in synonyms_of(name) if (d := dynamic_config.default_value(n)) is not None), None)
@@ -170,17 +175,24 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
                                  resource_name=res.resource_name, configs=[]))
                 continue
             rows = _broker_rows(dynamic_config, res.resource_name)
+        elif res.resource_type == BROKER_LOGGER:
+            refused = _broker_id_error(res.resource_name, node_id, empty_allowed=False)
+            if refused is not None:
+                results.append(R(error_code=refused[0], error_message=refused[1], resource_type=BROKER_LOGGER,
+                                 resource_name=res.resource_name, configs=[]))
+                continue
+            rows = [(n, level, DYNAMIC_BROKER_LOGGER_CONFIG) for n, level in broker_loggers.describe_loggers()]
         else:
             results.append(R(error_code=INVALID_REQUEST, error_message=f"Unsupported resource type "
                              f"{res.resource_type}", resource_type=res.resource_type, resource_name=res.resource_name,
                              configs=[]))
             continue
-        synonyms = request.include_synonyms and ctx.api_version >= 1
+        synonyms = request.include_synonyms and ctx.api_version >= 1 and res.resource_type != BROKER_LOGGER
         topic = res.resource_type == TOPIC
         per_broker = res.resource_name != DEFAULT_ENTITY
         configs = [
-            C(name=n, value=v, read_only=not topic and n not in ALL_DYNAMIC_CONFIGS, is_default=src == DEFAULT_CONFIG,
-              config_source=src, is_sensitive=False,
+            C(name=n, value=None if is_sensitive(n) else v, read_only=not topic and not is_dynamic(n),
+              is_default=src == DEFAULT_CONFIG, config_source=src, is_sensitive=is_sensitive(n),
               synonyms=([] if not synonyms else _topic_synonyms(dynamic_config, n, v, src) if topic
                         else _broker_synonyms(dynamic_config, n, per_broker)),
               config_type=_config_type(n, v),
@@ -209,14 +221,16 @@ async def _apply_broker(dynamic_config: DynamicBrokerConfig, name: str, new: dic
         except Exception as e:
             log.error("cannot store the dynamic config of broker %s: %s", name or "<default>", e)
             return ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot store the dynamic broker config: {e}"
-    dynamic_config.update(name, new)
+    # Kafka reloads a listener's keystore and truststore on any per-broker alter that names them, changed or not,
+    # so a certificate rewritten in place is picked up
+    dynamic_config.update(name, new, reload=[k for k in new if listener_ssl_config(k) is not None])
     return ErrorCode.NONE, None
 
 
-def _broker_id_error(name: str, node_id: int) -> tuple[int, str] | None:
+def _broker_id_error(name: str, node_id: int, empty_allowed: bool = True) -> tuple[int, str] | None:
     """A per-broker resource must name this broker (the admin client sends it to that broker)."""
     if name == DEFAULT_ENTITY:
-        return None
+        return None if empty_allowed else (INVALID_REQUEST, "Broker id must not be empty")
     try:
         int(name)
     except ValueError:
@@ -233,6 +247,9 @@ async def _apply(metadata: MetadataCache, admin: AdminManager, dynamic_config: D
     if resource_type == BROKER:
         return _broker_id_error(name, dynamic_config.node_id) or await _apply_broker(
             dynamic_config, name, new, validate_only)
+    if resource_type == BROKER_LOGGER:
+        return INVALID_REQUEST, "AlterConfigs does not support the BROKER_LOGGER resource type: use " \
+            "IncrementalAlterConfigs"
     if resource_type != TOPIC:
         return INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     info = md.topic(name)
@@ -244,6 +261,37 @@ async def _apply(metadata: MetadataCache, admin: AdminManager, dynamic_config: D
             await admin.set_topic_configs(name, new)
     except BrokerResponseError as e:
         return e.errno, e.message
+    return ErrorCode.NONE, None
+
+
+def _alter_loggers(name: str, node_id: int, configs: Any, validate_only: bool) -> tuple[int, str | None]:
+    """Log levels (Kafka's ``ConfigAdminManager.validateLogLevelConfigs``, then ``Log4jController``): every change
+    is checked before any is made."""
+    refused = _broker_id_error(name, node_id, empty_allowed=False)
+    if refused is not None:
+        return refused
+    for c in configs:
+        if c.config_operation in (APPEND, SUBTRACT):
+            op = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
+            return INVALID_REQUEST, f"{op} operation is not allowed for the BROKER_LOGGER resource"
+        if c.config_operation not in (SET, DELETE):
+            return INVALID_REQUEST, f"Unknown config operation {c.config_operation}"
+        if c.config_operation == DELETE and c.name == broker_loggers.ROOT_LOGGER:
+            return INVALID_REQUEST, f"Removing the log level of the {broker_loggers.ROOT_LOGGER} logger is not allowed"
+        try:
+            if c.config_operation == SET:
+                broker_loggers.check_level(c.name, c.value)
+            else:
+                broker_loggers.check_level(c.name, "INFO")  # the logger must exist
+        except broker_loggers.BrokerLoggerError as e:
+            return INVALID_CONFIG, str(e)
+    if not validate_only:
+        for c in configs:
+            if c.config_operation == SET:
+                broker_loggers.set_log_level(c.name, c.value)
+            else:
+                broker_loggers.unset_log_level(c.name)
+            log.info("log level of %s %s", c.name, f"set to {c.value}" if c.config_operation == SET else "unset")
     return ErrorCode.NONE, None
 
 
@@ -274,6 +322,12 @@ async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfig
     md = metadata
     out = []
     for res in request.resources:
+        if res.resource_type == BROKER_LOGGER:
+            code, msg = _refusal(authorizer, ctx, Op.ALTER_CONFIGS, BROKER_LOGGER, res.resource_name) or \
+                _alter_loggers(res.resource_name, dynamic_config.node_id, res.configs, request.validate_only)
+            out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=msg, resource_type=BROKER_LOGGER, resource_name=res.resource_name))
+            continue
         if res.resource_type == BROKER:
             new = dynamic_config.entity_configs(res.resource_name)
         else:

@@ -87,8 +87,8 @@ def test_console_formatter_columns() -> None:
 
 
 def test_config_entry_line() -> None:
-    entry = ConfigEntry("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
-    assert format_entry(entry) == "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}"
+    entry = ConfigEntry("broker.rack", None, ConfigSource.DEFAULT_CONFIG)  # no value, no synonym: as Kafka prints it
+    assert format_entry(entry) == "  broker.rack=null sensitive=false synonyms={}"
     with_synonyms = ConfigEntry("x", "1", ConfigSource.DYNAMIC_TOPIC_CONFIG, synonyms=(
         ConfigSynonym("x", "1", ConfigSource.DYNAMIC_TOPIC_CONFIG),
         ConfigSynonym("log.x", "2", ConfigSource.DEFAULT_CONFIG)))

@@ -152,3 +152,25 @@ def test_connection_limits_change_and_a_raised_limit_resumes_waiting_listeners()
     assert not quotas.try_acquire("10.0.0.1")  # per ip: 1
     assert quotas.try_acquire("10.0.0.2") and quotas.try_acquire("10.0.0.2")
     assert quotas.broker_connection_rate == 7.0
+
+
+def test_tls_keys_only_per_broker_with_a_listener_prefix_and_passwords_are_sensitive() -> None:
+    from strom.server.dynamic_broker_config import is_sensitive, listener_ssl_config
+
+    assert listener_ssl_config("listener.name.sasl_ssl.ssl.keystore.location") == "SASL_SSL"
+    assert listener_ssl_config("listener.name.ssl.ssl.client.auth") is None  # not reconfigurable in Kafka either
+    DynamicBrokerConfig.check_names(["listener.name.ssl.ssl.truststore.location"], per_broker=True)
+    with pytest.raises(ConfigError, match=r"^Cannot update these configs dynamically: Set\(listener.name.ssl.ssl"
+                                          r".client.auth\)$"):
+        DynamicBrokerConfig.check_names(["listener.name.ssl.ssl.client.auth"])
+    with pytest.raises(ConfigError, match=r"only per-listener using the listener prefix: Set\(ssl.key.password\)"):
+        DynamicBrokerConfig.check_names(["ssl.key.password"])
+    with pytest.raises(ConfigError, match=r"broker id must be specified: Set\(listener.name.ssl.ssl.keystore.type\)"):
+        DynamicBrokerConfig.check_names(["listener.name.ssl.ssl.keystore.type"], per_broker=False)
+    assert is_sensitive("listener.name.ssl.ssl.keystore.password") and is_sensitive("ssl.keystore.key")
+    assert not is_sensitive("listener.name.ssl.ssl.keystore.location")
+    dc = dynamic(listeners="PLAINTEXT://127.0.0.1:9092")
+    with pytest.raises(ConfigError, match="Listener SSL is not a TLS listener of this broker"):
+        dc.validate("1", {"listener.name.ssl.ssl.keystore.location": "/nowhere.pem"})
+    # a stored per-listener value at the default level is left out
+    assert dc.update("", {"listener.name.ssl.ssl.keystore.location": "/x.pem"}) == frozenset()

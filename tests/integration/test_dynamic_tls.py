@@ -1,0 +1,91 @@
+"""A TLS listener's keystore changed at runtime (Kafka's dynamic ``listener.name.<l>.ssl.*`` broker configs):
+connections made afterwards get the new certificate, a certificate rewritten in place is picked up by altering
+the config with its unchanged value, and a keystore that does not load is refused while the listener goes on
+serving the current one. confluent-kafka, trusting only the new certificate's CA, produces over TLS after the
+rotation."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import socket
+import ssl
+from pathlib import Path
+
+import pytest
+
+from strom.admin import AdminClient
+from strom.admin.models import AlterConfigOp, ConfigResource, ConfigResourceType
+from strom.common.error_codes import InvalidRequestError
+from strom.testing.certs import Pki, make_pki
+from tests.integration.in_process_broker import in_process_broker
+
+KEYSTORE = "listener.name.ssl.ssl.keystore.location"
+
+
+def _first_cert_der(pem_file: Path) -> bytes:
+    text = pem_file.read_text()
+    start = text.index("-----BEGIN CERTIFICATE-----")
+    end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
+    return ssl.PEM_cert_to_DER_cert(text[start:end])
+
+
+def _served_cert(port: int, cafile: Path) -> bytes:
+    """The certificate the listener presents to a new connection (DER)."""
+    ctx = ssl.create_default_context(cafile=str(cafile))
+    with socket.create_connection(("localhost", port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        der = tls.getpeercert(binary_form=True)
+        assert der is not None
+        return der
+
+
+def test_keystore_rotation_at_runtime(tmp_path: Path, pki: Pki) -> None:
+    second = make_pki(tmp_path / "second")
+    both_cas = tmp_path / "both-cas.pem"
+    both_cas.write_bytes(pki.ca.read_bytes() + second.ca.read_bytes())
+    keystore = tmp_path / "keystore.pem"
+    shutil.copy(pki.broker_keystore, keystore)
+    with in_process_broker("asyncio", tmp_path / "data", dataclasses.replace(pki, broker_keystore=keystore)) as (
+            broker, _runner):
+        plaintext, tls_port = broker.bound_ports
+        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
+        node = ConfigResource(ConfigResourceType.BROKER, "1")
+
+        def alter(resource: ConfigResource, key: str, value: str) -> None:
+            admin.incremental_alter_configs({resource: [AlterConfigOp(key, value)]})[resource].result(30)
+
+        try:
+            old, new = _first_cert_der(pki.broker_cert), _first_cert_der(second.broker_cert)
+            assert _served_cert(tls_port, both_cas) == old
+            alter(node, KEYSTORE, str(keystore))  # now a dynamic config, the same file
+            assert _served_cert(tls_port, both_cas) == old
+            keystore.write_bytes(second.broker_keystore.read_bytes())  # rewritten in place: not re-read by itself
+            assert _served_cert(tls_port, both_cas) == old
+            alter(node, KEYSTORE, str(keystore))  # the config unchanged: the file is loaded again
+            assert _served_cert(tls_port, both_cas) == new
+
+            bad = tmp_path / "bad.pem"
+            bad.write_text("not a key or a certificate\n")
+            with pytest.raises(InvalidRequestError, match="Invalid SSL keystore or truststore of listener SSL"):
+                alter(node, KEYSTORE, str(bad))
+            assert _served_cert(tls_port, both_cas) == new
+            with pytest.raises(InvalidRequestError, match=r"only per-listener using the listener prefix: "
+                                                          r"Set\(ssl.keystore.location\)"):
+                alter(node, "ssl.keystore.location", str(keystore))
+            with pytest.raises(InvalidRequestError, match="broker id must be specified"):
+                alter(ConfigResource(ConfigResourceType.BROKER, ""), KEYSTORE, str(keystore))
+            with pytest.raises(InvalidRequestError, match="Listener PLAINTEXT is not a TLS listener"):
+                alter(node, "listener.name.plaintext.ssl.keystore.location", str(keystore))
+            entries = {e.name: e for e in admin.describe_configs([node])[node].result(30)}
+            assert (entries[KEYSTORE].value, entries[KEYSTORE].is_read_only) == (str(keystore), False)
+
+            import confluent_kafka as ck
+
+            delivered: list[object] = []
+            producer = ck.Producer({"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
+                                    "ssl.ca.location": str(second.ca)})
+            producer.produce("after-rotation", b"v", on_delivery=lambda err, _m: delivered.append(err))
+            assert producer.flush(30) == 0 and delivered == [None]
+        finally:
+            admin.close()
