@@ -14,6 +14,11 @@ and must then be "any" for each replica: strom does not move replicas between a 
 prints the current and a proposed assignment; --execute prints the current one (to roll back with) and starts
 the moves; --verify says per partition whether its move is complete (exit 1 while any is in progress); --cancel
 stops moves in progress (partitions go back to their original replicas).
+
+--throttle N (with --execute) holds the moves to N bytes/sec, as Kafka's tool does it (KIP-73): the topics'
+leader.replication.throttled.replicas name the current replicas, follower.replication.throttled.replicas the new
+ones, and every broker involved gets leader.replication.throttled.rate and follower.replication.throttled.rate =
+N; --verify removes them all once every move is complete (unless --preserve-throttles).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-list", metavar="<String: brokerlist>",
                    help='the brokers --generate may place replicas on, e.g. "1,2,3"')
     p.add_argument("--disable-rack-aware", action="store_true", help="accepted for compatibility")
+    p.add_argument("--throttle", type=int, default=-1, metavar="<Long: throttle>",
+                   help="with --execute: the replication rate (bytes/sec) of the moving replicas; --verify removes "
+                        "the throttle once every move is complete")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="with --verify: leave the throttles in place")
 
 
 def _read(path: str) -> Any:
@@ -114,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"Missing required option(s): --reassignment-json-file (with --{action})", 2)
     if action == "generate" and not (args.topics_to_move_json_file and args.broker_list):
         raise CliError("--generate needs --topics-to-move-json-file and --broker-list", 2)
+    if args.throttle >= 0 and action != "execute":
+        raise CliError("--throttle is only valid with --execute", 2)
+    if args.preserve_throttles and action != "verify":
+        raise CliError("--preserve-throttles is only valid with --verify", 2)
     plan = parse_reassignment_json(_read(args.reassignment_json_file)) if args.reassignment_json_file else {}
     admin = new_admin(args)
     try:
@@ -161,7 +175,50 @@ def _generate(admin: Any, args: argparse.Namespace, _plan: dict[Any, list[int]])
     return 0
 
 
-def _execute(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
+
+
+def _alter_all(admin: Any, changes: dict[Any, list[Any]]) -> None:
+    results = admin.incremental_alter_configs(changes)
+    for resource in changes:
+        wait(results[resource])
+
+
+def _set_throttles(admin: Any, plan: dict[Any, list[int]], current: dict[Any, list[int]], rate: int) -> None:
+    """Kafka's ``modifyTopicThrottles`` + ``modifyInterBrokerThrottle``."""
+    from strom.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    changes: dict[Any, list[Any]] = {}
+    for topic in sorted({tp.topic for tp in plan}):
+        moving = sorted(tp for tp in plan if tp.topic == topic)
+        leaders = [f"{tp.partition}:{r}" for tp in moving for r in current[tp]]
+        followers = [f"{tp.partition}:{r}" for tp in moving for r in plan[tp] if r not in current[tp]]
+        changes[ConfigResource(ConfigResourceType.TOPIC, topic)] = [
+            AlterConfigOp(LEADER_REPLICAS, ",".join(leaders)), AlterConfigOp(FOLLOWER_REPLICAS, ",".join(followers))]
+    for broker in sorted({b for tp in plan for b in (*plan[tp], *current[tp])}):
+        changes[ConfigResource(ConfigResourceType.BROKER, str(broker))] = [
+            AlterConfigOp(LEADER_RATE, str(rate)), AlterConfigOp(FOLLOWER_RATE, str(rate))]
+    _alter_all(admin, changes)
+
+
+def _clear_throttles(admin: Any, topics: set[str]) -> None:
+    """Kafka's ``clearAllThrottles``: the rates on every broker, the throttled replicas of the moved topics."""
+    from strom.admin import AlterConfigOp, AlterConfigOpType, ConfigResource, ConfigResourceType
+
+    brokers = sorted(n.node_id for n in wait(admin.describe_cluster().nodes()))
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    _alter_all(admin, {ConfigResource(ConfigResourceType.BROKER, str(b)): [
+        AlterConfigOp(LEADER_RATE, None, AlterConfigOpType.DELETE),
+        AlterConfigOp(FOLLOWER_RATE, None, AlterConfigOpType.DELETE)] for b in brokers})
+    for topic in sorted(topics):
+        print(f"Clearing topic-level throttles on topic {topic}")
+    _alter_all(admin, {ConfigResource(ConfigResourceType.TOPIC, t): [
+        AlterConfigOp(LEADER_REPLICAS, None, AlterConfigOpType.DELETE),
+        AlterConfigOp(FOLLOWER_REPLICAS, None, AlterConfigOpType.DELETE)] for t in sorted(topics)})
+
+
+def _execute(admin: Any, args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
     current = _current(admin, {tp.topic for tp in plan})
     missing = [str(tp) for tp in plan if tp not in current]
     if missing:
@@ -171,6 +228,11 @@ def _execute(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) 
     print(_plan_json({tp: current[tp] for tp in plan}))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
+    if args.throttle >= 0:
+        _set_throttles(admin, plan, current, args.throttle)
+        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+              "throttle is removed.")
+        print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
     results = admin.alter_partition_reassignments(plan, timeout_ms=TIMEOUT_MS)
     failed = []
     for tp in sorted(plan):
@@ -184,7 +246,7 @@ def _execute(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) 
     return 0
 
 
-def _verify(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
+def _verify(admin: Any, args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
     ongoing = wait(admin.list_partition_reassignments(list(plan), timeout_ms=TIMEOUT_MS))
     current = _current(admin, {tp.topic for tp in plan})
     print("Status of partition reassignment:")
@@ -199,6 +261,8 @@ def _verify(admin: Any, _args: argparse.Namespace, plan: dict[Any, list[int]]) -
             pending += 1
             print(f"There is no active reassignment of partition {tp}, but replica set is "
                   f"{','.join(map(str, current.get(tp, [])))} rather than {','.join(map(str, replicas))}.")
+    if not pending and not args.preserve_throttles:
+        _clear_throttles(admin, {tp.topic for tp in plan})
     return 1 if pending else 0
 
 

@@ -35,6 +35,7 @@ from strom.server.dynamic_broker_config import (
     CLEANER_CONFIGS,
     DEFAULT_ENTITY,
     LOG_CONFIGS,
+    REPLICATION_QUOTA_CONFIGS,
     SOCKET_CONFIGS,
     DynamicBrokerConfig,
     FileDynamicConfigStore,
@@ -264,6 +265,12 @@ class BrokerServer:
         dc.add_reconfigurable(lambda key: listener_ssl_config(key) is not None, tls)
         dc.add_reconfigurable(CLEANER_CONFIGS, cleaner)
         dc.add_reconfigurable(SOCKET_CONFIGS, connections)
+        dc.add_reconfigurable(REPLICATION_QUOTA_CONFIGS, self._update_replication_quotas)
+
+    def _update_replication_quotas(self, d: DynamicBrokerConfig, _keys: frozenset[str]) -> None:
+        if self.replica_manager is not None:
+            self.replica_manager.leader_quota.update_quota(float(d.current["leader.replication.throttled.rate"]))
+            self.replica_manager.follower_quota.update_quota(float(d.current["follower.replication.throttled.rate"]))
 
     def _cleaner_reconfigure(self, config: CleanerConfig) -> None:
         assert self.log_manager is not None
@@ -294,7 +301,10 @@ class BrokerServer:
         assert self.log_manager is not None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, metadata, self.time, self.default_log_config,
-            replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]), metrics=self.metrics)
+            replica_lag_time_max_ms=int(self.config["replica.lag.time.max.ms"]), metrics=self.metrics,
+            replication_quota_window=(int(self.config["replication.quota.window.num"]),
+                                      int(self.config["replication.quota.window.size.seconds"])))
+        self._update_replication_quotas(self.dynamic_config, frozenset())
         self.replica_manager.rack_aware_selector = str(self.config["replica.selector.class"] or "").endswith(
             "RackAwareReplicaSelector")
         return self.replica_manager

@@ -20,6 +20,8 @@ What can change (Kafka's dynamic configs that strom has; any other key is refuse
 - the log cleaner (``log.cleaner.threads``, ``log.cleaner.io.max.bytes.per.second``, ``log.cleaner.backoff.ms``,
   ``log.cleaner.dedupe.buffer.size``, ``log.cleaner.io.buffer.load.factor``, ``log.cleaner.io.buffer.size``):
   the cleaner threads restart with the new settings, as Kafka's ``LogCleaner.reconfigure`` does;
+- replication throttles (``leader.replication.throttled.rate``, ``follower.replication.throttled.rate``;
+  ``strom.server.replication_quota``);
 - connection limits (``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides``,
   ``max.connection.creation.rate``);
 - a TLS listener's keystore and truststore, per broker and with the listener prefix only
@@ -58,6 +60,7 @@ __all__ = [
     "DynamicConfigStore",
     "FileDynamicConfigStore",
     "LOG_CONFIGS",
+    "REPLICATION_QUOTA_CONFIGS",
     "SOCKET_CONFIGS",
     "ZkDynamicConfigStore",
     "is_dynamic",
@@ -79,9 +82,11 @@ LOG_CONFIGS = frozenset(keys[0] for keys in BROKER_SYNONYMS.values())
 CLEANER_CONFIGS = frozenset(k for k in CleanerConfig.KEYS if k != "log.cleaner.enable")
 SOCKET_CONFIGS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
                             "max.connection.creation.rate"})
+REPLICATION_QUOTA_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
+"""Kafka's replication throttles (KIP-73), set per broker by ``reassign-partitions --throttle``."""
 THREAD_CONFIGS = frozenset({"num.io.threads", "num.network.threads", "num.replica.fetchers",
                             "num.recovery.threads.per.data.dir", "background.threads"})
-ALL_DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | SOCKET_CONFIGS | THREAD_CONFIGS
+ALL_DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | SOCKET_CONFIGS | REPLICATION_QUOTA_CONFIGS | THREAD_CONFIGS
 SSL_RECONFIGURABLE_CONFIGS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",

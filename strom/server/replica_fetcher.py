@@ -204,10 +204,16 @@ class _ReplicaFetcher:
         now = self.m.time.milliseconds()
         builder = self.session.new_builder()
         wanted = 0
+        quota = rm.follower_quota
+        throttled: set[TopicPartition] = set()  # a reassignment's new replicas, held to the follower rate (KIP-73)
         for tp, st in self.partitions.items():
             p = rm.get_partition(tp)
             if st.truncating or p is None or st.delayed_until_ms > now:
                 continue
+            if quota.is_throttled(tp) and self.m.node_id not in p.isr:
+                if quota.is_quota_exceeded():
+                    continue  # left out of this fetch (and of the session) until the rate falls back
+                throttled.add(tp)
             builder.add(tp, PartitionData(p.log_end_offset, p.log.log_start_offset, self.m.max_bytes, st.leader_epoch))
             wanted += 1
         if not wanted:
@@ -236,9 +242,12 @@ class _ReplicaFetcher:
         if not self.session.handle_response(resp):
             return  # a session error: the next request is a full one
         flushes: list[tuple[TopicPartition, Future[None]]] = []
+        throttled_bytes = 0
         for t in resp.responses:
             for pd in t.partitions:
                 tp = TopicPartition(t.topic, pd.partition_index)
+                if tp in throttled:
+                    throttled_bytes += len(pd.records or b"")
                 st = self.partitions.get(tp)
                 p = rm.get_partition(tp)
                 if st is None or p is None or p.is_leader:
@@ -261,6 +270,7 @@ class _ReplicaFetcher:
                         st.truncating = True
                 else:
                     st.delayed_until_ms = now + self.m.backoff_ms
+        quota.record(throttled_bytes)
         # flush.messages reached on this follower: the next fetch (which tells the leader how far this replica
         # is, and so moves the HW that acks=all waits for) goes out once the flusher has made the records durable,
         # as Kafka's follower flushes inside its append.

@@ -22,6 +22,7 @@ from strom.common.time import Time
 from strom.server.broker_metrics import add_remote_time
 from strom.server.metadata_cache import MetadataCache, TopicInfo
 from strom.server.partition import AlterPartitionCallback, LeaderAndIsr, Partition
+from strom.server.replication_quota import FOLLOWER, LEADER, ReplicationQuotaManager
 from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
@@ -72,7 +73,7 @@ class FetchResult:
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, metadata: MetadataCache, time: Time,
                  default_log_config: LogConfig, *, replica_lag_time_max_ms: int = 30_000,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None, replication_quota_window: tuple[int, int] = (11, 1)) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.metadata = metadata
@@ -88,6 +89,14 @@ class ReplicaManager:
         # (partitions this broker now leads, partitions it now follows): the coordinators load / unload.
         self.on_leadership_change: Callable[[list[TopicPartition], list[TopicPartition]], None] | None = None
         self._configs: dict[str, LogConfig] = {}
+        # replication throttles (KIP-73): rates are dynamic broker configs, throttled replicas topic configs
+        window_num, window_s = replication_quota_window
+        self.leader_quota = ReplicationQuotaManager(
+            LEADER, node_id, lambda topic: self.log_config(topic).leader_replication_throttled_replicas,
+            window_num=window_num, window_size_seconds=window_s, time=time)
+        self.follower_quota = ReplicationQuotaManager(
+            FOLLOWER, node_id, lambda topic: self.log_config(topic).follower_replication_throttled_replicas,
+            window_num=window_num, window_size_seconds=window_s, time=time)
         self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._produce_waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[int]]]] = {}
 

@@ -13,6 +13,7 @@ a *broker override* when it came through :meth:`LogConfig.from_broker_props`, el
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,19 @@ def _one_of(*allowed: str) -> Validator:
                 )
 
     return check
+
+
+def _throttled_replicas(name: str, value: Any) -> None:
+    """Kafka's ``ThrottledReplicaListValidator``: ``partition:broker`` entries, or ``*`` alone."""
+    items = [str(v).strip() for v in value]
+    if items == ["*"] or all(_REPLICA_ENTRY.match(v) for v in items):
+        return
+    raise ConfigError(f"Invalid value {','.join(items)} for configuration {name}: {name} must be the literal '*' "
+                      "or a list of replicas in the following format: [partitionId]:[brokerId],"
+                      "[partitionId]:[brokerId],...")
+
+
+_REPLICA_ENTRY = re.compile(r"^\d+:\d+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,9 +197,11 @@ LOG_CONFIG_KEYS: dict[str, ConfigKey] = {
         ),
         _key("flush.messages", "long", LONG_MAX, "Force an fsync after this many messages.", _at_least(1)),
         _key("flush.ms", "long", LONG_MAX, "Force an fsync after this much time.", _at_least(0)),
-        _key("follower.replication.throttled.replicas", "list", (), "Throttled follower replicas (ignored)."),
+        _key("follower.replication.throttled.replicas", "list", (), "Replicas (partition:broker, or *) fetched at no "
+             "more than follower.replication.throttled.rate while out of the ISR.", _throttled_replicas),
         _key("index.interval.bytes", "int", 4096, "Bytes between offset index entries.", _at_least(0)),
-        _key("leader.replication.throttled.replicas", "list", (), "Throttled leader replicas (ignored)."),
+        _key("leader.replication.throttled.replicas", "list", (), "Replicas (partition:broker, or *) served to "
+             "followers out of the ISR at no more than leader.replication.throttled.rate.", _throttled_replicas),
         _key(
             "local.retention.bytes",
             "long",

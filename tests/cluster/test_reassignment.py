@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +124,110 @@ def test_move_a_partition_to_other_brokers() -> None:
         # The old replica deleted its copy.
         old_dir = Path(cluster.brokers[old[0]].data_dir) / "moving-0"
         wait_until(lambda: not old_dir.exists(), 60, "the removed replica's log to be deleted")
+
+
+def _fill(bootstrap: str, topic: str, count: int = 4000) -> None:
+    """``count`` records of 1 KiB (4 MB: several of a follower's 1 MiB fetches)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, f"{i:08d}".encode() + b"x" * 1016)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+
+def _replica_bytes(admin: Any, broker: int, tp: Any) -> int:
+    dirs = admin.describe_log_dirs([broker]).values()[broker].result(30)
+    return sum(d.replica_infos[tp].size for d in dirs.values() if tp in d.replica_infos)
+
+
+def _stalls(admin: Any, source: int, target: int, tp: Any) -> None:
+    """The new replica gets a first fetch's worth, then nothing more while the throttle holds: at 1 B/s, the
+    first MiB keeps the rate over the quota for the whole quota window (11 s)."""
+    total = _replica_bytes(admin, source, tp)
+    wait_until(lambda: _replica_bytes(admin, target, tp) > 0, 60, f"the first records on broker {target}")
+    first = _replica_bytes(admin, target, tp)
+    time.sleep(2.5)  # about five fetch rounds (replica.fetch.wait.max.ms 500): a rate is what is under test
+    assert _replica_bytes(admin, target, tp) == first < total
+
+
+def test_reassignment_throttles(tmp_path: Path) -> None:
+    """KIP-73 replication throttles on a real cluster: a leader holds a new replica it serves to
+    leader.replication.throttled.rate when the topic lists it in leader.replication.throttled.replicas, a follower
+    holds its own fetching to follower.replication.throttled.rate likewise, and ``reassign-partitions
+    --throttle`` sets the rates and lists on both sides; removing the rates lets the moves complete, and --verify
+    then clears every throttle, as Kafka's tool does."""
+    from strom.admin import AdminClient, ConfigResource, ConfigResourceType
+    from strom.common.structs import TopicPartition
+
+    with LocalCluster(3) as cluster:
+        admin = AdminClient(bootstrap_servers=cluster.bootstrap)
+        try:
+            moves = {}
+            for topic in ("by-leader", "by-follower", "by-tool"):
+                create_topic(cluster, topic, rf=1)
+                _fill(cluster.bootstrap, topic)
+                source = partition_meta(cluster, topic).replicas[0]
+                moves[topic] = (source, next(b for b in (1, 2, 3) if b != source))
+
+            def configs(*args: str) -> None:
+                done = strom_cli("configs", "--bootstrap-server", cluster.bootstrap, *args)
+                assert done.returncode == 0, done.stderr
+
+            def reassign(action: str, topic: str, *extra: str) -> subprocess.CompletedProcess[str]:
+                source, target = moves[topic]
+                plan = tmp_path / f"{topic}.json"
+                plan.write_text(json.dumps({"version": 1, "partitions": [
+                    {"topic": topic, "partition": 0, "replicas": [source, target]}]}))
+                return strom_cli("reassign-partitions", "--bootstrap-server", cluster.bootstrap, f"--{action}",
+                                 "--reassignment-json-file", str(plan), *extra)
+
+            # the leader's side alone: the follower fetches as fast as it can, the leader sends no more
+            source, target = moves["by-leader"]
+            configs("--topic", "by-leader", "--alter", "--add-config", f"leader.replication.throttled.replicas="
+                    f"0:{source}")
+            configs("--broker", str(source), "--alter", "--add-config", "leader.replication.throttled.rate=1")
+            assert reassign("execute", "by-leader").returncode == 0
+            _stalls(admin, source, target, TopicPartition("by-leader", 0))
+            configs("--broker", str(source), "--alter", "--delete-config", "leader.replication.throttled.rate")
+            wait_until(lambda: reassign("verify", "by-leader", "--preserve-throttles").returncode == 0, 60,
+                       "the unthrottled move to complete")
+
+            # the follower's side alone: the leader would send everything, the follower asks for no more
+            source, target = moves["by-follower"]
+            configs("--topic", "by-follower", "--alter", "--add-config", f"follower.replication.throttled.replicas="
+                    f"0:{target}")
+            configs("--broker", str(target), "--alter", "--add-config", "follower.replication.throttled.rate=1")
+            assert reassign("execute", "by-follower").returncode == 0
+            _stalls(admin, source, target, TopicPartition("by-follower", 0))
+            configs("--broker", str(target), "--alter", "--delete-config", "follower.replication.throttled.rate")
+            wait_until(lambda: reassign("verify", "by-follower", "--preserve-throttles").returncode == 0, 60,
+                       "the unthrottled move to complete")
+
+            # the tool: both sides, on every broker of the move
+            source, target = moves["by-tool"]
+            started = reassign("execute", "by-tool", "--throttle", "1")
+            assert started.returncode == 0, started.stderr
+            assert "The inter-broker throttle limit was set to 1 B/s" in started.stdout
+            _stalls(admin, source, target, TopicPartition("by-tool", 0))
+            pending = reassign("verify", "by-tool")
+            assert pending.returncode == 1 and "is still in progress" in pending.stdout
+            topic_configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "by-tool")]).values()
+            listed = {e.name: e.value for e in next(iter(topic_configs.values())).result(30)}
+            assert (listed["leader.replication.throttled.replicas"],
+                    listed["follower.replication.throttled.replicas"]) == (f"0:{source}", f"0:{target}")
+            for broker in (source, target):
+                configs("--broker", str(broker), "--alter", "--delete-config",
+                        "leader.replication.throttled.rate,follower.replication.throttled.rate")
+            wait_until(lambda: reassign("verify", "by-tool").returncode == 0, 60, "the move to complete")
+            assert _replica_bytes(admin, target, TopicPartition("by-tool", 0)) == \
+                _replica_bytes(admin, source, TopicPartition("by-tool", 0))
+            cleared = reassign("verify", "by-tool")
+            assert "Clearing broker-level throttles on brokers 1,2,3" in cleared.stdout
+            assert "Clearing topic-level throttles on topic by-tool" in cleared.stdout
+            listed = {e.name: e.value for e in next(iter(admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, "by-tool")]).values().values())).result(30)}
+            assert listed["leader.replication.throttled.replicas"] == ""
+        finally:
+            admin.close()

@@ -95,6 +95,8 @@ def _read_all(version: int, topics: list[tuple[TopicKey, list[PartitionRequest]]
     without being read or waited on, as Kafka's erroneous partitions."""
     remaining = request.max_bytes if version >= 3 else 2**31 - 1
     total = 0
+    throttled_bytes = 0  # records of throttled replicas sent to a follower (KIP-73)
+    leader_quota = rm.leader_quota if replica_id >= 0 else None
     watched: list[TopicPartition] = []
     had_error = False
     out: list[FetchResponse.FetchableTopicResponse] = []
@@ -131,6 +133,15 @@ def _read_all(version: int, topics: list[tuple[TopicKey, list[PartitionRequest]]
             r = rm.read(replica_id, part, min(fp.partition_max_bytes, remaining), min_one=(total == 0),
                         client_rack=request.rack_id or None if version >= 11 else None, follower_reads=version >= 11,
                         isolation_level=request.isolation_level, zero_copy=zero_copy)
+            if leader_quota is not None and r.records and not r.error_code and leader_quota.is_throttled(tp):
+                p = rm.get_partition(tp)
+                if p is None or replica_id not in p.isr:  # a reassignment's new replica: within the rate
+                    if leader_quota.is_quota_exceeded():
+                        if isinstance(r.records, TransferableRecords):
+                            r.records.release()
+                        r.records = b""
+                    else:
+                        throttled_bytes += len(r.records)
             if r.error_code:
                 had_error = True
             elif not r.records and r.preferred_read_replica < 0:
@@ -152,6 +163,8 @@ def _read_all(version: int, topics: list[tuple[TopicKey, list[PartitionRequest]]
             parts.append(pd)
         out.append(FetchResponse.FetchableTopicResponse(topic=name or "", topic_id=topic if version >= 13
                                                         else ZERO_UUID, partitions=parts))
+    if leader_quota is not None:
+        leader_quota.record(throttled_bytes)
     return out, total, watched, had_error
 
 
