@@ -183,27 +183,19 @@ def test_reassignment_throttles(tmp_path: Path) -> None:
                 return strom_cli("reassign-partitions", "--bootstrap-server", cluster.bootstrap, f"--{action}",
                                  "--reassignment-json-file", str(plan), *extra)
 
-            # the leader's side alone: the follower fetches as fast as it can, the leader sends no more
-            source, target = moves["by-leader"]
-            configs("--topic", "by-leader", "--alter", "--add-config", f"leader.replication.throttled.replicas="
-                    f"0:{source}")
-            configs("--broker", str(source), "--alter", "--add-config", "leader.replication.throttled.rate=1")
-            assert reassign("execute", "by-leader").returncode == 0
-            _stalls(admin, source, target, TopicPartition("by-leader", 0))
-            configs("--broker", str(source), "--alter", "--delete-config", "leader.replication.throttled.rate")
-            wait_until(lambda: reassign("verify", "by-leader", "--preserve-throttles").returncode == 0, 60,
-                       "the unthrottled move to complete")
-
-            # the follower's side alone: the leader would send everything, the follower asks for no more
-            source, target = moves["by-follower"]
-            configs("--topic", "by-follower", "--alter", "--add-config", f"follower.replication.throttled.replicas="
-                    f"0:{target}")
-            configs("--broker", str(target), "--alter", "--add-config", "follower.replication.throttled.rate=1")
-            assert reassign("execute", "by-follower").returncode == 0
-            _stalls(admin, source, target, TopicPartition("by-follower", 0))
-            configs("--broker", str(target), "--alter", "--delete-config", "follower.replication.throttled.rate")
-            wait_until(lambda: reassign("verify", "by-follower", "--preserve-throttles").returncode == 0, 60,
-                       "the unthrottled move to complete")
+            # one side alone: a throttled leader sends no more however fast the follower asks, a throttled
+            # follower asks for no more however much the leader would send
+            for side, topic in (("leader", "by-leader"), ("follower", "by-follower")):
+                source, target = moves[topic]
+                broker = source if side == "leader" else target
+                configs("--topic", topic, "--alter", "--add-config",
+                        f"{side}.replication.throttled.replicas=0:{broker}")
+                configs("--broker", str(broker), "--alter", "--add-config", f"{side}.replication.throttled.rate=1")
+                assert reassign("execute", topic).returncode == 0
+                _stalls(admin, source, target, TopicPartition(topic, 0))
+                configs("--broker", str(broker), "--alter", "--delete-config", f"{side}.replication.throttled.rate")
+                wait_until(lambda topic=topic: reassign("verify", topic, "--preserve-throttles").returncode == 0, 60,
+                           f"the unthrottled move of {topic} to complete")
 
             # the tool: both sides, on every broker of the move
             source, target = moves["by-tool"]

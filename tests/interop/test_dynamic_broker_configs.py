@@ -107,3 +107,28 @@ def test_static_keys_and_bad_values_are_refused(broker) -> None:  # type: ignore
         assert why in error.str()
     assert _describe(admin, ResourceType.BROKER, "1")["message.max.bytes"].source == \
         ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_kafka_python_alter_configs_on_the_broker(broker) -> None:  # type: ignore[no-untyped-def]
+    """kafka-python's AlterConfigs (the whole-set request, not the incremental one) on a broker, described back with
+    Kafka's sources and types; a static key refused with Kafka's message."""
+    import kafka
+    from kafka.admin import ConfigResource as KPResource
+    from kafka.admin import ConfigResourceType as KPType
+
+    kp = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        def alter(configs: dict[str, str]) -> object:
+            return kp.alter_configs([KPResource(KPType.BROKER, "1", configs=configs)], incremental=False,
+                                    raise_on_unknown=False)["broker"]["1"]
+
+        assert alter({"log.cleaner.backoff.ms": "1000", "log.retention.ms": "7200000"}) == "OK"
+        described = kp.describe_configs([KPResource(KPType.BROKER, "1")])["broker"]["1"]
+        assert {k: (v["value"], v["config_source"], v["config_type"]) for k, v in described.items()} == {
+            "log.cleaner.backoff.ms": ("1000", "DYNAMIC_BROKER_CONFIG", "LONG"),
+            "log.retention.ms": ("7200000", "DYNAMIC_BROKER_CONFIG", "LONG")}
+        refused = alter({"log.dirs": "/elsewhere"})
+        assert isinstance(refused, str) and "Cannot update these configs dynamically: Set(log.dirs)" in refused
+        assert alter({}) == "OK"
+    finally:
+        kp.close()

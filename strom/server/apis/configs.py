@@ -63,8 +63,21 @@ _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "do
                  "password": 9}
 
 
+# Broker keys whose Kafka type the value cannot tell (a LONG whose value fits an INT, a DOUBLE).
+_BROKER_TYPES = {"log.cleaner.backoff.ms": "long", "log.cleaner.dedupe.buffer.size": "long",
+                 "log.cleaner.io.max.bytes.per.second": "double", "log.cleaner.io.buffer.load.factor": "double",
+                 "leader.replication.throttled.rate": "long", "follower.replication.throttled.rate": "long",
+                 "log.roll.hours": "int", "log.roll.jitter.hours": "int", "log.retention.hours": "int",
+                 "log.retention.minutes": "int"}
+_TOPIC_KEY_OF = {broker_key: topic_key for topic_key, keys in BROKER_SYNONYMS.items() for broker_key in keys}
+
+
 def _config_type(name: str, value: str | None) -> int:
-    key = LOG_CONFIG_KEYS.get(name)
+    """Kafka's ConfigType of a topic or broker key (a broker key of a topic config has the topic key's type)."""
+    kind = _BROKER_TYPES.get(name)
+    if kind is not None:
+        return _CONFIG_TYPES[kind]
+    key = LOG_CONFIG_KEYS.get(name) or LOG_CONFIG_KEYS.get(_TOPIC_KEY_OF.get(name, ""))
     if key is not None:
         return _CONFIG_TYPES.get(key.type, 0)
     if value in ("true", "false"):

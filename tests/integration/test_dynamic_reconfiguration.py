@@ -1,8 +1,9 @@
-"""A TLS listener's keystore changed at runtime (Kafka's dynamic ``listener.name.<l>.ssl.*`` broker configs):
-connections made afterwards get the new certificate, a certificate rewritten in place is picked up by altering
-the config with its unchanged value, and a keystore that does not load is refused while the listener goes on
-serving the current one. confluent-kafka, trusting only the new certificate's CA, produces over TLS after the
-rotation."""
+"""Dynamic broker configs reaching the components of a running broker (in this process, so its objects can be
+looked at): a TLS listener's keystore (Kafka's ``listener.name.<l>.ssl.*``): connections made afterwards get the
+new certificate, a certificate rewritten in place is picked up by altering the config with its unchanged value,
+and a keystore that does not load is refused while the listener goes on serving the current one; confluent-kafka,
+trusting only the new certificate's CA, produces over TLS after the rotation. The log cleaner's threads and the
+connection limits likewise."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from strom.admin import AdminClient
 from strom.admin.models import AlterConfigOp, ConfigResource, ConfigResourceType
 from strom.common.error_codes import InvalidRequestError
 from strom.testing.certs import Pki, make_pki
+from strom.testing.cluster import wait_until
 from tests.integration.in_process_broker import in_process_broker
 
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
@@ -87,5 +89,28 @@ def test_keystore_rotation_at_runtime(tmp_path: Path, pki: Pki) -> None:
                                     "ssl.ca.location": str(second.ca)})
             producer.produce("after-rotation", b"v", on_delivery=lambda err, _m: delivered.append(err))
             assert producer.flush(30) == 0 and delivered == [None]
+        finally:
+            admin.close()
+
+
+def test_cleaner_threads_and_connection_limits_change_in_a_running_broker(tmp_path: Path, pki: Pki) -> None:
+    with in_process_broker("asyncio", tmp_path / "data", pki) as (broker, runner):
+        plaintext = broker.bound_ports[0]
+        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
+        node = ConfigResource(ConfigResourceType.BROKER, "1")
+        cleaner = broker.log_manager.cleaner if broker.log_manager is not None else None
+        assert cleaner is not None and len(cleaner._threads) == 1
+        try:
+            admin.incremental_alter_configs({node: [
+                AlterConfigOp("log.cleaner.threads", "3"), AlterConfigOp("log.cleaner.backoff.ms", "100"),
+                AlterConfigOp("max.connections.per.ip", "50"),
+                AlterConfigOp("max.connections.per.ip.overrides", "10.1.1.1:5")]})[node].result(30)
+            # the cleaner restarts in a worker thread: wait for its new threads
+            wait_until(lambda: len(cleaner._threads) == 3 and cleaner.config.backoff_ms == 100, 30,
+                       "three cleaner threads")
+            assert all(t.is_alive() for t in cleaner._threads)
+            quotas = broker.socket_servers[0].quotas
+            assert (quotas.max_connections_per_ip, quotas.overrides) == (50, {"10.1.1.1": 5})
+            assert all(server.quotas is quotas for server in broker.socket_servers)
         finally:
             admin.close()
