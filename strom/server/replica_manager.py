@@ -91,12 +91,13 @@ class ReplicaManager:
         self._configs: dict[str, LogConfig] = {}
         # replication throttles (KIP-73): rates are dynamic broker configs, throttled replicas topic configs
         window_num, window_s = replication_quota_window
+        registry = metrics.metrics if metrics is not None else None  # byte-rate of type=Leader/FollowerReplication
         self.leader_quota = ReplicationQuotaManager(
             LEADER, node_id, lambda topic: self.log_config(topic).leader_replication_throttled_replicas,
-            window_num=window_num, window_size_seconds=window_s, time=time)
+            metrics=registry, window_num=window_num, window_size_seconds=window_s, time=time)
         self.follower_quota = ReplicationQuotaManager(
             FOLLOWER, node_id, lambda topic: self.log_config(topic).follower_replication_throttled_replicas,
-            window_num=window_num, window_size_seconds=window_s, time=time)
+            metrics=registry, window_num=window_num, window_size_seconds=window_s, time=time)
         self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._produce_waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[int]]]] = {}
 

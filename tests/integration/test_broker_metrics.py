@@ -141,6 +141,9 @@ def test_produce_consume_and_lag_move_the_series(broker: BrokerProcess) -> None:
     assert partitions >= 1 and value(done, "kafka_server_replicamanager_leadercount") == partitions
     assert value(done, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert value(done, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    # KIP-73's replication throttles: nothing throttled on a standalone broker
+    assert value(done, "kafka_server_leaderreplication_byte_rate") == 0
+    assert value(done, "kafka_server_followerreplication_byte_rate") == 0
 
 
 def test_rejected_produce_and_long_poll_remote_time(broker: BrokerProcess) -> None:
