@@ -461,13 +461,18 @@ def assert_elected_uncleanly(cluster: LocalCluster, topic: str, followers: list[
 
 
 def test_a_dynamic_cluster_default_reaches_every_broker_and_enables_unclean_election(cluster: LocalCluster) -> None:
-    """``unclean.leader.election.enable`` set at runtime as the cluster default (AlterConfigs on the BROKER
-    resource "", no restart): every broker takes the new default, and the controller elects a leader for a
-    partition whose only in-sync replica is gone, as Kafka's controller does when the default is enabled."""
-    _alter_broker_default(cluster.bootstrap, "log.retention.ms", "7200000")
-    for n in (1, 2, 3):
+    """A cluster default set at runtime (AlterConfigs on the BROKER resource "", no restart) reaches the running
+    brokers through the change notification and a broker that was down (kill -9) when it restarts; with
+    ``unclean.leader.election.enable`` the controller then elects a leader for a partition whose only in-sync
+    replica is gone, as Kafka's controller does when the default is enabled."""
+    cluster.brokers[3].kill()  # down while the default changes: it reads the default from ZooKeeper at start
+    _alter_broker_default(cluster.bootstrap_of(1, 2), "log.retention.ms", "7200000")
+    for n in (1, 2):
         wait_until(lambda n=n: _broker_config(cluster.bootstrap_of(n), n, "log.retention.ms") == "7200000", 30,
                    f"broker {n} takes the new default")
+    cluster.brokers[3].start(timeout=60)
+    wait_until(lambda: _broker_config(cluster.bootstrap_of(3), 3, "log.retention.ms") == "7200000", 30,
+               "broker 3, restarted, to have the default")
     followers = leaderless_after_the_leader_dies(cluster, "late-unclean")
     _alter_broker_default(cluster.bootstrap_of(*followers), "unclean.leader.election.enable", "true")
     assert_elected_uncleanly(cluster, "late-unclean", followers)
