@@ -368,7 +368,11 @@ class BrokerServer:
         name = DEFAULT_ENTITY if entity == "<default>" else entity
         if name not in (DEFAULT_ENTITY, str(self.node_id)) or self.dynamic_config.store is None:
             return
-        props = self.dynamic_config.store.read(name)
+        try:
+            props = self.dynamic_config.store.read(name)
+        except Exception as e:  # ZooKeeper unreachable: the next notification (or restart) reads it again
+            log.error("cannot read the dynamic config of %s: %s", entity, e)
+            return
         loop = self._config_watch.loop if self._config_watch is not None else None
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.dynamic_config.update, name, props)
@@ -415,8 +419,8 @@ class BrokerServer:
             self.credentials = ZkCredentialStore(self.zk)  # SCRAM users live in the cluster's metadata
         else:
             self.credentials = default_credential_store(self.config, self.log_dirs[0])
-        self.socket_servers = build_socket_servers(self.dynamic_config.current, dispatch, time=self.time, data_dir=self.log_dirs[0],
-                                                   credentials=self.credentials,
+        self.socket_servers = build_socket_servers(self.dynamic_config.current, dispatch, time=self.time,
+                                                   data_dir=self.log_dirs[0], credentials=self.credentials,
                                                    connection_rate=self.quotas.connection_rate)
         for server in self.socket_servers:
             await server.start()
