@@ -33,6 +33,7 @@ from strom.admin.models import (
     TopicDescription,
     TopicListing,
     TopicPartitionInfo,
+    TopicPartitionReplica,
     topic_id_string,
 )
 from strom.admin.results import (
@@ -76,6 +77,7 @@ __all__ = [
     "OffsetSpec",
     "RecordsToDelete",
     "ReplicaInfo",
+    "TopicPartitionReplica",
     "TopicDescription",
     "TopicListing",
     "TopicPartitionInfo",

@@ -59,6 +59,7 @@ from strom.admin.models import (
     OffsetSpec,
     RecordsToDelete,
     TopicDescription,
+    TopicPartitionReplica,
 )
 from strom.admin.results import (
     DescribeClusterResult,
@@ -240,6 +241,13 @@ class AdminClient:
         """Each broker's log directories with the replicas in them (Kafka's ``describeLogDirs``): per broker id,
         ``{log dir: LogDirDescription}``. Needs DESCRIBE on the cluster (else ``ClusterAuthorizationFailedError``)."""
         return _log_dirs.describe_log_dirs(self._runnable, list(broker_ids), timeout_ms)
+
+    def alter_replica_log_dirs(self, replica_dirs: Mapping[TopicPartitionReplica, str], *,
+                               timeout_ms: int | None = None) -> KeyedResult[TopicPartitionReplica, None]:
+        """Move replicas between their brokers' log dirs (Kafka's ``alterReplicaLogDirs``, KIP-113): the move
+        runs in the background; ``describe_log_dirs`` shows the replica being copied as a future replica until it
+        is done. Needs ALTER on the cluster."""
+        return _log_dirs.alter_replica_log_dirs(self._runnable, replica_dirs, timeout_ms)
 
     # ---------------------------------------------------------------------------------------- records
 

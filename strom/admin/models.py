@@ -21,6 +21,7 @@ from strom.common.structs import Node, TopicPartition
 
 __all__ = [
     "ReplicaInfo",
+    "TopicPartitionReplica",
     "LogDirDescription",
     "ElectionType",
     "NewTopic",
@@ -377,6 +378,15 @@ class ClusterDescription:
 
 def sorted_nodes(nodes: Iterable[Node]) -> tuple[Node, ...]:
     return tuple(sorted(nodes, key=lambda n: n.node_id))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartitionReplica:
+    """Kafka's ``TopicPartitionReplica``: the replica of a partition on one broker."""
+
+    topic: str
+    partition: int
+    broker_id: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,9 @@ Examples:
   strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --cancel --reassignment-json-file plan.json
 
 Files are Kafka's JSON: topics to move {"version":1,"topics":[{"topic":"sanguo"}]}; a reassignment
-{"version":1,"partitions":[{"topic":"sanguo","partition":0,"replicas":[2,3,1]}]} ("log_dirs" may be present
-and must then be "any" for each replica: strom does not move replicas between a broker's log dirs). --generate
+{"version":1,"partitions":[{"topic":"sanguo","partition":0,"replicas":[2,3,1]}]}, with "log_dirs" naming for each
+replica "any" or an absolute log dir of its broker to move it to (KIP-113: the replica is copied there in the
+background; --verify reports those moves too). --generate
 prints the current and a proposed assignment; --execute prints the current one (to roll back with) and starts
 the moves; --verify says per partition whether its move is complete (exit 1 while any is in progress); --cancel
 stops moves in progress (partitions go back to their original replicas).
@@ -82,13 +83,25 @@ def parse_reassignment_json(doc: Any) -> dict[Any, list[int]]:
             raise CliError(f"Partition replica lists may not contain duplicate entries or be empty: "
                            f"{e['topic']}-{e['partition']} {e['replicas']}")
         dirs = e.get("log_dirs")
-        if dirs is not None and (not isinstance(dirs, list) or any(d != "any" for d in dirs)):
-            raise CliError(f"{e['topic']}-{e['partition']}: only \"any\" log dirs are supported")
+        if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(e["replicas"]) or any(
+                not isinstance(d, str) or (d != "any" and not d.startswith("/")) for d in dirs)):
+            raise CliError(f"{e['topic']}-{e['partition']}: \"log_dirs\" must give each replica \"any\" or an "
+                           f"absolute path: {json.dumps(dirs)}")
         tp = TopicPartition(e["topic"], e["partition"])
         if tp in out:
             raise CliError(f"Duplicate partition in the reassignment data: {tp}")
         out[tp] = list(e["replicas"])
     return out
+
+
+def parse_log_dirs(doc: Any) -> dict[Any, str]:
+    """The replicas a reassignment sends to a named log dir: ``TopicPartitionReplica`` -> absolute path (after
+    :func:`parse_reassignment_json` has checked the file)."""
+    from strom.admin import TopicPartitionReplica
+
+    return {TopicPartitionReplica(e["topic"], e["partition"], broker): d for e in doc["partitions"]
+            for broker, d in zip(e["replicas"], e.get("log_dirs") or ["any"] * len(e["replicas"]), strict=True)
+            if d != "any"}
 
 
 def _plan_json(assignment: dict[Any, list[int]]) -> str:
@@ -128,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--throttle is only valid with --execute", 2)
     if args.preserve_throttles and action != "verify":
         raise CliError("--preserve-throttles is only valid with --verify", 2)
-    plan = parse_reassignment_json(_read(args.reassignment_json_file)) if args.reassignment_json_file else {}
+    doc = _read(args.reassignment_json_file) if args.reassignment_json_file else None
+    plan = parse_reassignment_json(doc) if doc is not None else {}
+    args.log_dir_moves = parse_log_dirs(doc) if doc is not None else {}
     admin = new_admin(args)
     try:
         return {"generate": _generate, "execute": _execute, "verify": _verify, "list": _list,
@@ -233,17 +248,45 @@ def _execute(admin: Any, args: argparse.Namespace, plan: dict[Any, list[int]]) -
         print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
               "throttle is removed.")
         print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
-    results = admin.alter_partition_reassignments(plan, timeout_ms=TIMEOUT_MS)
+    # partitions whose replicas stay the same are left out (only their log dirs may move)
+    moving = {tp: r for tp, r in plan.items() if r != current[tp]} if args.log_dir_moves else plan
+    results = admin.alter_partition_reassignments(moving, timeout_ms=TIMEOUT_MS) if moving else {}
     failed = []
-    for tp in sorted(plan):
+    for tp in sorted(moving):
         try:
             wait(results[tp])
         except Exception as e:
             failed.append(f"{tp}: {error_message(e)}")
     if failed:
         raise CliError("Error reassigning partition(s):\n" + "\n".join(failed))
-    print(f"Successfully started partition reassignment(s) for {','.join(str(tp) for tp in sorted(plan))}")
+    if moving:
+        print(f"Successfully started partition reassignment(s) for {','.join(str(tp) for tp in sorted(moving))}")
+    if args.log_dir_moves:
+        _move_log_dirs(admin, args.log_dir_moves)
     return 0
+
+
+def _replica_name(r: Any) -> str:
+    return f"{r.topic}-{r.partition}-{r.broker_id}"
+
+
+def _move_log_dirs(admin: Any, moves: dict[Any, str]) -> None:
+    """AlterReplicaLogDirs for the replicas the file sends to a named dir; a replica its broker does not have yet
+    (REPLICA_NOT_AVAILABLE) is placed there when the reassignment creates it."""
+    from strom.common.error_codes import ReplicaNotAvailableError
+
+    results = admin.alter_replica_log_dirs(moves, timeout_ms=TIMEOUT_MS).values()
+    failed = []
+    for replica in sorted(moves):
+        try:
+            wait(results[replica])
+        except ReplicaNotAvailableError:
+            pass
+        except Exception as e:
+            failed.append(f"{_replica_name(replica)}: {error_message(e)}")
+    if failed:
+        raise CliError("Error moving replica(s) between log dirs:\n" + "\n".join(failed))
+    print(f"Successfully started log directory move(s) for: {','.join(_replica_name(r) for r in sorted(moves))}")
 
 
 def _verify(admin: Any, args: argparse.Namespace, plan: dict[Any, list[int]]) -> int:
@@ -261,9 +304,34 @@ def _verify(admin: Any, args: argparse.Namespace, plan: dict[Any, list[int]]) ->
             pending += 1
             print(f"There is no active reassignment of partition {tp}, but replica set is "
                   f"{','.join(map(str, current.get(tp, [])))} rather than {','.join(map(str, replicas))}.")
+    if args.log_dir_moves:
+        pending += _verify_log_dirs(admin, args.log_dir_moves)
     if not pending and not args.preserve_throttles:
         _clear_throttles(admin, {tp.topic for tp in plan})
     return 1 if pending else 0
+
+
+def _verify_log_dirs(admin: Any, moves: dict[Any, str]) -> int:
+    """Print each log dir move's state; how many are not done."""
+    from strom.common.structs import TopicPartition
+
+    described = admin.describe_log_dirs(sorted({r.broker_id for r in moves}), timeout_ms=TIMEOUT_MS).values()
+    print("Status of log directory movement:")
+    pending = 0
+    for replica, target in sorted(moves.items()):
+        tp = TopicPartition(replica.topic, replica.partition)
+        dirs = wait(described[replica.broker_id])
+        where = {d: desc.replica_infos[tp].is_future for d, desc in dirs.items() if tp in desc.replica_infos}
+        if where == {target: False}:
+            print(f"Reassignment of replica {_replica_name(replica)} is completed.")
+        elif where.get(target) is True:
+            pending += 1
+            print(f"Reassignment of replica {_replica_name(replica)} is still in progress.")
+        else:
+            pending += 1
+            print(f"Replica {_replica_name(replica)} is not being moved to {target} (it is in "
+                  f"{', '.join(sorted(where)) or 'no log dir'}).")
+    return pending
 
 
 def _list(admin: Any, _args: argparse.Namespace, _plan: dict[Any, list[int]]) -> int:

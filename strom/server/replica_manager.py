@@ -22,6 +22,7 @@ from strom.common.time import Time
 from strom.server.broker_metrics import add_remote_time
 from strom.server.metadata_cache import MetadataCache, TopicInfo
 from strom.server.partition import AlterPartitionCallback, LeaderAndIsr, Partition
+from strom.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from strom.server.replication_quota import FOLLOWER, LEADER, ReplicationQuotaManager
 from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
@@ -98,6 +99,7 @@ class ReplicaManager:
         self.follower_quota = ReplicationQuotaManager(
             FOLLOWER, node_id, lambda topic: self.log_config(topic).follower_replication_throttled_replicas,
             metrics=registry, window_num=window_num, window_size_seconds=window_s, time=time)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self)  # replicas moving between log dirs (KIP-113)
         self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._produce_waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[int]]]] = {}
 
@@ -558,6 +560,7 @@ class ReplicaManager:
             self._fail_produce_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def shutdown(self) -> None:
+        self.alter_log_dirs.shutdown()
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()
         self.complete_delayed_operations()

@@ -12,6 +12,7 @@ Per log dir::
     <dir>/cleaner-offset-checkpoint              OffsetCheckpointFile: where compaction stopped in each log
     <dir>/<topic>-<partition>/                   one Log
     <dir>/<topic>-<partition>.<uuid>-delete/     a deleted partition being removed
+    <dir>/<topic>-<partition>.<uuid>-future/     a replica being moved here from another log dir (KIP-113)
 
 Periodic work is driven by the caller (the broker's scheduler), not by threads started here:
 ``run_periodic_tasks(now)`` runs retention every ``retention_check_ms``, the flusher every ``flush_check_ms`` and
@@ -76,6 +77,7 @@ LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -122,6 +124,11 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_counts: dict[str, int] = {d: 0 for d in self.log_dirs}  # partitions per log dir
         self._topic_configs: dict[str, LogConfig] = {}
+        # Replica moves between log dirs (KIP-113): the future log of a partition being copied to another dir,
+        # and the dir a replica created later should go to (AlterReplicaLogDirs before the replica exists).
+        self._futures: dict[TopicPartition, Log] = {}
+        self._future_locks: dict[TopicPartition, threading.Lock] = {}  # a copy step vs a truncation of both logs
+        self.preferred_dirs: dict[TopicPartition, str] = {}
         self._lock_fds: list[int] = []
         now = time.milliseconds()
         self._next_retention_ms = now + retention_check_ms
@@ -194,6 +201,10 @@ class LogManager:
                 log.info("removing deleted partition directory %s", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
+            if name.endswith(FUTURE_DIR_SUFFIX):  # a move the broker stopped in: the replica stays where it is
+                log.info("removing the unfinished replica move %s (the move starts again when asked again)", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
             try:
                 tp = parse_topic_partition(name)
             except ValueError:
@@ -262,7 +273,7 @@ class LogManager:
                         continue
                     if config is not None:
                         self._topic_configs[tp.topic] = config
-                    parent = min(self.log_dirs, key=lambda d: self._dir_counts[d])
+                    parent = self.preferred_dirs.pop(tp, None) or min(self.log_dirs, key=lambda d: self._dir_counts[d])
                     path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
                     fresh = not os.path.exists(path)
                     new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
@@ -276,8 +287,121 @@ class LogManager:
                     fsync_dir(parent)
         return out
 
+    # --- moving a replica to another log dir (KIP-113) ---------------------------------------------------------
+
+    def future_log(self, tp: TopicPartition) -> Log | None:
+        with self._lock:
+            return self._futures.get(tp)
+
+    def all_future_logs(self) -> list[tuple[TopicPartition, Log]]:
+        with self._lock:
+            return sorted(self._futures.items(), key=lambda item: item[0])
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str) -> Log:
+        """An empty log in ``log_dir`` starting at ``tp``'s log start offset, to copy ``tp``'s records into."""
+        log_dir = os.path.abspath(log_dir)
+        with self._lock:
+            self._check_running()
+            current = self._require_log(tp)
+            if log_dir not in self.log_dirs:
+                raise KafkaStorageError(f"{log_dir} is not a log dir of this broker")
+            if tp in self._futures:
+                raise KafkaStorageError(f"{tp} is already being moved to {os.path.dirname(self._futures[tp].dir)}")
+            path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+            future = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=True)
+            future.flusher = self.flusher
+            future.truncate_fully_and_start_at(current.log_start_offset)
+            self._futures[tp] = future
+            self._future_locks[tp] = threading.Lock()
+        fsync_dir(log_dir)
+        return future
+
+    def copy_to_future(self, tp: TopicPartition, max_bytes: int) -> int:
+        """Copy the next whole batches (about ``max_bytes``) of ``tp``'s log into its future log, as a follower
+        appends what it fetched; the bytes copied (0: caught up, -1: no move of ``tp``). Blocking (disk)."""
+        lock = self._future_locks.get(tp)
+        if lock is None:
+            return -1
+        with lock:
+            current, future = self.get_log(tp), self.future_log(tp)
+            if current is None or future is None:
+                return -1
+            if future.log_end_offset < current.log_start_offset:  # retention or DeleteRecords moved on meanwhile
+                future.truncate_fully_and_start_at(current.log_start_offset)
+            if future.log_end_offset >= current.log_end_offset:
+                return 0
+            data = current.read(future.log_end_offset, max_bytes, min_one_message=True)
+            records = bytes(data.records)
+            if records:
+                future.append_as_follower(records)
+            return len(records)
+
+    def abort_future_log(self, tp: TopicPartition) -> bool:
+        """Give up moving ``tp``: its future log is deleted."""
+        with self._lock:
+            future = self._futures.pop(tp, None)
+            lock = self._future_locks.pop(tp, None)
+        if future is None:
+            return False
+        if lock is not None:
+            with lock:  # a copy step in progress finishes first
+                future.delete()
+        else:
+            future.delete()
+        return True
+
+    def replace_current_with_future(self, tp: TopicPartition) -> tuple[Log, Log]:
+        """Finish a move: the future log, which must hold every record of the current one, becomes ``tp``'s log
+        under its final name; returns ``(new log, old log)``. The old log's directory is renamed ``...-delete``
+        and left open (reads in flight keep their files); delete it with :meth:`delete_replaced_log`. Call it
+        with no append to ``tp`` in between (the broker's event loop)."""
+        with self._lock:
+            current = self._require_log(tp)
+            future = self._futures.get(tp)
+            if future is None or future.log_end_offset != current.log_end_offset:
+                raise KafkaStorageError(f"the future log of {tp} has not caught up")
+            del self._futures[tp]
+            self._future_locks.pop(tp, None)
+            for epoch, start in current.leader_epoch_cache.entries:
+                if epoch > (future.leader_epoch_cache.latest_epoch or -1):
+                    future.leader_epoch_cache.assign(epoch, start)
+            hw, start = current.high_watermark, current.log_start_offset
+            future.close()  # flushed, producer state snapshot written
+            old_parent, new_parent = os.path.dirname(current.dir), os.path.dirname(future.dir)
+            final = os.path.join(new_parent, f"{tp.topic}-{tp.partition}")
+            doomed = f"{current.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            try:
+                os.rename(future.dir, final)
+                os.rename(current.dir, doomed)
+                fsync_dir(new_parent)
+                fsync_dir(old_parent)
+            except OSError as e:
+                raise KafkaStorageError(f"could not move {tp} to {new_parent}: {e}") from e
+            current.dir = doomed
+            new_log = Log(final, self._config_for(tp.topic), self._time, recovery_point=future.log_end_offset,
+                          log_start_offset=start, had_clean_shutdown=True, high_watermark=hw)
+            new_log.flusher = self.flusher
+            self._logs[tp] = new_log
+            self._dir_counts[old_parent] -= 1
+            self._dir_counts[new_parent] += 1
+        self.cleaner.manager.abort_cleaning(tp)
+        for parent in (old_parent, new_parent):
+            try:
+                self.cleaner.manager.update_checkpoint(parent, tp, None)
+            except (OSError, KafkaStorageError) as e:
+                log.warning("could not reset the cleaner checkpoint of %s in %s: %s", tp, parent, e)
+        log.info("%s moved from %s to %s", tp, old_parent, new_parent)
+        return new_log, current
+
+    @staticmethod
+    def delete_replaced_log(old: Log) -> None:
+        """Remove the directory of a log :meth:`replace_current_with_future` replaced. Blocking."""
+        old.delete()
+
     def delete_log(self, tp: TopicPartition) -> bool:
-        """Remove ``tp``'s log: rename its dir to ``<topic>-<partition>.<uuid>-delete``, then delete it."""
+        """Remove ``tp``'s log: rename its dir to ``<topic>-<partition>.<uuid>-delete``, then delete it (and a
+        move of it to another log dir in progress)."""
+        self.abort_future_log(tp)
         with self._lock:
             doomed = self._logs.pop(tp, None)
             if doomed is not None:
@@ -331,6 +455,10 @@ class LogManager:
         """Truncate ``tp``'s log (a follower dropping a divergent tail), with compaction of it paused meanwhile
         and its cleaner checkpoint lowered to the new end. Returns whether anything was removed."""
         lg = self._require_log(tp)
+        future, lock = self.future_log(tp), self._future_locks.get(tp)
+        if future is not None and lock is not None:  # as Kafka's truncateTo: a replica being moved, in both places
+            with lock:
+                future.truncate_to(min(offset, future.log_end_offset))
         self.cleaner.abort_and_pause_cleaning(tp)
         try:
             removed = lg.truncate_to(offset)
@@ -342,6 +470,10 @@ class LogManager:
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
         """Restart ``tp``'s log empty at ``offset`` (a follower far behind the leader's log start)."""
         lg = self._require_log(tp)
+        future, lock = self.future_log(tp), self._future_locks.get(tp)
+        if future is not None and lock is not None:
+            with lock:
+                future.truncate_fully_and_start_at(offset)
         self.cleaner.abort_and_pause_cleaning(tp)
         try:
             lg.truncate_fully_and_start_at(offset)
@@ -454,6 +586,10 @@ class LogManager:
                 return
             self._shut_down = True
             failed = False
+            for tp in list(self._futures):  # unfinished moves are dropped (and removed at the next start anyway)
+                with contextlib.suppress(OSError, KafkaStorageError):
+                    self._futures.pop(tp).close()
+            self._future_locks.clear()
             for lg in self._logs.values():
                 try:
                     lg.close()

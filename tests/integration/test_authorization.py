@@ -472,6 +472,10 @@ def test_group_and_admin_apis_matrix(broker: BrokerProcess) -> None:
         assert cluster.error_code == ErrorCode.NONE and cluster.cluster_authorized_operations == 0
         dirs = c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, m.DescribeLogDirsRequest(topics=None))
         assert (dirs.error_code, dirs.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+        moved = c.request(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, m.AlterReplicaLogDirsRequest(dirs=[
+            m.AlterReplicaLogDirsRequest.AlterReplicaLogDir(path="/nowhere", topics=[
+                m.AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(name="events", partitions=[0])])]))
+        assert [p.error_code for t in moved.results for p in t.partitions] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
 
         lo = c.request(ApiKey.LIST_OFFSETS, 7, m.ListOffsetsRequest(replica_id=-1, topics=[
             m.ListOffsetsRequest.ListOffsetsTopic(name=n, partitions=[

@@ -1,0 +1,124 @@
+"""Moving a replica between a broker's log dirs while it takes writes (KIP-113, AlterReplicaLogDirs), on a broker
+subprocess with two log dirs: a confluent-kafka producer keeps writing through the move, and a confluent-kafka
+consumer then reads every acknowledged record once, in order, from the new dir, also after a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from strom.admin import AdminClient, TopicPartitionReplica
+from strom.broker_process import BrokerProcess
+from strom.common.error_codes import LogDirNotFoundError, UnknownTopicOrPartitionError
+from strom.common.structs import TopicPartition
+from strom.testing.cluster import wait_until
+
+ck = pytest.importorskip("confluent_kafka")
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+TP = TopicPartition("movers", 0)
+
+
+def _where(admin: AdminClient) -> dict[str, bool]:
+    """log dir -> whether the replica there is the future one, for every dir holding a replica of TP."""
+    dirs = admin.describe_log_dirs([1]).values()[1].result(30)
+    return {d: desc.replica_infos[TP].is_future for d, desc in dirs.items() if TP in desc.replica_infos}
+
+
+def _read_all(bootstrap: str) -> list[bytes]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "movers-check", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    c.assign([ck.TopicPartition("movers", 0, 0)])
+    _low, high = c.get_watermark_offsets(ck.TopicPartition("movers", 0), timeout=10)
+    out: list[bytes] = []
+    while len(out) < high:
+        m = c.poll(10)
+        assert m is not None, f"read {len(out)} of {high}"
+        assert m.error() is None, m.error()
+        out.append(m.value())
+    c.close()
+    return out
+
+
+def test_a_replica_moves_to_another_log_dir_while_it_takes_writes(tmp_path: Path) -> None:
+    first, second = tmp_path / "disk-a", tmp_path / "disk-b"
+    broker = BrokerProcess(data_dir=first, overrides={"log.dirs": f"{first},{second}", "num.partitions": "1",
+                                                      "log.segment.bytes": "1048576"})
+    broker.start()
+    admin = AdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        acked: list[bytes] = []
+        stop = threading.Event()
+
+        def produce() -> None:
+            p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2})
+            i = 0
+
+            def done(err, msg) -> None:  # type: ignore[no-untyped-def]
+                assert err is None, err
+                acked.append(msg.value())
+
+            while not stop.is_set() or i < 30_000:
+                p.produce("movers", f"{i:08d}".encode() + b"." * 120, on_delivery=done)
+                p.poll(0)
+                i += 1
+                if i % 5000 == 0:
+                    p.flush(30)
+            assert p.flush(30) == 0
+
+        writer = threading.Thread(target=produce)
+        writer.start()
+        wait_until(lambda: len(acked) > 10_000, 60, "records before the move")
+        (source,) = _where(admin)
+        target = str(second if source == str(first) else first)
+        admin.alter_replica_log_dirs({TopicPartitionReplica("movers", 0, 1): target}).values()[
+            TopicPartitionReplica("movers", 0, 1)].result(30)
+        wait_until(lambda: _where(admin) == {target: False}, 60, "the replica only in the other dir")
+        stop.set()
+        writer.join(60)
+        assert not writer.is_alive()
+        expected = [f"{i:08d}".encode() + b"." * 120 for i in range(len(acked))]
+        assert acked == expected  # acknowledged in order (one partition)
+        assert _read_all(broker.bootstrap) == expected
+        assert os.path.isdir(os.path.join(target, "movers-0")) and not os.path.exists(os.path.join(source,
+                                                                                                  "movers-0"))
+        # errors: a dir the broker does not have, a topic it does not know
+        bad = admin.alter_replica_log_dirs({TopicPartitionReplica("movers", 0, 1): str(tmp_path / "elsewhere"),
+                                            TopicPartitionReplica("nosuch", 0, 1): target}).values()
+        with pytest.raises(LogDirNotFoundError):
+            bad[TopicPartitionReplica("movers", 0, 1)].result(30)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            bad[TopicPartitionReplica("nosuch", 0, 1)].result(30)
+        admin.close()
+        broker.restart()
+        admin = AdminClient(bootstrap_servers=broker.bootstrap)
+        assert _where(admin) == {target: False}
+        assert _read_all(broker.bootstrap) == expected
+
+        # back again with Kafka's tool: a reassignment file naming the log dir, then --verify
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "movers", "partition": 0, "replicas": [1], "log_dirs": [source]}]}))
+
+        def tool(action: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "strom.cli.main", "reassign-partitions", "--bootstrap-server",
+                                   broker.bootstrap, f"--{action}", "--reassignment-json-file", str(plan)],
+                                  capture_output=True, text=True, timeout=60)
+
+        started = tool("execute")
+        assert started.returncode == 0, started.stderr
+        assert "Successfully started log directory move(s) for: movers-0-1" in started.stdout
+        wait_until(lambda: "Reassignment of replica movers-0-1 is completed." in tool("verify").stdout, 60,
+                   "--verify to report the move complete")
+        assert _where(admin) == {source: False}
+        assert _read_all(broker.bootstrap) == expected
+    finally:
+        admin.close()
+        broker.stop()

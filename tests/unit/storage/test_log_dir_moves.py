@@ -1,0 +1,98 @@
+"""Moving a replica to another log dir (KIP-113) in LogManager: the future log is filled batch by batch as a
+follower's, truncation reaches both logs, the swap keeps offsets, epochs, the high watermark and producer state,
+and the moved log loads from its new dir; an unfinished move is dropped at the next start."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from strom.common.error_codes import KafkaStorageError
+from strom.common.structs import TopicPartition
+from strom.record.batch import RecordBatch
+from strom.storage.log_config import LogConfig
+from strom.storage.log_manager import FUTURE_DIR_SUFFIX, LogManager
+
+from ._batches import build_batch, split_batches
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
+
+CONFIG = LogConfig.from_broker_props({"log.segment.bytes": "400"})
+TP = TopicPartition("moving", 0)
+
+
+def manager(tmp_path, mock_time) -> LogManager:  # type: ignore[no-untyped-def]
+    lm = LogManager([str(tmp_path / "a"), str(tmp_path / "b")], CONFIG, mock_time)
+    lm.load_logs()
+    lm.preferred_dirs[TP] = str(tmp_path / "a")
+    return lm
+
+
+def values(lm: LogManager) -> list[bytes]:
+    lg = lm.get_log(TP)
+    assert lg is not None
+    out, offset = [], lg.log_start_offset
+    while offset < lg.log_end_offset:
+        data = bytes(lg.read(offset, 1 << 20).records)
+        for _base, last, raw in split_batches(data):
+            out += [r.value for r in RecordBatch(raw).records()]
+            offset = last + 1
+    return out
+
+
+def copy_all(lm: LogManager) -> None:
+    while lm.copy_to_future(TP, 300) > 0:
+        pass
+
+
+def test_a_replica_moves_to_another_dir_with_everything_it_had(tmp_path, mock_time) -> None:  # type: ignore[no-untyped-def]
+    lm = manager(tmp_path, mock_time)
+    lg = lm.get_or_create_log(TP)
+    assert os.path.dirname(lg.dir) == str(tmp_path / "a")
+    for i in range(20):
+        lg.append_as_leader(build_batch([f"v{i}".encode() * 20]), leader_epoch=i // 10)
+    lg.update_high_watermark(15)
+    future = lm.create_future_log(TP, str(tmp_path / "b"))
+    assert future.dir.endswith(FUTURE_DIR_SUFFIX) and lm.copy_to_future(TP, 300) > 0
+    with pytest.raises(KafkaStorageError, match="has not caught up"):
+        lm.replace_current_with_future(TP)
+    lg.append_as_leader(build_batch([b"late"]), leader_epoch=2)  # appends go on while the copy runs
+    copy_all(lm)
+    new, old = lm.replace_current_with_future(TP)
+    assert lm.get_log(TP) is new and os.path.dirname(new.dir) == str(tmp_path / "b")
+    assert (new.log_end_offset, new.high_watermark) == (21, 15)
+    assert [e[0] for e in new.leader_epoch_cache.entries] == [0, 1, 2]
+    assert not os.path.exists(str(tmp_path / "a" / "moving-0"))
+    lm.delete_replaced_log(old)
+    assert os.listdir(tmp_path / "a") == [n for n in os.listdir(tmp_path / "a") if "moving" not in n]
+    assert values(lm) == [f"v{i}".encode() * 20 for i in range(20)] + [b"late"]
+    lm.shutdown()
+    again = manager(tmp_path, mock_time)
+    assert os.path.dirname(again.get_log(TP).dir) == str(tmp_path / "b")  # type: ignore[union-attr]
+    assert values(again) == [f"v{i}".encode() * 20 for i in range(20)] + [b"late"]
+    again.shutdown()
+
+
+def test_truncation_reaches_the_future_log_and_an_unfinished_move_is_dropped(tmp_path, mock_time) -> None:  # type: ignore[no-untyped-def]
+    lm = manager(tmp_path, mock_time)
+    lg = lm.get_or_create_log(TP)
+    for i in range(10):
+        lg.append_as_leader(build_batch([f"v{i}".encode()]))
+    lm.create_future_log(TP, str(tmp_path / "b"))
+    copy_all(lm)
+    lm.truncate_to(TP, 6)  # a follower dropping a divergent tail: the copy must not keep it
+    lg.append_as_leader(build_batch([b"new"]))
+    copy_all(lm)
+    lm.replace_current_with_future(TP)
+    assert values(lm) == [f"v{i}".encode() for i in range(6)] + [b"new"]
+
+    with pytest.raises(KafkaStorageError, match="already being moved"):
+        lm.create_future_log(TP, str(tmp_path / "a"))
+        lm.create_future_log(TP, str(tmp_path / "a"))
+    lm.shutdown()
+    assert any(n.endswith(FUTURE_DIR_SUFFIX) for n in os.listdir(tmp_path / "a"))
+    again = manager(tmp_path, mock_time)
+    assert not any(n.endswith(FUTURE_DIR_SUFFIX) for n in os.listdir(tmp_path / "a"))
+    assert os.path.dirname(again.get_log(TP).dir) == str(tmp_path / "b")  # type: ignore[union-attr]
+    again.shutdown()
