@@ -19,7 +19,7 @@ from strom.protocol.messages.list_partition_reassignments import ListPartitionRe
 from strom.protocol.messages.metadata import MetadataRequest
 from strom.testing.cluster import LocalCluster, wait_until
 from strom.testing.raw_client import RawClient
-from tests.cluster.test_replication import create_topic, partition_meta, produce, read_all
+from tests.cluster.test_replication import create_topic, isr_is, partition_meta, produce, read_all
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -223,3 +223,88 @@ def test_reassignment_throttles(tmp_path: Path) -> None:
             assert listed["leader.replication.throttled.replicas"] == ""
         finally:
             admin.close()
+
+
+def _log_values(path: Path) -> list[bytes]:
+    """Every record value of the log in ``path`` (the cluster stopped)."""
+    from strom.record.records import MemoryRecords
+    from strom.storage.log import Log
+    from strom.storage.log_config import LogConfig
+
+    assert path.is_dir(), path
+    lg = Log(str(path), LogConfig(), had_clean_shutdown=True)
+    try:
+        out, offset = [], lg.log_start_offset
+        while offset < lg.log_end_offset:
+            data = lg.read(offset, 1 << 20)
+            for batch in MemoryRecords(bytes(data.records)).batches():
+                out += [bytes(r.value or b"") for r in batch.records()]
+                offset = batch.next_offset
+        return out
+    finally:
+        lg.close()
+
+
+def test_a_replica_moves_to_another_log_dir_while_it_replicates(tmp_path: Path) -> None:
+    """KIP-113 on a replicated partition: broker 2's replica moves to its second log dir while an acks=all
+    producer writes (the replica keeps following its leader, or leading, through the copy and the swap); every
+    acknowledged record ends up in the same order on all three replicas, broker 2's in the new dir."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from strom.admin import AdminClient, TopicPartitionReplica
+    from strom.common.structs import TopicPartition
+
+    with LocalCluster(3) as cluster:
+        b2 = cluster.brokers[2]
+        second = Path(f"{b2.data_dir}-disk2")
+        b2.overrides["log.dirs"] = f"{b2.data_dir},{second}"
+        b2.restart()
+        create_topic(cluster, "jbod", rf=3)
+        acked: list[bytes] = []
+        stop = threading.Event()
+
+        def produce() -> None:
+            p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2,
+                          "enable.idempotence": True})
+            i = 0
+            while not stop.is_set():
+                p.produce("jbod", f"{i:08d}".encode() + b"." * 200,
+                          on_delivery=lambda err, m: acked.append(m.value()) if err is None else None)
+                p.poll(0)
+                i += 1
+                if i % 2000 == 0:
+                    p.flush(30)
+            assert p.flush(60) == 0
+
+        writer = threading.Thread(target=produce)
+        writer.start()
+        admin = AdminClient(bootstrap_servers=cluster.bootstrap)
+        tp = TopicPartition("jbod", 0)
+        try:
+            wait_until(lambda: len(acked) > 20_000, 60, "records before the move")
+            replica = TopicPartitionReplica("jbod", 0, 2)
+            admin.alter_replica_log_dirs({replica: str(second)}).values()[replica].result(30)
+
+            def where() -> dict[str, bool]:
+                dirs = admin.describe_log_dirs([2]).values()[2].result(30)
+                return {d: desc.replica_infos[tp].is_future for d, desc in dirs.items() if tp in desc.replica_infos}
+
+            wait_until(lambda: where() == {str(second): False}, 60, "broker 2's replica only in its second dir")
+            count = len(acked)
+            wait_until(lambda: len(acked) > count + 5_000, 60, "records after the move")
+        finally:
+            stop.set()
+            writer.join(90)
+            admin.close()
+        assert not writer.is_alive()
+        wait_until(lambda: isr_is(cluster, "jbod", {1, 2, 3}), 60, "the ISR of three")
+        cluster.stop()
+        logs = {n: _log_values(Path(cluster.brokers[n].data_dir) / "jbod-0") for n in (1, 3)}
+        logs[2] = _log_values(second / "jbod-0")
+        assert not (Path(b2.data_dir) / "jbod-0").exists()
+    assert logs[1] == logs[2] == logs[3]
+    values = logs[1]
+    assert len(values) == len(set(values)) and values == sorted(values)  # idempotent, in order
+    assert set(acked) <= set(values)
