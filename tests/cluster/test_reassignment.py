@@ -249,12 +249,9 @@ def test_a_replica_moves_to_another_log_dir_while_it_replicates(tmp_path: Path) 
     """KIP-113 on a replicated partition: broker 2's replica moves to its second log dir while an acks=all
     producer writes (the replica keeps following its leader, or leading, through the copy and the swap); every
     acknowledged record ends up in the same order on all three replicas, broker 2's in the new dir."""
-    import threading
-
-    from confluent_kafka import Producer
-
     from strom.admin import AdminClient, TopicPartitionReplica
     from strom.common.structs import TopicPartition
+    from strom.testing.writer import BackgroundWriter
 
     with LocalCluster(3) as cluster:
         b2 = cluster.brokers[2]
@@ -262,24 +259,8 @@ def test_a_replica_moves_to_another_log_dir_while_it_replicates(tmp_path: Path) 
         b2.overrides["log.dirs"] = f"{b2.data_dir},{second}"
         b2.restart()
         create_topic(cluster, "jbod", rf=3)
-        acked: list[bytes] = []
-        stop = threading.Event()
-
-        def produce() -> None:
-            p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2,
-                          "enable.idempotence": True})
-            i = 0
-            while not stop.is_set():
-                p.produce("jbod", f"{i:08d}".encode() + b"." * 200,
-                          on_delivery=lambda err, m: acked.append(m.value()) if err is None else None)
-                p.poll(0)
-                i += 1
-                if i % 2000 == 0:
-                    p.flush(30)
-            assert p.flush(60) == 0
-
-        writer = threading.Thread(target=produce)
-        writer.start()
+        writer = BackgroundWriter(cluster.bootstrap, "jbod", value_size=208, **{"enable.idempotence": True}).start()
+        acked = writer.acked
         admin = AdminClient(bootstrap_servers=cluster.bootstrap)
         tp = TopicPartition("jbod", 0)
         try:
@@ -295,10 +276,9 @@ def test_a_replica_moves_to_another_log_dir_while_it_replicates(tmp_path: Path) 
             count = len(acked)
             wait_until(lambda: len(acked) > count + 5_000, 60, "records after the move")
         finally:
-            stop.set()
-            writer.join(90)
+            writer.stop()
             admin.close()
-        assert not writer.is_alive()
+        assert not writer.errors
         wait_until(lambda: isr_is(cluster, "jbod", {1, 2, 3}), 60, "the ISR of three")
         cluster.stop()
         logs = {n: _log_values(Path(cluster.brokers[n].data_dir) / "jbod-0") for n in (1, 3)}

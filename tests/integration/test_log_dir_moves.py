@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from strom.broker_process import BrokerProcess
 from strom.common.error_codes import LogDirNotFoundError, UnknownTopicOrPartitionError
 from strom.common.structs import TopicPartition
 from strom.testing.cluster import wait_until
+from strom.testing.writer import BackgroundWriter
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -54,37 +54,17 @@ def test_a_replica_moves_to_another_log_dir_while_it_takes_writes(tmp_path: Path
     broker.start()
     admin = AdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        acked: list[bytes] = []
-        stop = threading.Event()
-
-        def produce() -> None:
-            p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2})
-            i = 0
-
-            def done(err, msg) -> None:  # type: ignore[no-untyped-def]
-                assert err is None, err
-                acked.append(msg.value())
-
-            while not stop.is_set() or i < 30_000:
-                p.produce("movers", f"{i:08d}".encode() + b"." * 120, on_delivery=done)
-                p.poll(0)
-                i += 1
-                if i % 5000 == 0:
-                    p.flush(30)
-            assert p.flush(30) == 0
-
-        writer = threading.Thread(target=produce)
-        writer.start()
+        writer = BackgroundWriter(broker.bootstrap, "movers", at_least=30_000).start()
+        acked = writer.acked
         wait_until(lambda: len(acked) > 10_000, 60, "records before the move")
         (source,) = _where(admin)
         target = str(second if source == str(first) else first)
         admin.alter_replica_log_dirs({TopicPartitionReplica("movers", 0, 1): target}).values()[
             TopicPartitionReplica("movers", 0, 1)].result(30)
         wait_until(lambda: _where(admin) == {target: False}, 60, "the replica only in the other dir")
-        stop.set()
-        writer.join(60)
-        assert not writer.is_alive()
-        expected = [f"{i:08d}".encode() + b"." * 120 for i in range(len(acked))]
+        writer.stop()
+        assert not writer.errors
+        expected = [writer.value(i) for i in range(len(acked))]
         assert acked == expected  # acknowledged in order (one partition)
         assert _read_all(broker.bootstrap) == expected
         assert os.path.isdir(os.path.join(target, "movers-0")) and not os.path.exists(os.path.join(source,
