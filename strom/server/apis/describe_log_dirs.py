@@ -38,16 +38,20 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest, *, replic
     if request.topics is not None:
         wanted = {TopicPartition(t.topic, p) for t in request.topics for p in t.partitions}
     log_manager = replica_manager.log_manager
-    by_dir: dict[str, list[tuple[TopicPartition, Log, bool]]] = {d: [] for d in log_manager.log_dirs}
-    for logs, future in ((log_manager.all_logs(), False), (log_manager.all_future_logs(), True)):
-        for tp, lg in logs:
-            if wanted is None or tp in wanted:
-                by_dir.setdefault(os.path.dirname(lg.dir), []).append((tp, lg, future))
+    # (partition, log, the log end a future log lags behind: its current log's; None for a current log)
+    by_dir: dict[str, list[tuple[TopicPartition, Log, int | None]]] = {d: [] for d in log_manager.log_dirs}
+    for tp, lg in log_manager.all_logs():
+        if wanted is None or tp in wanted:
+            by_dir.setdefault(os.path.dirname(lg.dir), []).append((tp, lg, None))
+    for tp, lg in log_manager.all_future_logs():
+        current = log_manager.get_log(tp)
+        if (wanted is None or tp in wanted) and current is not None:
+            by_dir.setdefault(os.path.dirname(lg.dir), []).append((tp, lg, current.log_end_offset))
     # sizes and disk usage stat files: in a thread, off the event loop
     return await asyncio.get_running_loop().run_in_executor(None, _describe, by_dir)
 
 
-def _describe(by_dir: dict[str, list[tuple[TopicPartition, Log, bool]]]) -> DescribeLogDirsResponse:
+def _describe(by_dir: dict[str, list[tuple[TopicPartition, Log, int | None]]]) -> DescribeLogDirsResponse:
     results = []
     for log_dir, logs in by_dir.items():
         try:
@@ -57,12 +61,14 @@ def _describe(by_dir: dict[str, list[tuple[TopicPartition, Log, bool]]]) -> Desc
                                                    topics=[]))
             continue
         topics: dict[str, list[Any]] = {}
-        for tp, lg, future in sorted(logs, key=lambda e: (e[0], e[2])):
+        for tp, lg, current_end in sorted(logs, key=lambda e: (e[0], e[2] is not None)):
             size = lg.size_in_bytes
-            # a future replica (KIP-113) lags behind the log it copies; Kafka reports its lag to the current log
+            # Kafka's offset lag: to the high watermark for a current log, to the current log's end for a future
+            # one (KIP-113: how far the copy has to go)
+            end = lg.high_watermark if current_end is None else current_end
             topics.setdefault(tp.topic, []).append(R.DescribeLogDirsPartition(
-                partition_index=tp.partition, partition_size=size,
-                offset_lag=max(lg.high_watermark - lg.log_end_offset, 0), is_future_key=future))
+                partition_index=tp.partition, partition_size=size, offset_lag=max(end - lg.log_end_offset, 0),
+                is_future_key=current_end is not None))
         results.append(R.DescribeLogDirsResult(
             error_code=ErrorCode.NONE, log_dir=log_dir,
             topics=[R.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in topics.items()],

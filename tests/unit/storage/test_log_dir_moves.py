@@ -96,3 +96,25 @@ def test_truncation_reaches_the_future_log_and_an_unfinished_move_is_dropped(tmp
     assert not any(n.endswith(FUTURE_DIR_SUFFIX) for n in os.listdir(tmp_path / "a"))
     assert os.path.dirname(again.get_log(TP).dir) == str(tmp_path / "b")  # type: ignore[union-attr]
     again.shutdown()
+
+
+def test_describe_log_dirs_shows_the_future_replica_and_how_far_it_has_to_go(tmp_path, mock_time) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+    from types import SimpleNamespace
+
+    from strom.protocol.messages import DescribeLogDirsRequest
+    from strom.server.apis.describe_log_dirs import handle
+
+    lm = manager(tmp_path, mock_time)
+    lg = lm.get_or_create_log(TP)
+    for i in range(10):
+        lg.append_as_leader(build_batch([f"v{i}".encode()]))
+    lg.update_high_watermark(10)
+    lm.create_future_log(TP, str(tmp_path / "b"))
+    lm.copy_to_future(TP, 1)  # one batch copied: nine to go
+    response = asyncio.run(handle(None, DescribeLogDirsRequest(topics=None),  # type: ignore[arg-type]
+                                  replica_manager=SimpleNamespace(log_manager=lm), authorizer=None))
+    got = {(r.log_dir, p.is_future_key): p.offset_lag for r in response.results for t in r.topics
+           for p in t.partitions}
+    assert got == {(str(tmp_path / "a"), False): 0, (str(tmp_path / "b"), True): 9}
+    lm.shutdown()
