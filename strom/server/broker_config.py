@@ -13,7 +13,7 @@ from typing import Any
 
 from strom.common.errors import ConfigError
 from strom.config.properties import load_properties_file, parse_properties
-from strom.storage.log_config import BROKER_SYNONYMS, LogConfig
+from strom.storage.log_config import TOPIC_KEY_OF, LogConfig
 
 __all__ = [
     "BrokerConfig",
@@ -228,7 +228,7 @@ _IGNORED = {
 }
 
 # Broker keys of topic configs that only the default LogConfig reads (validated by ``LogConfig.from_broker_props``).
-_LOG_ONLY_KEYS = {k: t for t, keys in BROKER_SYNONYMS.items() for k in keys if k not in _DEFS}
+_LOG_ONLY_KEYS = {k: t for k, t in TOPIC_KEY_OF.items() if k not in _DEFS}
 
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)$")
 

@@ -48,7 +48,7 @@ from strom.server.broker_config import BrokerConfig
 from strom.server.connection_quotas import parse_max_connections_per_ip_overrides
 from strom.storage.fs import atomic_write
 from strom.storage.log_cleaner import CleanerConfig
-from strom.storage.log_config import BROKER_SYNONYMS, LogConfig
+from strom.storage.log_config import BROKER_SYNONYMS, TOPIC_KEY_OF, LogConfig
 
 __all__ = [
     "ALL_DYNAMIC_CONFIGS",
@@ -129,10 +129,10 @@ _DEFAULTS: dict[str, str | None] = {}
 
 def synonyms_of(key: str) -> tuple[str, ...]:
     """The broker keys that set the same thing as ``key`` (``log.retention.ms/minutes/hours``), ``key`` first."""
-    for keys in BROKER_SYNONYMS.values():
-        if key in keys:
-            return (key, *(k for k in keys if k != key))
-    return (key,)
+    topic_key = TOPIC_KEY_OF.get(key)
+    if topic_key is None:
+        return (key,)
+    return (key, *(k for k in BROKER_SYNONYMS[topic_key] if k != key))
 
 
 class DynamicConfigStore(Protocol):

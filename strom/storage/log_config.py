@@ -26,6 +26,7 @@ __all__ = [
     "LogConfig",
     "LOG_CONFIG_KEYS",
     "BROKER_SYNONYMS",
+    "TOPIC_KEY_OF",
     "SOURCE_TOPIC",
     "SOURCE_BROKER",
     "SOURCE_DEFAULT",
@@ -343,6 +344,8 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {}
 for _broker_key, _topic_key, _ in _BROKER_TO_TOPIC:
     BROKER_SYNONYMS.setdefault(_topic_key, ())
     BROKER_SYNONYMS[_topic_key] += (_broker_key,)
+TOPIC_KEY_OF: dict[str, str] = {b: t for b, t, _ in _BROKER_TO_TOPIC}
+"""Broker key -> the topic key it sets (``log.retention.hours`` -> ``retention.ms``)."""
 
 
 @dataclass(frozen=True, slots=True)

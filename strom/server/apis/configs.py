@@ -41,6 +41,7 @@ from strom.storage.log_config import (
     LOG_CONFIG_KEYS,
     SOURCE_BROKER,
     SOURCE_TOPIC,
+    TOPIC_KEY_OF,
     LogConfig,
 )
 
@@ -69,7 +70,6 @@ _BROKER_TYPES = {"log.cleaner.backoff.ms": "long", "log.cleaner.dedupe.buffer.si
                  "leader.replication.throttled.rate": "long", "follower.replication.throttled.rate": "long",
                  "log.roll.hours": "int", "log.roll.jitter.hours": "int", "log.retention.hours": "int",
                  "log.retention.minutes": "int"}
-_TOPIC_KEY_OF = {broker_key: topic_key for topic_key, keys in BROKER_SYNONYMS.items() for broker_key in keys}
 
 
 def _config_type(name: str, value: str | None) -> int:
@@ -77,7 +77,7 @@ def _config_type(name: str, value: str | None) -> int:
     kind = _BROKER_TYPES.get(name)
     if kind is not None:
         return _CONFIG_TYPES[kind]
-    key = LOG_CONFIG_KEYS.get(name) or LOG_CONFIG_KEYS.get(_TOPIC_KEY_OF.get(name, ""))
+    key = LOG_CONFIG_KEYS.get(name) or LOG_CONFIG_KEYS.get(TOPIC_KEY_OF.get(name, ""))
     if key is not None:
         return _CONFIG_TYPES.get(key.type, 0)
     if value in ("true", "false"):
@@ -181,20 +181,16 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
                                  "does not exist.", resource_type=TOPIC, resource_name=res.resource_name, configs=[]))
                 continue
             rows = _topic_rows(dynamic_config, info.configs)
-        elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(node_id)):
-                results.append(R(error_code=INVALID_REQUEST, error_message=f"Unexpected broker id, expected "
-                                 f"{node_id} but received {res.resource_name}", resource_type=BROKER,
-                                 resource_name=res.resource_name, configs=[]))
-                continue
-            rows = _broker_rows(dynamic_config, res.resource_name)
-        elif res.resource_type == BROKER_LOGGER:
-            refused = _broker_id_error(res.resource_name, node_id, empty_allowed=False)
+        elif res.resource_type in (BROKER, BROKER_LOGGER):
+            refused = _broker_id_error(res.resource_name, node_id, empty_allowed=res.resource_type == BROKER)
             if refused is not None:
-                results.append(R(error_code=refused[0], error_message=refused[1], resource_type=BROKER_LOGGER,
+                results.append(R(error_code=refused[0], error_message=refused[1], resource_type=res.resource_type,
                                  resource_name=res.resource_name, configs=[]))
                 continue
-            rows = [(n, level, DYNAMIC_BROKER_LOGGER_CONFIG) for n, level in broker_loggers.describe_loggers()]
+            if res.resource_type == BROKER:
+                rows = _broker_rows(dynamic_config, res.resource_name)
+            else:
+                rows = [(n, level, DYNAMIC_BROKER_LOGGER_CONFIG) for n, level in broker_loggers.describe_loggers()]
         else:
             results.append(R(error_code=INVALID_REQUEST, error_message=f"Unsupported resource type "
                              f"{res.resource_type}", resource_type=res.resource_type, resource_name=res.resource_name,
