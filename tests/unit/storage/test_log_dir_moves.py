@@ -11,6 +11,7 @@ import pytest
 from strom.common.error_codes import KafkaStorageError
 from strom.common.structs import TopicPartition
 from strom.record.batch import RecordBatch
+from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import FUTURE_DIR_SUFFIX, LogManager
 
@@ -39,6 +40,15 @@ def values(lm: LogManager) -> list[bytes]:
             out += [r.value for r in RecordBatch(raw).records()]
             offset = last + 1
     return out
+
+
+def with_ten_records(tmp_path, mock_time) -> tuple[LogManager, Log]:  # type: ignore[no-untyped-def]
+    """A manager whose partition, in the first dir, holds v0..v9 (one record per batch)."""
+    lm = manager(tmp_path, mock_time)
+    lg = lm.get_or_create_log(TP)
+    for i in range(10):
+        lg.append_as_leader(build_batch([f"v{i}".encode()]))
+    return lm, lg
 
 
 def copy_all(lm: LogManager) -> None:
@@ -75,10 +85,7 @@ def test_a_replica_moves_to_another_dir_with_everything_it_had(tmp_path, mock_ti
 
 
 def test_truncation_reaches_the_future_log_and_an_unfinished_move_is_dropped(tmp_path, mock_time) -> None:  # type: ignore[no-untyped-def]
-    lm = manager(tmp_path, mock_time)
-    lg = lm.get_or_create_log(TP)
-    for i in range(10):
-        lg.append_as_leader(build_batch([f"v{i}".encode()]))
+    lm, lg = with_ten_records(tmp_path, mock_time)
     lm.create_future_log(TP, str(tmp_path / "b"))
     copy_all(lm)
     lm.truncate_to(TP, 6)  # a follower dropping a divergent tail: the copy must not keep it
@@ -87,8 +94,8 @@ def test_truncation_reaches_the_future_log_and_an_unfinished_move_is_dropped(tmp
     lm.replace_current_with_future(TP)
     assert values(lm) == [f"v{i}".encode() for i in range(6)] + [b"new"]
 
+    lm.create_future_log(TP, str(tmp_path / "a"))  # and back: left unfinished below
     with pytest.raises(KafkaStorageError, match="already being moved"):
-        lm.create_future_log(TP, str(tmp_path / "a"))
         lm.create_future_log(TP, str(tmp_path / "a"))
     lm.shutdown()
     assert any(n.endswith(FUTURE_DIR_SUFFIX) for n in os.listdir(tmp_path / "a"))
@@ -105,10 +112,7 @@ def test_describe_log_dirs_shows_the_future_replica_and_how_far_it_has_to_go(tmp
     from strom.protocol.messages import DescribeLogDirsRequest
     from strom.server.apis.describe_log_dirs import handle
 
-    lm = manager(tmp_path, mock_time)
-    lg = lm.get_or_create_log(TP)
-    for i in range(10):
-        lg.append_as_leader(build_batch([f"v{i}".encode()]))
+    lm, lg = with_ten_records(tmp_path, mock_time)
     lg.update_high_watermark(10)
     lm.create_future_log(TP, str(tmp_path / "b"))
     lm.copy_to_future(TP, 1)  # one batch copied: nine to go
