@@ -12,9 +12,11 @@ import dataclasses
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strom.common.error_codes import KafkaStorageError
 from strom.common.errors import ConfigError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
@@ -65,6 +67,7 @@ from strom.server.zk_admin_manager import ZkAdminManager
 from strom.server.zk_metadata_cache import ZkMetadataCache
 from strom.storage.fs import raise_open_file_limit
 from strom.storage.log_cleaner import CleanerConfig
+from strom.storage.log_dir_failure_channel import LogDirFailureChannel
 from strom.storage.log_manager import LogManager
 
 __all__ = ["BrokerServer", "pid_file_path"]
@@ -100,6 +103,8 @@ class BrokerServer:
         self.credentials: Any = None
         self._acl_store: ZkAclStore | None = None
         self.quotas = ClientQuotaManagers(config, time)
+        self.log_dir_failures = LogDirFailureChannel()  # log dirs that failed (KIP-112)
+        self.halt: Callable[[int], None] = os._exit  # all log dirs failed (Kafka's Exit.halt)
         self.socket_servers: list[SocketServer] = []
         self._ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -125,14 +130,20 @@ class BrokerServer:
         # every such handoff can wait 5 ms, which would hold every flush.messages ack that long. (The log cleaner's
         # record work runs in worker processes, so it does not compete for the GIL: strom/storage/cleaner_records.py.)
         sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL_S))
+        failures = self.log_dir_failures
         for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:  # the dir goes offline; the broker starts while one dir is usable (KIP-112)
+                failures.maybe_add_offline_log_dir(str(d), "cannot create the log dir", e)
         self.metrics.start_http()  # first: a taken metrics.prometheus.listener port stops the start here
         cluster_id = None
         if c["zookeeper.connect"]:
             self.zk = await loop.run_in_executor(None, self._connect_zookeeper)
             cluster_id = self.zk.get_or_create_cluster_id(c["cluster.id"])
-            check_meta_properties(self.log_dirs, cluster_id, self.node_id)
+            check_meta_properties([d for d in self.log_dirs if not failures.has_offline_log_dir(str(d))],
+                                  cluster_id, self.node_id, on_io_error=lambda d, e: failures.maybe_add_offline_log_dir(
+                                      str(d), "cannot read or write meta.properties", e))
         await self._load_dynamic_configs()
         c = self.dynamic_config.current
         self.log_manager = LogManager(
@@ -142,7 +153,14 @@ class BrokerServer:
             flush_check_ms=int(c["log.flush.scheduler.interval.ms"]),
             retention_check_ms=int(c["log.retention.check.interval.ms"]),
             cleaner_config=self.cleaner_config,
+            failure_channel=failures,
         )
+        first = str(self.log_dirs[0])
+        if self.zk is None and failures.has_offline_log_dir(first):
+            # Its topic registry is there: starting without it would take every topic for deleted.
+            self.log_manager.shutdown()
+            raise KafkaStorageError(f"log dir {first} holds this standalone broker's topic registry and cannot be "
+                                    f"used ({failures.reason(first)}); the broker does not start without it")
         await loop.run_in_executor(None, self.log_manager.load_logs)
         self.log_manager.startup()  # the log cleaner threads
         await self._bind_listeners()
@@ -200,7 +218,11 @@ class BrokerServer:
             dynamic_config=self.dynamic_config, controller=self.controller,
             authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
             metrics=self.metrics, quotas=await self._client_quotas(), fetch_manager=self.fetch_manager))
+        failures.add_listener(lambda d: loop.call_soon_threadsafe(self._on_log_dir_failure, d))
+        for d in self.log_manager.offline_log_dirs:  # failed while loading, before the listener: nothing to move
+            log.error("log dir %s is offline: %s", d, failures.reason(d))
         self.metrics.add_replica_manager(rm)
+        self.metrics.add_log_manager(self.log_manager)
         self.metrics.add_fetch_session_cache(self.fetch_manager.cache)
         self.metrics.add_controller(self.controller)
         self.metrics.add_group_coordinator(self.group_coordinator)
@@ -403,6 +425,24 @@ class BrokerServer:
         for tp in followers:
             if tp.topic == GROUP_METADATA_TOPIC_NAME:
                 gc.on_resignation(tp.partition)
+
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        """A log dir failed (event loop): its partitions go offline and the controller hears of it; with no dir
+        left the broker halts (Kafka's ``LogDirFailureHandler``)."""
+        lm, rm = self.log_manager, self.replica_manager
+        if lm is None or rm is None or self._stopped.is_set():
+            return
+        rm.handle_log_dir_failure(log_dir)
+        if not lm.live_log_dirs:
+            log.critical("Shutdown broker because all log dirs in %s have failed",
+                         ", ".join(map(str, self.log_dirs)))
+            logging.shutdown()
+            self.halt(1)
+            return
+        if self.zk is not None:
+            zk, node_id = self.zk, self.node_id
+            self._tasks.append(asyncio.get_running_loop().create_task(
+                asyncio.to_thread(zk.propagate_log_dir_event, node_id)))
 
     async def _bind_listeners(self) -> None:
         """Start a socket server per listener (TLS, SASL, quotas, idle expiry); requests wait for ``_ready``.

@@ -67,6 +67,7 @@ GROUP_DOMAINS = {
     "KafkaController": "kafka.controller",
     "GroupMetadataManager": "kafka.coordinator.group",
     "Log": "kafka.log",
+    "LogManager": "kafka.log",
 }
 
 # Kafka's histogram percentiles, with the ``quantile`` label the JMX exporter's ``(\d+)thPercentile`` rule gives.
@@ -530,6 +531,15 @@ class BrokerMetrics:
         self._gauge("AtMinIsrPartitionCount", g, "led partitions whose ISR is exactly min.insync.replicas",
                     lambda: sum(1 for p in leaders() if len(p.isr) == min_isr(p)))
         self.partition_series.replica_manager = rm
+
+    def add_log_manager(self, lm: Any) -> None:
+        """``kafka.log:type=LogManager``: ``OfflineLogDirectoryCount`` and, per log dir, ``LogDirectoryOffline``
+        (1 once the dir failed)."""
+        self._gauge("OfflineLogDirectoryCount", "LogManager", "log dirs that failed",
+                    lambda: len(lm.offline_log_dirs))
+        for d in lm.log_dirs:
+            self._gauge("LogDirectoryOffline", "LogManager", "1 when this log dir failed",
+                        lambda d=d: int(lm.failure_channel.has_offline_log_dir(d)), {"logDirectory": d})
 
     def add_fetch_session_cache(self, cache: Any) -> None:
         """``kafka.server:type=FetchSessionCache``: sessions and partitions cached, evictions (a meter's Count)."""

@@ -8,6 +8,7 @@ log dir written by another cluster or another broker id is refused at start, so 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from strom.common.errors import KafkaError
@@ -36,24 +37,35 @@ def _read(path: Path) -> dict[str, str]:
     return out
 
 
-def check_meta_properties(log_dirs: list[Path], cluster_id: str, broker_id: int) -> None:
-    """Refuse dirs of another cluster or broker; write ``meta.properties`` where it is missing."""
+def check_meta_properties(log_dirs: list[Path], cluster_id: str, broker_id: int,
+                          on_io_error: Callable[[Path, OSError], None] | None = None) -> None:
+    """Refuse dirs of another cluster or broker; write ``meta.properties`` where it is missing. A dir whose file
+    cannot be read or written is passed to ``on_io_error`` (it goes offline, as Kafka's) when given."""
     for d in log_dirs:
-        path = d / FILE_NAME
-        if path.exists():
-            props = _read(path)
-            stored = props.get("cluster.id")
-            if stored is not None and stored != cluster_id:
-                raise InconsistentClusterIdError(
-                    f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored} in {path}. The broker is "
-                    "trying to join the wrong cluster. Configured zookeeper.connect may be wrong.")
-            stored_id = props.get("broker.id")
-            if stored_id is not None and int(stored_id) != broker_id:
-                raise InconsistentBrokerIdError(
-                    f"Configured broker.id {broker_id} doesn't match stored broker.id {stored_id} in {path}. If you "
-                    "moved your data, make sure your configured broker.id matches. If you intend to create a new "
-                    "broker, you should remove all data in your data directories (log.dirs).")
-            continue
-        text = (f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
-                f"cluster.id={cluster_id}\nversion=0\nbroker.id={broker_id}\n")
-        atomic_write(str(path), text.encode())
+        try:
+            _check_dir(d, cluster_id, broker_id)
+        except OSError as e:
+            if on_io_error is None:
+                raise
+            on_io_error(d, e)
+
+
+def _check_dir(d: Path, cluster_id: str, broker_id: int) -> None:
+    path = d / FILE_NAME
+    if path.exists():
+        props = _read(path)
+        stored = props.get("cluster.id")
+        if stored is not None and stored != cluster_id:
+            raise InconsistentClusterIdError(
+                f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored} in {path}. The broker is "
+                "trying to join the wrong cluster. Configured zookeeper.connect may be wrong.")
+        stored_id = props.get("broker.id")
+        if stored_id is not None and int(stored_id) != broker_id:
+            raise InconsistentBrokerIdError(
+                f"Configured broker.id {broker_id} doesn't match stored broker.id {stored_id} in {path}. If you "
+                "moved your data, make sure your configured broker.id matches. If you intend to create a new "
+                "broker, you should remove all data in your data directories (log.dirs).")
+        return
+    text = (f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
+            f"cluster.id={cluster_id}\nversion=0\nbroker.id={broker_id}\n")
+    atomic_write(str(path), text.encode())

@@ -36,6 +36,7 @@ class LeaderAndIsr:
     partition_epoch: int  # the zkVersion of the partition state znode
     replicas: list[int] = field(default_factory=list)
     controller_epoch: int = 0
+    is_new: bool = False  # a new replica (LeaderAndIsr isNew): its log may be created while a log dir is offline
 
 
 @dataclass(slots=True)

@@ -43,6 +43,8 @@ class ReplicaAlterLogDirsManager:
         target = os.path.abspath(log_dir)
         if target not in lm.log_dirs:
             return ErrorCode.LOG_DIR_NOT_FOUND
+        if target not in lm.live_log_dirs or tp in self.rm.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # an offline dir on either side, as Kafka's
         current = lm.get_log(tp)
         if current is None:  # not here (yet): created in that dir when it is, as Kafka's preferred log dir
             lm.preferred_dirs[tp] = target
@@ -100,6 +102,12 @@ class ReplicaAlterLogDirsManager:
         finally:
             if self._moves.get(tp) is asyncio.current_task():
                 del self._moves[tp]
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        """Stop moving ``tp`` (its log dir or its future log's failed: the log manager drops the future log)."""
+        task = self._moves.pop(tp, None)
+        if task is not None:
+            task.cancel()
 
     def moving(self) -> set[TopicPartition]:
         return set(self._moves)

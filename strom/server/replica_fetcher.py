@@ -260,6 +260,7 @@ class _ReplicaFetcher:
                     except (BrokerResponseError, KafkaError, OSError) as e:
                         log.error("%s: follower append failed: %s", tp, e)
                         st.delayed_until_ms = now + self.m.backoff_ms
+                        rm.maybe_log_dir_failure(tp, e)  # an I/O error takes its log dir offline
                 elif pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     lg = p.log
                     if pd.log_start_offset > lg.log_end_offset:
@@ -279,3 +280,4 @@ class _ReplicaFetcher:
                 await asyncio.wrap_future(fut)
             except (KafkaError, OSError) as e:
                 log.error("%s: follower flush failed: %s", tp, e)
+                rm.maybe_log_dir_failure(tp, e)

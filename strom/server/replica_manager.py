@@ -5,17 +5,23 @@ with ``DelayedProduce`` and ``DelayedFetch`` kept in per-partition waiter lists:
 parked on that partition, a high-watermark move completes only the acks=all produces waiting on it.
 A standalone broker leads every partition with an ISR of itself; in a cluster the controller's LeaderAndIsr
 requests decide, and followers replicate through the :class:`ReplicaFetcherManager`. Event loop only.
+
+A log dir that fails (JBOD, KIP-112: an I/O error anywhere in it, reported to the log manager's
+``LogDirFailureChannel``) takes its partitions offline (:meth:`handle_log_dir_failure`, Kafka's
+``HostedPartition.Offline``): they answer KAFKA_STORAGE_ERROR to produce, fetch and LeaderAndIsr until the
+broker restarts, and the controller moves their leadership to other replicas.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from strom.common.error_codes import ErrorCode
+from strom.common.error_codes import ErrorCode, KafkaStorageError
 from strom.common.errors import BrokerResponseError, KafkaError
 from strom.common.structs import TopicPartition
 from strom.common.time import Time
@@ -84,6 +90,7 @@ class ReplicaManager:
         self.rack_aware_selector = False  # replica.selector.class = RackAwareReplicaSelector (KIP-392)
         self.metrics = metrics  # BrokerTopicMetrics of appends, ISR shrinks / expands
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: set[TopicPartition] = set()  # their log dir failed (KIP-112)
         self.alter_partition: AlterPartitionCallback | None = None
         self.fetcher_manager: ReplicaFetcherManagerLike | None = None
         self.controller_epoch = -1
@@ -136,6 +143,8 @@ class ReplicaManager:
         """The partition when this broker leads it; raises NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION."""
         p = self.partitions.get(tp)
         if p is None:
+            if tp in self.offline_partitions:
+                raise _error(ErrorCode.KAFKA_STORAGE_ERROR, _offline_message(tp, self.node_id))
             if self.metadata.partition_state(tp) is not None:
                 raise _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"Broker {self.node_id} does not host {tp}")
             raise _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -144,10 +153,12 @@ class ReplicaManager:
                          f"Leader not local for partition {tp} on broker {self.node_id}")
         return p
 
-    def _get_or_create_partition(self, tp: TopicPartition) -> Partition:
+    def _get_or_create_partition(self, tp: TopicPartition, is_new: bool = True) -> Partition:
         p = self.partitions.get(tp)
         if p is None:
-            lg = self.log_manager.get_or_create_log(tp, self.log_config(tp.topic))
+            if tp in self.offline_partitions:
+                raise _error(ErrorCode.KAFKA_STORAGE_ERROR, _offline_message(tp, self.node_id))
+            lg = self.log_manager.get_or_create_log(tp, self.log_config(tp.topic), is_new=is_new)
             p = Partition(tp, lg, self.node_id)
             p.alter_partition = self.alter_partition
             p.on_hw_change = self._on_hw_change
@@ -168,10 +179,18 @@ class ReplicaManager:
             self.lead_locally(info)
 
     def lead_locally(self, info: TopicInfo) -> None:
-        """Standalone: become leader of every partition of ``info`` (ISR = this broker)."""
+        """Standalone: become leader of every partition of ``info`` (ISR = this broker). The logs of new partitions
+        exist already (the admin manager opens them first); a partition whose log is missing while a log dir is
+        offline stays offline (its log may be in that dir)."""
         now = self.time.milliseconds()
         for i, st in enumerate(info.partitions):
-            p = self._get_or_create_partition(TopicPartition(info.name, i))
+            tp = TopicPartition(info.name, i)
+            try:
+                p = self._get_or_create_partition(tp, is_new=False)
+            except KafkaStorageError as e:
+                log.error("%s stays offline: %s", tp, e)
+                self.offline_partitions.add(tp)
+                continue
             p.make_leader(LeaderAndIsr(st.leader, st.leader_epoch, list(st.isr), 0, list(st.replicas)), now)
 
     def log_manager_delete(self, tps: Iterable[TopicPartition]) -> None:
@@ -185,6 +204,7 @@ class ReplicaManager:
     def delete_partitions(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
             self._configs.pop(tp.topic, None)
+            self.offline_partitions.discard(tp)  # (an offline log stays in its dir: nothing to delete now)
             p = self.partitions.pop(tp, None)
             if self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partitions([tp])
@@ -218,7 +238,7 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
                 continue
             try:
-                p = self._get_or_create_partition(tp)
+                p = self._get_or_create_partition(tp, st.is_new)
             except (OSError, KafkaError) as e:
                 log.error("%s: cannot open the log: %s", tp, e)
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
@@ -308,6 +328,8 @@ class ReplicaManager:
             info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds(), origin,
                                               records_checked=records_checked)
         except BrokerResponseError as e:
+            if self.maybe_log_dir_failure(tp, e):
+                return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, str(e))
             log.info("rejected produce to %s: %s", tp, e)
             return AppendResult.refused(e)
         except KafkaError as e:
@@ -315,6 +337,7 @@ class ReplicaManager:
             return AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, None, str(e))
         except OSError as e:
             log.error("produce to %s failed with a storage error: %s", tp, e)
+            self.maybe_log_dir_failure(tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, f"I/O error: {e}")
         self._wake_fetches(tp)
         return AppendResult(ErrorCode.NONE, info, None)
@@ -403,6 +426,7 @@ class ReplicaManager:
             await asyncio.wrap_future(r.info.flushed)
         except (KafkaError, OSError) as e:
             log.error("produce to %s: the flush failed: %s", tp, e)
+            self.maybe_log_dir_failure(tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, r.info, f"I/O error: {e}")
         finally:
             add_remote_time(self.time.nanoseconds() - parked_ns)
@@ -461,7 +485,8 @@ class ReplicaManager:
         connections) instead of bytes; the caller must ``release()`` it."""
         p = self.partitions.get(part.tp)
         if p is None:
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
+            code = ErrorCode.KAFKA_STORAGE_ERROR if part.tp in self.offline_partitions \
+                else ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_state(part.tp) is not None \
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return FetchResult(code)
         if part.current_leader_epoch >= 0 and part.current_leader_epoch != p.leader_epoch:
@@ -491,6 +516,7 @@ class ReplicaManager:
                 records = data.records or b""
             except BrokerResponseError as e:
                 code = e.errno
+                self.maybe_log_dir_failure(part.tp, e)
         if is_follower and code == ErrorCode.NONE:
             p.update_follower_fetch_state(replica_id, part.fetch_offset, self.time.milliseconds())
             hw = p.high_watermark
@@ -542,6 +568,41 @@ class ReplicaManager:
                     if not s:
                         del self._fetch_waiters[tp]
 
+    # -- failed log dirs (KIP-112) ----------------------------------------------------------------------------
+    def maybe_log_dir_failure(self, tp: TopicPartition, exc: BaseException) -> bool:
+        """Report ``tp``'s log dir to the failure channel when ``exc`` is an I/O failure; whether it was."""
+        p = self.partitions.get(tp)
+        if p is None:
+            return False
+        return self.log_manager.report_failure(os.path.dirname(p.log.dir), f"an operation on {tp} failed", exc)
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """``log_dir`` failed: its partitions go offline (Kafka's ``ReplicaManager.handleLogDirFailure``). Their
+        fetchers and moves stop, parked acks=all produces answer KAFKA_STORAGE_ERROR, parked fetches wake, the
+        coordinators give up the partitions this broker led; returns the partitions taken offline."""
+        log_dir = os.path.abspath(log_dir)
+        hosted = [tp for tp, p in self.partitions.items() if os.path.dirname(p.log.dir) == log_dir]
+        moving = [tp for tp, lg in self.log_manager.all_future_logs() if os.path.dirname(lg.dir) == log_dir]
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(hosted)
+        for tp in hosted + moving:
+            self.alter_log_dirs.remove_partition(tp)
+        self.log_manager.handle_log_dir_failure(log_dir)
+        led = []
+        for tp in hosted:
+            p = self.partitions.pop(tp)
+            if p.is_leader:
+                led.append(tp)
+            self.offline_partitions.add(tp)
+            self._fail_produce_waiters(tp, ErrorCode.KAFKA_STORAGE_ERROR)
+            self._wake_fetches(tp)
+        log.warning("broker %d stopped serving partitions %s and moving %s: they are in the failed log dir %s",
+                    self.node_id, ", ".join(map(str, hosted)) or "none", ", ".join(map(str, moving)) or "none",
+                    log_dir)
+        if led and self.on_leadership_change is not None:
+            self.on_leadership_change([], led)
+        return hosted
+
     # -- lifecycle --------------------------------------------------------------------------------------------
     def checkpoint_high_watermarks(self) -> None:
         fn = getattr(self.log_manager, "checkpoint_high_watermarks", None)
@@ -574,6 +635,10 @@ class ReplicaFetcherManagerLike:
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
 
     def shutdown(self) -> None: ...
+
+
+def _offline_message(tp: TopicPartition, node_id: int) -> str:
+    return f"Partition {tp} is in an offline log directory on broker {node_id}"
 
 
 def _error(code: int, message: str) -> BrokerResponseError:

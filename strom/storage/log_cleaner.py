@@ -60,6 +60,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.common.error_codes import KafkaStorageError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.record.batch import DELETE_HORIZON_FLAG, RecordBatch
@@ -326,10 +327,13 @@ class LogCleanerManager:
         self._uncleanable: set[TopicPartition] = set()
         self._next_delete_horizon: dict[TopicPartition, int] = {}
         self._checkpoints = {d: OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT_FILE)) for d in log_dirs}
+        self._offline_dirs: set[str] = set()
         self.dirtiest_ratio = 0.0
 
     # -- checkpoints ----------------------------------------------------------------------------------------
     def _checkpoint_file(self, log_dir: str) -> OffsetCheckpointFile:
+        if log_dir in self._offline_dirs:
+            raise KafkaStorageError(f"log dir {log_dir} is offline")
         cp = self._checkpoints.get(log_dir)
         if cp is None:
             cp = self._checkpoints[log_dir] = OffsetCheckpointFile(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE))
@@ -342,7 +346,22 @@ class LogCleanerManager:
                 out.update(self._checkpoints[d].read())
             except CorruptCheckpointError as e:
                 log.warning("%s; the logs of %s are cleaned from their start", e, d)
+            except OSError as e:  # a failing dir: its logs are taken offline (LogManager.handle_log_dir_failure)
+                log.debug("cannot read the cleaner checkpoint of %s: %s", d, e)
         return out
+
+    def handle_log_dir_failure(self, log_dir: str, tps: list[TopicPartition]) -> None:
+        """``log_dir`` went offline: its checkpoint is not read or written again, cleanings of its logs stop
+        (Kafka's ``LogCleanerManager.handleLogDirFailure``)."""
+        with self._cond:
+            self._offline_dirs.add(log_dir)
+            self._checkpoints.pop(log_dir, None)
+            for tp in tps:
+                if self._states.get(tp) == self.IN_PROGRESS:
+                    self._states[tp] = self.ABORTED
+                self._uncleanable.discard(tp)
+                self._next_delete_horizon.pop(tp, None)
+            self._cond.notify_all()
 
     def update_checkpoint(self, log_dir: str, tp: TopicPartition, offset: int | None) -> None:
         """Set (or with None remove) ``tp``'s first dirty offset in ``log_dir``'s checkpoint."""
@@ -403,7 +422,7 @@ class LogCleanerManager:
         """A cleaning of ``tp`` finished (``end_offset`` = new first dirty offset) or was aborted (None)."""
         with self._cond:
             state = self._states.pop(tp, None)
-            if end_offset is not None and state == self.IN_PROGRESS:
+            if end_offset is not None and state == self.IN_PROGRESS and log_dir not in self._offline_dirs:
                 self.update_checkpoint(log_dir, tp, end_offset)
                 if next_horizon is None:
                     self._next_delete_horizon.pop(tp, None)
@@ -909,11 +928,14 @@ class LogCleaner:
         self.manager.abort_cleaning(tp)
         try:
             self.manager.update_checkpoint(log_dir, tp, None)
-        except OSError as e:  # a full disk: the stale entry is reset at the next cleaning of a log of that name
+        except (OSError, KafkaStorageError) as e:  # a full disk: the stale entry is reset at the next cleaning of a log of that name
             log.warning("could not remove %s from the cleaner checkpoint of %s: %s", tp, log_dir, e)
 
     def abort_and_pause_cleaning(self, tp: TopicPartition) -> None:
         self.manager.abort_and_pause_cleaning(tp)
+
+    def handle_log_dir_failure(self, log_dir: str, tps: list[TopicPartition]) -> None:
+        self.manager.handle_log_dir_failure(log_dir, tps)
 
     def resume_cleaning(self, tp: TopicPartition) -> None:
         self.manager.resume_cleaning(tp)

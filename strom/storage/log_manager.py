@@ -28,6 +28,13 @@ Compaction: :meth:`startup` starts the :class:`LogCleaner` threads (``log.cleane
 :meth:`shutdown` stops them first. Deleting a log aborts its cleaning; truncate through :meth:`truncate_to` /
 :meth:`truncate_fully_and_start_at` so a cleaning in progress is aborted and the cleaner checkpoint follows.
 
+Failed log dirs (JBOD, KIP-112): a dir that cannot be created or locked at start, whose logs fail to load, or whose
+files fail an I/O operation later (a checkpoint, a flush, retention, an append the broker reports) is reported to
+the :class:`LogDirFailureChannel` and goes offline: :meth:`handle_log_dir_failure` drops its logs, and nothing is
+created, checkpointed or marked clean in it again until the broker restarts. A partition missing from every live dir
+is created only when new (``is_new``), never while a dir is offline (its log may be there). Losing every dir is
+fatal, as in Kafka.
+
 Threading: thread-safe. A lock guards the partition map; each ``Log`` has its own lock.
 """
 
@@ -41,7 +48,7 @@ import re
 import shutil
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from strom.common.error_codes import KafkaStorageError
 from strom.common.structs import TopicPartition
@@ -58,6 +65,7 @@ from strom.storage.fs import (
 from strom.storage.log import Log, parse_topic_partition
 from strom.storage.log_cleaner import CleanerConfig, LogCleaner
 from strom.storage.log_config import LogConfig
+from strom.storage.log_dir_failure_channel import LogDirFailureChannel, is_io_failure
 from strom.storage.log_flusher import LogFlusher
 
 __all__ = [
@@ -109,6 +117,7 @@ class LogManager:
         retention_check_ms: int = 300000,
         checkpoint_interval_ms: int = 60000,
         cleaner_config: CleanerConfig | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -135,10 +144,23 @@ class LogManager:
         self._next_flush_ms = now + flush_check_ms
         self._next_checkpoint_ms = now + checkpoint_interval_ms
         self._shut_down = False
-        for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._lock_fds.append(self._lock_dir(d))
-        self.cleaner = LogCleaner(cleaner_config or CleanerConfig(), self.log_dirs, self.all_logs, time)
+        self.failure_channel = failure_channel or LogDirFailureChannel()
+        try:
+            for d in self.log_dirs:
+                if self.failure_channel.has_offline_log_dir(d):  # found failing before (e.g. its meta.properties)
+                    continue
+                try:
+                    os.makedirs(d, exist_ok=True)
+                    fd = self._lock_dir(d)
+                except OSError as e:  # (a dir locked by another process is a KafkaStorageError: fatal)
+                    self.failure_channel.maybe_add_offline_log_dir(d, "cannot create or lock the log dir", e)
+                    continue
+                self._lock_fds.append(fd)
+            self._require_live_dirs()
+        except BaseException:
+            self._release_locks()
+            raise
+        self.cleaner = LogCleaner(cleaner_config or CleanerConfig(), self.live_log_dirs, self.all_logs, time)
         self.flusher: LogFlusher | None = None  # started by startup()
 
     def startup(self) -> None:
@@ -152,8 +174,38 @@ class LogManager:
                     lg.flusher = self.flusher
         self.cleaner.startup()
 
+    @property
+    def live_log_dirs(self) -> list[str]:
+        """The log dirs that have not failed."""
+        offline = set(self.failure_channel.offline_log_dirs)
+        return [d for d in self.log_dirs if d not in offline]
+
+    @property
+    def offline_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if self.failure_channel.has_offline_log_dir(d)]
+
+    def _require_live_dirs(self) -> None:
+        if not self.live_log_dirs:
+            raise KafkaStorageError(f"every log dir has failed: {', '.join(self.log_dirs)}")
+
+    def _release_locks(self) -> None:
+        for fd in self._lock_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._lock_fds = []
+
+    def report_failure(self, log_dir: str, message: str, exc: BaseException) -> bool:
+        """Take ``log_dir`` offline when ``exc`` is an I/O failure (see :class:`LogDirFailureChannel`); returns
+        whether it was one."""
+        if not is_io_failure(exc):
+            return False
+        self.failure_channel.maybe_add_offline_log_dir(log_dir, message, exc)
+        return True
+
     @staticmethod
     def _lock_dir(d: str) -> int:
+        if not os.path.isdir(d):
+            raise NotADirectoryError(f"{d} is not a directory")
         fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -170,8 +222,18 @@ class LogManager:
             if topic_configs:
                 self._topic_configs.update(topic_configs)
             loaded = 0
-            for d in self.log_dirs:
-                loaded += self._load_dir(d)
+            for d in self.live_log_dirs:
+                try:
+                    loaded += self._load_dir(d)
+                except (OSError, KafkaStorageError) as e:
+                    if not is_io_failure(e):
+                        raise
+                    for tp in [tp for tp, lg in self._logs.items() if os.path.dirname(lg.dir) == d]:
+                        with contextlib.suppress(OSError, KafkaStorageError):
+                            self._logs.pop(tp).close_handlers()
+                    self._dir_counts[d] = 0
+                    self.failure_channel.maybe_add_offline_log_dir(d, "loading its logs failed", e)
+            self._require_live_dirs()
             return loaded
 
     def _read_checkpoint(self, path: str) -> tuple[dict[TopicPartition, int], bool]:
@@ -247,14 +309,18 @@ class LogManager:
         with self._lock:
             return sorted(self._logs.items(), key=lambda item: item[0])
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
-        """The log of ``tp``, created in the log dir holding the fewest partitions when missing.
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None, *, is_new: bool = True) -> Log:
+        """The log of ``tp``, created in the live log dir holding the fewest partitions when missing.
 
-        ``config`` (if given) becomes the topic's config for this and later partitions of the topic.
+        ``config`` (if given) becomes the topic's config for this and later partitions of the topic. ``is_new``:
+        the partition has no data anywhere yet (a new topic or replica); a missing log of a partition that is not
+        new is not created while a log dir is offline (its data may be there): KafkaStorageError, as Kafka's
+        ``getOrCreateLog``.
         """
-        return self.get_or_create_logs([tp], config)[0]
+        return self.get_or_create_logs([tp], config, is_new=is_new)[0]
 
-    def get_or_create_logs(self, tps: list[TopicPartition], config: LogConfig | None = None) -> list[Log]:
+    def get_or_create_logs(self, tps: list[TopicPartition], config: LogConfig | None = None, *,
+                           is_new: bool = True) -> list[Log]:
         """:meth:`get_or_create_log` for many partitions (CreateTopics / CreatePartitions), with one directory
         fsync per log dir instead of one per partition. Raises ValueError before creating anything when a name is
         illegal."""
@@ -271,12 +337,24 @@ class LogManager:
                     if existing is not None:
                         out.append(existing)
                         continue
+                    offline = self.offline_log_dirs
+                    if offline and not is_new:
+                        raise KafkaStorageError(f"Can not create log for {tp} because log directories "
+                                                f"{','.join(offline)} are offline")
+                    live = self.live_log_dirs
+                    if not live:
+                        raise KafkaStorageError(f"Can not create log for {tp}: every log dir is offline")
                     if config is not None:
                         self._topic_configs[tp.topic] = config
-                    parent = self.preferred_dirs.pop(tp, None) or min(self.log_dirs, key=lambda d: self._dir_counts[d])
+                    preferred = self.preferred_dirs.pop(tp, None)
+                    parent = preferred if preferred in live else min(live, key=lambda d: self._dir_counts[d])
                     path = os.path.join(parent, f"{tp.topic}-{tp.partition}")
                     fresh = not os.path.exists(path)
-                    new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
+                    try:
+                        new_log = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=fresh)
+                    except (OSError, KafkaStorageError) as e:
+                        self.report_failure(parent, f"creating the log of {tp} failed", e)
+                        raise
                     new_log.flusher = self.flusher
                     parents.add(parent)
                     self._logs[tp] = new_log
@@ -284,7 +362,11 @@ class LogManager:
                     out.append(new_log)
             finally:
                 for parent in parents:
-                    fsync_dir(parent)
+                    try:
+                        fsync_dir(parent)
+                    except OSError as e:
+                        self.report_failure(parent, "syncing the log dir failed", e)
+                        raise KafkaStorageError(f"syncing {parent} failed: {e}") from e
         return out
 
     # --- moving a replica to another log dir (KIP-113) ---------------------------------------------------------
@@ -305,6 +387,8 @@ class LogManager:
             current = self._require_log(tp)
             if log_dir not in self.log_dirs:
                 raise KafkaStorageError(f"{log_dir} is not a log dir of this broker")
+            if self.failure_channel.has_offline_log_dir(log_dir):
+                raise KafkaStorageError(f"log dir {log_dir} is offline")
             if tp in self._futures:
                 raise KafkaStorageError(f"{tp} is already being moved to {os.path.dirname(self._futures[tp].dir)}")
             path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
@@ -425,6 +509,42 @@ class LogManager:
             log.warning("could not remove %s from the cleaner checkpoint of %s: %s", tp, parent, e)
         return True
 
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """``log_dir`` went offline: its logs leave the manager (their files are closed, not flushed: the dir is
+        not written to again), a replica being moved into it stops moving, one being moved out of it loses its
+        copy; returns the partitions whose log was there (Kafka's ``LogManager.handleLogDirFailure``)."""
+        log_dir = os.path.abspath(log_dir)
+        self.failure_channel.maybe_add_offline_log_dir(log_dir, "taken offline")
+        with self._lock:
+            gone = {tp: lg for tp, lg in self._logs.items() if os.path.dirname(lg.dir) == log_dir}
+            for tp in gone:
+                del self._logs[tp]
+            stranded = [tp for tp, f in self._futures.items() if tp in gone or os.path.dirname(f.dir) == log_dir]
+            self._dir_counts[log_dir] = 0
+            for tp, d in list(self.preferred_dirs.items()):
+                if d == log_dir:
+                    del self.preferred_dirs[tp]
+        for tp in stranded:
+            future = self.future_log(tp)
+            if future is not None and os.path.dirname(future.dir) != log_dir:
+                self.abort_future_log(tp)  # a copy in a live dir of a log that is offline now
+            else:
+                with self._lock:
+                    self._futures.pop(tp, None)
+                    self._future_locks.pop(tp, None)
+                if future is not None:
+                    with contextlib.suppress(OSError, KafkaStorageError):
+                        future.close_handlers()
+        self.cleaner.handle_log_dir_failure(log_dir, list(gone))
+        for lg in gone.values():
+            try:
+                lg.close_handlers()
+            except (OSError, KafkaStorageError) as e:
+                log.debug("closing %s after its dir failed: %s", lg.dir, e)
+        log.error("log dir %s is offline: %d logs in it are no longer served (%s)", log_dir, len(gone),
+                  self.failure_channel.reason(log_dir))
+        return sorted(gone)
+
     def check_capacity(self, new_partitions: int) -> str | None:
         """Whether ``new_partitions`` more partitions can be created here: None when they fit, else a message
         for the operator (CreateTopics / CreatePartitions answer it instead of creating them).
@@ -507,8 +627,9 @@ class LogManager:
         for _tp, lg in self.all_logs():
             try:
                 deleted += lg.delete_old_segments()
-            except KafkaStorageError:
-                log.exception("retention failed for %s", lg.dir)
+            except (OSError, KafkaStorageError) as e:
+                if not self.report_failure(os.path.dirname(lg.dir), f"retention of {lg.dir} failed", e):
+                    log.exception("retention failed for %s", lg.dir)
         return deleted
 
     def flush_dirty_logs(self) -> int:
@@ -523,34 +644,40 @@ class LogManager:
                 elif lg.recovery_point < lg.active_segment.base_offset:
                     lg.flush(lg.active_segment.base_offset)
                     flushed += 1
-            except KafkaStorageError:
-                log.exception("flush failed for %s", lg.dir)
+            except (OSError, KafkaStorageError) as e:
+                if not self.report_failure(os.path.dirname(lg.dir), f"flush of {lg.dir} failed", e):
+                    log.exception("flush failed for %s", lg.dir)
         return flushed
 
     def _logs_by_dir(self) -> dict[str, dict[TopicPartition, Log]]:
-        by_dir: dict[str, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+        live = self.live_log_dirs
+        by_dir: dict[str, dict[TopicPartition, Log]] = {d: {} for d in live}
         for tp, lg in self.all_logs():
-            by_dir.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
+            parent = os.path.dirname(lg.dir)
+            if parent in by_dir:
+                by_dir[parent][tp] = lg
         return by_dir
 
-    def checkpoint_recovery_points(self) -> None:
+    def _write_checkpoints(self, file_name: str, value: Callable[[Log], int]) -> bool:
+        """One checkpoint file per live log dir; a dir whose write fails goes offline. Whether all were written."""
+        ok = True
         for d, logs in self._logs_by_dir().items():
-            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).write(
-                {tp: lg.recovery_point for tp, lg in logs.items()}
-            )
+            try:
+                OffsetCheckpointFile(os.path.join(d, file_name)).write({tp: value(lg) for tp, lg in logs.items()})
+            except OSError as e:
+                ok = False
+                self.report_failure(d, f"writing {file_name} failed", e)
+        return ok
 
-    def checkpoint_log_start_offsets(self) -> None:
-        for d, logs in self._logs_by_dir().items():
-            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).write(
-                {tp: lg.log_start_offset for tp, lg in logs.items()}
-            )
+    def checkpoint_recovery_points(self) -> bool:
+        return self._write_checkpoints(RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
 
-    def checkpoint_high_watermarks(self) -> None:
+    def checkpoint_log_start_offsets(self) -> bool:
+        return self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT_FILE, lambda lg: lg.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> bool:
         """Write every log's high watermark to ``replication-offset-checkpoint`` in its log dir."""
-        for d, logs in self._logs_by_dir().items():
-            OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT_FILE)).write(
-                {tp: lg.high_watermark for tp, lg in logs.items()}
-            )
+        return self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
 
     def run_periodic_tasks(self, now_ms: int | None = None) -> int:
         """Run whichever of retention, flush and checkpointing is due; returns ms until the next is due."""
@@ -597,19 +724,15 @@ class LogManager:
                     failed = True
                     log.exception("could not close %s", lg.dir)
             try:
-                self.checkpoint_recovery_points()
-                self.checkpoint_log_start_offsets()
-                self.checkpoint_high_watermarks()
-                if not failed:  # without the marker the next start recovers what was not flushed
-                    for d in self.log_dirs:
+                written = [self.checkpoint_recovery_points(), self.checkpoint_log_start_offsets(),
+                           self.checkpoint_high_watermarks()]
+                if not failed and all(written):  # without the marker the next start recovers what was not flushed
+                    for d in self.live_log_dirs:
                         atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
             except OSError as e:
                 log.error("shutdown of the logs in %s was not clean: %s", self.log_dirs, e)
             finally:
-                for fd in self._lock_fds:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                self._lock_fds = []
+                self._release_locks()
 
     def __enter__(self) -> LogManager:
         return self

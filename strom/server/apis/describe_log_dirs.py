@@ -4,7 +4,8 @@
 Kafka counterpart: ``KafkaApis.handleDescribeLogDirsRequest`` → ``ReplicaManager.describeLogDirs``. DESCRIBE on
 the cluster is required: without it the response has no directories (v3+: CLUSTER_AUTHORIZATION_FAILED as the
 top-level error). ``OffsetLag`` is how far the replica's log end is behind the partition's high watermark (0 on the
-leader), as Kafka's ``getLogEndOffsetLag`` for a current (not future) log. Topics null = every partition.
+leader), as Kafka's ``getLogEndOffsetLag`` for a current (not future) log. Topics null = every partition. A log
+dir that failed (KIP-112) is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka's.
 """
 
 from __future__ import annotations
@@ -48,15 +49,19 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest, *, replic
         if (wanted is None or tp in wanted) and current is not None:
             by_dir.setdefault(os.path.dirname(lg.dir), []).append((tp, lg, current.log_end_offset))
     # sizes and disk usage stat files: in a thread, off the event loop
-    return await asyncio.get_running_loop().run_in_executor(None, _describe, by_dir)
+    offline = set(log_manager.offline_log_dirs)
+    return await asyncio.get_running_loop().run_in_executor(None, _describe, by_dir, offline)
 
 
-def _describe(by_dir: dict[str, list[tuple[TopicPartition, Log, int | None]]]) -> DescribeLogDirsResponse:
+def _describe(by_dir: dict[str, list[tuple[TopicPartition, Log, int | None]]], offline: set[str],
+              ) -> DescribeLogDirsResponse:
     results = []
     for log_dir, logs in by_dir.items():
         try:
-            usage = shutil.disk_usage(log_dir)
+            usage = None if log_dir in offline else shutil.disk_usage(log_dir)
         except OSError:
+            usage = None
+        if usage is None:
             results.append(R.DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir,
                                                    topics=[]))
             continue

@@ -62,7 +62,7 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest, *, m
         for ps in ts.partition_states:
             states.append((TopicPartition(ts.topic_name, ps.partition_index),
                            LeaderAndIsr(ps.leader, ps.leader_epoch, list(ps.isr), ps.partition_epoch,
-                                        list(ps.replicas), ps.controller_epoch)))
+                                        list(ps.replicas), ps.controller_epoch, ps.is_new)))
     if _cluster_action_denied(authorizer, ctx):
         errors, code = dict.fromkeys((tp for tp, _ in states), DENIED), DENIED
     elif not metadata.accepts_controller_requests():

@@ -42,7 +42,7 @@ def topic_metadata(info: TopicInfo, metadata: MetadataCache, include_ops: bool, 
     alive = {b.node_id for b in metadata.alive_brokers()}
     parts = []
     for p, st in enumerate(info.partitions):
-        offline = [r for r in st.replicas if r not in alive]
+        offline = [r for r in st.replicas if r not in alive or r in st.offline_replicas]  # (or its log dir failed)
         parts.append(MetadataResponse.MetadataResponsePartition(
             error_code=ErrorCode.LEADER_NOT_AVAILABLE if st.leader < 0 else ErrorCode.NONE,
             partition_index=p, leader_id=st.leader, leader_epoch=st.leader_epoch, replica_nodes=list(st.replicas),

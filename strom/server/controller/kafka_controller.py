@@ -12,7 +12,11 @@ Kafka counterpart: ``KafkaController`` with its ``ControllerContext``, partition
   broker gets LeaderAndIsr for its replicas and catches up;
 * new topics and partitions (``/brokers/topics``), deletions (``/admin/delete_topics``), AlterPartition (ISR
   changes proposed by leaders), ControlledShutdown, preferred-leader elections (ElectLeaders and
-  ``auto.leader.rebalance.enable``).
+  ``auto.leader.rebalance.enable``);
+* failed log dirs (KIP-112): a broker that loses a log dir writes ``/log_dir_event_notification``; the controller
+  sends it LeaderAndIsr for all its replicas, and every replica a broker answers KAFKA_STORAGE_ERROR for is
+  offline (``replicas_on_offline_dirs``): it cannot lead, leaves the ISR, and is listed as an offline replica,
+  until that broker restarts (Kafka's ``onBrokerLogDirFailure`` and ``LeaderAndIsrResponseReceived``).
 
 Events are processed one at a time by one task on the broker's event loop (Kafka's ControllerEventManager);
 ZooKeeper watches fire on kazoo's thread and are queued with ``call_soon_threadsafe``; blocking ZooKeeper calls run
@@ -39,7 +43,13 @@ from strom.protocol.messages.update_metadata import UpdateMetadataRequest
 from strom.server.broker_channel import BrokerChannel
 from strom.server.security.inter_broker import InterBrokerSecurity
 from strom.server.zk.kafka_zk_client import KafkaZkClient
-from strom.server.zk.znodes import BrokerRegistration, ConfigEntityZNode, ConfigType, LeaderAndIsr
+from strom.server.zk.znodes import (
+    BrokerRegistration,
+    ConfigEntityZNode,
+    ConfigType,
+    LeaderAndIsr,
+    LogDirEventNotificationZNode,
+)
 
 __all__ = ["KafkaController", "ElectionResult"]
 
@@ -72,12 +82,19 @@ class ControllerContext:
     topics_being_deleted: set[str] = field(default_factory=set)
     # partition -> (target replicas, original replicas) while a reassignment runs (KIP-455)
     reassignments: dict[TopicPartition, tuple[list[int], list[int]]] = field(default_factory=dict)
+    # broker -> its replicas in a failed log dir (KIP-112), as its LeaderAndIsr responses said
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return sorted(tp for tp in self.assignments if tp.topic == topic)
 
     def alive(self, broker_id: int) -> bool:
         return broker_id in self.live_brokers
+
+    def replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """The broker is alive and ``tp``'s replica on it is not in a failed log dir (Kafka's
+        ``isReplicaOnline``)."""
+        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
 
 class KafkaController:
@@ -243,6 +260,8 @@ class KafkaController:
         self._watches.append(self.zk.watch_children("/brokers/ids", lambda ids: self._enqueue("broker_change")))
         self._watches.append(self.zk.watch_children("/brokers/topics", lambda t: self._enqueue("topic_change")))
         self._watches.append(self.zk.watch_children("/admin/delete_topics", lambda t: self._enqueue("topic_deletion")))
+        self._watches.append(self.zk.watch_children(LogDirEventNotificationZNode.PATH,
+                                                    lambda t: self._enqueue("log_dir_event")))
         for topic in {tp.topic for tp in self.ctx.assignments}:
             self._watch_topic(topic)
         if self.auto_rebalance:
@@ -335,13 +354,13 @@ class KafkaController:
         """Kafka's OfflinePartitionLeaderElectionStrategy: the first live ISR member in assignment order; with
         ``unclean``, else the first live replica."""
         replicas = self.ctx.assignments.get(tp, [])
-        live_isr = [r for r in st.isr if self.ctx.alive(r) and r not in excluded]
+        live_isr = [r for r in st.isr if self.ctx.replica_online(r, tp) and r not in excluded]
         for r in replicas:
             if r in live_isr:
                 return r, live_isr
         if unclean:
             for r in replicas:
-                if self.ctx.alive(r) and r not in excluded:
+                if self.ctx.replica_online(r, tp) and r not in excluded:
                     log.warning("%s: unclean leader election of broker %d (data may be lost)", tp, r)
                     return r, [r]
         return NO_LEADER, list(st.isr)
@@ -353,7 +372,7 @@ class KafkaController:
         for tp, st in list(self.ctx.states.items()):
             if tp.topic in self.ctx.topics_being_deleted:
                 continue
-            if st.leader != NO_LEADER and self.ctx.alive(st.leader) and st.leader not in ex:
+            if st.leader != NO_LEADER and self.ctx.replica_online(st.leader, tp) and st.leader not in ex:
                 continue
             leader, isr = self._select_leader(tp, st, ex)
             if leader == NO_LEADER and await self._unclean_allowed(tp.topic, unclean_cache):
@@ -420,6 +439,8 @@ class KafkaController:
         bounced = {b for b in new_ids if b in old}
         self.ctx.live_brokers = brokers
         self.ctx.shutting_down -= (dead | new_ids)
+        for b in dead | new_ids:  # a restarted broker tells its offline replicas again, in its LeaderAndIsr answers
+            self.ctx.replicas_on_offline_dirs.pop(b, None)
         for b in dead | bounced:
             s = self._senders.pop(b, None)
             if s is not None:
@@ -443,6 +464,61 @@ class KafkaController:
         # A started broker also takes part in deletions that waited for it.
         if self.ctx.topics_being_deleted:
             await self._on_topic_deletion(None)
+
+    async def _on_log_dir_event(self, _payload: Any) -> None:
+        """Brokers that lost a log dir (``/log_dir_event_notification``): each gets LeaderAndIsr for all its
+        replicas, and its answers say which are offline (Kafka's ``processLogDirEventNotification``)."""
+        if not self.active:
+            return
+        brokers = await self._zk(self.zk.get_and_delete_log_dir_event_notifications)
+        for b in sorted(set(brokers)):
+            if self.ctx.alive(b):
+                log.info("broker %d reported a failed log dir: asking it about each of its replicas", b)
+                self._send_leader_and_isr_for([tp for tp, r in self.ctx.assignments.items() if b in r], only_to={b})
+
+    async def _on_leader_and_isr_response(self, payload: tuple[int, int, LeaderAndIsrRequest, Any]) -> None:
+        """A broker's answer to LeaderAndIsr: the replicas it answered KAFKA_STORAGE_ERROR for are in a failed log
+        dir, the ones it answered NONE for are online; replicas newly offline are handled."""
+        broker, broker_epoch, request, response = payload
+        registration = self.ctx.live_brokers.get(broker)
+        if not self.active or registration is None or registration.broker_epoch != broker_epoch \
+                or response.error_code != ErrorCode.NONE:
+            return
+        offline, online = set(), set()
+        for ts, rt in zip(request.topic_states, response.topics, strict=False):
+            for pe in rt.partition_errors:
+                tp = TopicPartition(ts.topic_name, pe.partition_index)
+                if pe.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                    offline.add(tp)
+                elif pe.error_code == ErrorCode.NONE:
+                    online.add(tp)
+        previous = self.ctx.replicas_on_offline_dirs.get(broker, set())
+        current = (previous - online) | offline
+        if current:
+            self.ctx.replicas_on_offline_dirs[broker] = current
+        else:
+            self.ctx.replicas_on_offline_dirs.pop(broker, None)
+        newly = current - previous
+        if newly:
+            await self._on_replicas_offline(broker, newly)
+
+    async def _on_replicas_offline(self, broker: int, tps: set[TopicPartition]) -> None:
+        """Replicas of ``broker`` went offline (a failed log dir): partitions they led get a new leader from the
+        rest of the ISR, and they leave the ISR (Kafka's ``onReplicasBecomeOffline``)."""
+        log.warning("broker %d: replicas %s are in a failed log dir", broker, ", ".join(map(str, sorted(tps)[:10])))
+        changed = set(await self._elect_offline_partitions())
+        proposed = {}
+        for tp in tps:
+            st = self.ctx.states.get(tp)
+            if st is not None and broker in st.isr and st.leader not in (broker, NO_LEADER):
+                proposed[tp] = st.new_leader_and_isr(st.leader, [r for r in st.isr if r != broker])
+        changed |= set(await self._write_states(proposed))
+        for tp in sorted(changed):
+            st = self.ctx.states[tp]
+            log.info("%s: leader -> %d (epoch %d), ISR %s", tp, st.leader, st.leader_epoch, list(st.isr))
+        if changed:
+            self._send_leader_and_isr_for(sorted(changed))
+        self._send_update_metadata(list(self.ctx.live_brokers), sorted(changed | tps))
 
     async def _on_topic_change(self, _payload: Any) -> None:
         if not self.active:
@@ -478,7 +554,7 @@ class KafkaController:
     async def _on_new_partitions(self, tps: list[TopicPartition]) -> None:
         await self._initialize_new_partitions([tp for tp in tps if tp not in self.ctx.states])
         self._send_update_metadata(list(self.ctx.live_brokers), tps)
-        self._send_leader_and_isr_for(tps)
+        self._send_leader_and_isr_for(tps, new_replicas={(r, tp) for tp in tps for r in self.ctx.assignments[tp]})
         log.info("new partitions %s online", ", ".join(map(str, tps[:10])) + (" ..." if len(tps) > 10 else ""))
 
     async def _on_topic_deletion(self, _payload: Any) -> None:
@@ -591,7 +667,7 @@ class KafkaController:
             st = self.ctx.states[tp]
             # New replicas must hear of the partition: a new leader epoch carries the full replica set.
             await self._write_states({tp: st.new_leader_and_isr(st.leader, st.isr)})
-            self._send_leader_and_isr_for([tp])
+            self._send_leader_and_isr_for([tp], new_replicas={(r, tp) for r in adding})
             self._send_update_metadata(list(self.ctx.live_brokers), [tp])
             out[tp] = (ErrorCode.NONE, None)
             log.info("%s: reassigning %s -> %s (adding %s, removing %s)", tp, original, target, adding, removing)
@@ -616,8 +692,8 @@ class KafkaController:
         if not all(r in st.isr for r in target):
             return
         isr = [r for r in st.isr if r in target]
-        leader = st.leader if st.leader in target and self.ctx.alive(st.leader) else \
-            next((r for r in target if r in isr and self.ctx.alive(r)), NO_LEADER)
+        leader = st.leader if st.leader in target and self.ctx.replica_online(st.leader, tp) else \
+            next((r for r in target if r in isr and self.ctx.replica_online(r, tp)), NO_LEADER)
         removed = [r for r in self.ctx.assignments[tp] if r not in target]
         await self._set_assignment(tp, list(target), [], [])
         await self._write_states({tp: st.new_leader_and_isr(leader, isr)})
@@ -650,7 +726,7 @@ class KafkaController:
             if broker_id not in self.ctx.assignments.get(tp, []):
                 continue
             if st.leader == broker_id:
-                others = [r for r in self.ctx.assignments[tp] if r != broker_id and self.ctx.alive(r)
+                others = [r for r in self.ctx.assignments[tp] if r != broker_id and self.ctx.replica_online(r, tp)
                           and r not in self.ctx.shutting_down]
                 if not others:
                     continue  # no live replica to move to (a single replica, or the last broker standing)
@@ -694,18 +770,19 @@ class KafkaController:
                     out[tp] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic "
                                                                             "partition.")
                     continue
-                if not self.ctx.alive(preferred) or preferred not in st.isr or preferred in self.ctx.shutting_down:
+                if not self.ctx.replica_online(preferred, tp) or preferred not in st.isr \
+                        or preferred in self.ctx.shutting_down:
                     out[tp] = ElectionResult(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                                              f"Failed to elect leader for partition {tp} under strategy "
                                              "PreferredReplicaPartitionLeaderElectionStrategy")
                     continue
                 new = st.new_leader_and_isr(preferred, st.isr)
             else:
-                if st.leader != NO_LEADER and self.ctx.alive(st.leader):
+                if st.leader != NO_LEADER and self.ctx.replica_online(st.leader, tp):
                     out[tp] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic "
                                                                             "partition.")
                     continue
-                live = [r for r in replicas if self.ctx.alive(r)]
+                live = [r for r in replicas if self.ctx.replica_online(r, tp)]
                 if not live:
                     out[tp] = ElectionResult(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                                              f"Failed to elect leader for partition {tp}: no live replica")
@@ -761,14 +838,20 @@ class KafkaController:
     def _sender_for(self, broker_id: int) -> _BrokerSender:
         return self._sender(self.ctx.live_brokers[broker_id])
 
-    def _partition_state(self, tp: TopicPartition) -> LeaderAndIsrRequest.LeaderAndIsrPartitionState:
+    def _partition_state(self, tp: TopicPartition, is_new: bool = False,
+                         ) -> LeaderAndIsrRequest.LeaderAndIsrPartitionState:
         st = self.ctx.states[tp]
         return LeaderAndIsrRequest.LeaderAndIsrPartitionState(
             partition_index=tp.partition, controller_epoch=st.controller_epoch, leader=st.leader,
             leader_epoch=st.leader_epoch, isr=list(st.isr), partition_epoch=st.zk_version,
-            replicas=list(self.ctx.assignments.get(tp, [])), adding_replicas=[], removing_replicas=[], is_new=False)
+            replicas=list(self.ctx.assignments.get(tp, [])), adding_replicas=[], removing_replicas=[],
+            is_new=is_new)
 
-    def _send_leader_and_isr_for(self, tps: Iterable[TopicPartition], only_to: set[int] | None = None) -> None:
+    def _send_leader_and_isr_for(self, tps: Iterable[TopicPartition], only_to: set[int] | None = None,
+                                 new_replicas: set[tuple[int, TopicPartition]] | None = None) -> None:
+        """LeaderAndIsr to the live replicas of ``tps`` (or only to the brokers ``only_to``). ``new_replicas``:
+        (broker, partition) pairs that are new (``isNew``: a broker creates their logs even while one of its log
+        dirs is offline). Each answer is checked for replicas in failed log dirs."""
         per_broker: dict[int, dict[str, list[TopicPartition]]] = {}
         for tp in tps:
             if tp not in self.ctx.states:
@@ -780,16 +863,24 @@ class KafkaController:
             LeaderAndIsrRequest.LeaderAndIsrLiveLeader(broker_id=b.broker_id, host_name=ep.host, port=ep.port)
             for b in self.ctx.live_brokers.values()
             if (ep := b.endpoint(self.listener) or (b.endpoints[0] if b.endpoints else None)) is not None]
+        new = new_replicas or set()
         for broker, topics in per_broker.items():
+            epoch = self.ctx.live_brokers[broker].broker_epoch
             req = LeaderAndIsrRequest(
-                controller_id=self.broker_id, controller_epoch=self.ctx.epoch,
-                broker_epoch=self.ctx.live_brokers[broker].broker_epoch, type=0,
+                controller_id=self.broker_id, controller_epoch=self.ctx.epoch, broker_epoch=epoch, type=0,
                 topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
                     topic_name=topic, topic_id=self.ctx.topic_ids.get(topic, uuid.UUID(int=0)),
-                    partition_states=[self._partition_state(tp) for tp in sorted(parts)])
+                    partition_states=[self._partition_state(tp, (broker, tp) in new) for tp in sorted(parts)])
                     for topic, parts in topics.items()],
                 live_leaders=live_leaders)
-            self._sender_for(broker).send(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req)
+            fut = self._sender_for(broker).send(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req)
+            fut.add_done_callback(lambda f, b=broker, e=epoch, r=req: self._leader_and_isr_answered(b, e, r, f))
+
+    def _leader_and_isr_answered(self, broker: int, broker_epoch: int, request: LeaderAndIsrRequest,
+                                 fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        self._enqueue("leader_and_isr_response", (broker, broker_epoch, request, fut.result()))
 
     def _send_update_metadata(self, brokers: list[int], tps: list[TopicPartition],
                               deleting: list[TopicPartition] | None = None) -> None:
@@ -810,7 +901,7 @@ class KafkaController:
             topics.setdefault(tp.topic, []).append(UpdateMetadataRequest.UpdateMetadataPartitionState(
                 partition_index=tp.partition, controller_epoch=st.controller_epoch, leader=st.leader,
                 leader_epoch=st.leader_epoch, isr=list(st.isr), zk_version=st.zk_version, replicas=list(replicas),
-                offline_replicas=[r for r in replicas if not self.ctx.alive(r)]))
+                offline_replicas=[r for r in replicas if not self.ctx.replica_online(r, tp)]))
         for tp in deleting or []:
             # Kafka marks deleted partitions with leader -2 (LeaderDuringDelete) so brokers drop them.
             topics.setdefault(tp.topic, []).append(UpdateMetadataRequest.UpdateMetadataPartitionState(

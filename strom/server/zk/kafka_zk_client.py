@@ -76,6 +76,8 @@ from strom.server.zk.znodes import (
     DeleteTopicsZNode,
     IsrChangeNotificationSequenceZNode,
     LeaderAndIsr,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     ProducerIdBlockZNode,
     ProducerIdsBlock,
@@ -87,6 +89,7 @@ from strom.server.zk.znodes import (
     TopicsZNode,
     TopicZNode,
     ZkVersion,
+    ZNodeDecodeError,
 )
 
 __all__ = ["KafkaZkClient", "ZkSessionState", "WatchHandle", "parse_connect_string"]
@@ -764,6 +767,27 @@ class KafkaZkClient:
         Kafka's ``propagateIsrChanges``, the pre-AlterIsr path)."""
         self._retry(self._zk.create, IsrChangeNotificationSequenceZNode.CREATE_PATH,
                     IsrChangeNotificationSequenceZNode.encode(partitions), sequence=True, makepath=True)
+
+    def propagate_log_dir_event(self, broker_id: int) -> None:
+        """Tell the controller this broker lost a log dir (``/log_dir_event_notification/log_dir_event_<seq>``;
+        Kafka's ``propagateLogDirEvent``)."""
+        self._retry(self._zk.create, LogDirEventNotificationSequenceZNode.CREATE_PATH,
+                    LogDirEventNotificationSequenceZNode.encode(broker_id), sequence=True, makepath=True)
+
+    def get_and_delete_log_dir_event_notifications(self) -> list[int]:
+        """The brokers named by the pending log dir event notifications, which are deleted (the controller's
+        ``processLogDirEventNotification``); an unreadable notification is deleted and skipped."""
+        brokers = []
+        for name in sorted(self.get_children(LogDirEventNotificationZNode.PATH)):
+            path = f"{LogDirEventNotificationZNode.PATH}/{name}"
+            data, _ = self.get_data_and_version(path)
+            if data is not None:
+                try:
+                    brokers.append(LogDirEventNotificationSequenceZNode.decode(data))
+                except ZNodeDecodeError as e:
+                    log.warning("ignoring log dir event notification %s: %s", path, e)
+            self.delete_path(path)
+        return brokers
 
     # ------------------------------------------------------------------------------------------- configs
 
