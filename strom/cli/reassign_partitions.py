@@ -52,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--throttle", type=int, default=-1, metavar="<Long: throttle>",
                    help="with --execute: the replication rate (bytes/sec) of the moving replicas; --verify removes "
                         "the throttle once every move is complete")
+    p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="<Long: replicaAlterLogDirsThrottle>",
+                   help="with --execute: the rate (bytes/sec) of replica moves between the log dirs of a broker; "
+                        "--verify removes it once every move is complete")
     p.add_argument("--preserve-throttles", action="store_true",
                    help="with --verify: leave the throttles in place")
 
@@ -139,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--generate needs --topics-to-move-json-file and --broker-list", 2)
     if args.throttle >= 0 and action != "execute":
         raise CliError("--throttle is only valid with --execute", 2)
+    if args.replica_alter_log_dirs_throttle >= 0 and action != "execute":
+        raise CliError("--replica-alter-log-dirs-throttle is only valid with --execute", 2)
     if args.preserve_throttles and action != "verify":
         raise CliError("--preserve-throttles is only valid with --verify", 2)
     doc = _read(args.reassignment_json_file) if args.reassignment_json_file else None
@@ -191,6 +196,7 @@ def _generate(admin: Any, args: argparse.Namespace, _plan: dict[Any, list[int]])
 
 
 LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
 
 
@@ -217,6 +223,14 @@ def _set_throttles(admin: Any, plan: dict[Any, list[int]], current: dict[Any, li
     _alter_all(admin, changes)
 
 
+def _set_log_dir_throttle(admin: Any, moves: dict[Any, str], rate: int) -> None:
+    """Kafka's ``modifyLogDirThrottle``: the brokers with a replica to move between their log dirs."""
+    from strom.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    _alter_all(admin, {ConfigResource(ConfigResourceType.BROKER, str(b)): [AlterConfigOp(LOG_DIR_RATE, str(rate))]
+                       for b in sorted({r.broker_id for r in moves})})
+
+
 def _clear_throttles(admin: Any, topics: set[str]) -> None:
     """Kafka's ``clearAllThrottles``: the rates on every broker, the throttled replicas of the moved topics."""
     from strom.admin import AlterConfigOp, AlterConfigOpType, ConfigResource, ConfigResourceType
@@ -225,7 +239,8 @@ def _clear_throttles(admin: Any, topics: set[str]) -> None:
     print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
     _alter_all(admin, {ConfigResource(ConfigResourceType.BROKER, str(b)): [
         AlterConfigOp(LEADER_RATE, None, AlterConfigOpType.DELETE),
-        AlterConfigOp(FOLLOWER_RATE, None, AlterConfigOpType.DELETE)] for b in brokers})
+        AlterConfigOp(FOLLOWER_RATE, None, AlterConfigOpType.DELETE),
+        AlterConfigOp(LOG_DIR_RATE, None, AlterConfigOpType.DELETE)] for b in brokers})
     for topic in sorted(topics):
         print(f"Clearing topic-level throttles on topic {topic}")
     _alter_all(admin, {ConfigResource(ConfigResourceType.TOPIC, t): [
@@ -248,6 +263,9 @@ def _execute(admin: Any, args: argparse.Namespace, plan: dict[Any, list[int]]) -
         print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
               "throttle is removed.")
         print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
+    if args.replica_alter_log_dirs_throttle >= 0:
+        _set_log_dir_throttle(admin, args.log_dir_moves, args.replica_alter_log_dirs_throttle)
+        print(f"The replica-alter-dir throttle limit was set to {args.replica_alter_log_dirs_throttle} B/s")
     # partitions whose replicas stay the same are left out (only their log dirs may move)
     moving = {tp: r for tp, r in plan.items() if r != current[tp]} if args.log_dir_moves else plan
     results = admin.alter_partition_reassignments(moving, timeout_ms=TIMEOUT_MS) if moving else {}

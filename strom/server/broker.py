@@ -293,6 +293,8 @@ class BrokerServer:
         if self.replica_manager is not None:
             self.replica_manager.leader_quota.update_quota(float(d.current["leader.replication.throttled.rate"]))
             self.replica_manager.follower_quota.update_quota(float(d.current["follower.replication.throttled.rate"]))
+            self.replica_manager.alter_log_dirs_quota.update_quota(
+                float(d.current["replica.alter.log.dirs.io.max.bytes.per.second"]))
 
     def _cleaner_reconfigure(self, config: CleanerConfig) -> None:
         assert self.log_manager is not None

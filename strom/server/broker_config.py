@@ -116,6 +116,7 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "quota.window.size.seconds": (_int(1), 1),
     "leader.replication.throttled.rate": (_int(0), _LONG_MAX),
     "follower.replication.throttled.rate": (_int(0), _LONG_MAX),
+    "replica.alter.log.dirs.io.max.bytes.per.second": (_int(0), _LONG_MAX),
     "replication.quota.window.num": (_int(1), 11),
     "replication.quota.window.size.seconds": (_int(1), 1),
     "sasl.enabled.mechanisms": (_str, "GSSAPI"),

@@ -82,8 +82,10 @@ LOG_CONFIGS = frozenset(keys[0] for keys in BROKER_SYNONYMS.values())
 CLEANER_CONFIGS = frozenset(k for k in CleanerConfig.KEYS if k != "log.cleaner.enable")
 SOCKET_CONFIGS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
                             "max.connection.creation.rate"})
-REPLICATION_QUOTA_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
-"""Kafka's replication throttles (KIP-73), set per broker by ``reassign-partitions --throttle``."""
+REPLICATION_QUOTA_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                       "replica.alter.log.dirs.io.max.bytes.per.second"})
+"""Kafka's replication throttles (KIP-73), set per broker by ``reassign-partitions --throttle``, and the throttle of
+replica moves between log dirs (KIP-113, ``--replica-alter-log-dirs-throttle``)."""
 THREAD_CONFIGS = frozenset({"num.io.threads", "num.network.threads", "num.replica.fetchers",
                             "num.recovery.threads.per.data.dir", "background.threads"})
 ALL_DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | SOCKET_CONFIGS | REPLICATION_QUOTA_CONFIGS | THREAD_CONFIGS

@@ -8,7 +8,9 @@ log has caught up, the swap happens on the event loop with no append in between:
 partition's log under its final name and the old directory is removed after ``file.delete.delay.ms`` (reads in
 flight keep their files). A truncation of the partition (a follower dropping a divergent tail) truncates the
 future log too. A replica that does not exist yet is created in the named dir when it is. A move the broker stops
-in is dropped (the replica stays where it was; Kafka resumes it after a restart).
+in resumes once the partition is hosted again after a restart, from what the future log holds. The copy is held to
+``replica.alter.log.dirs.io.max.bytes.per.second`` (a dynamic broker config, unlimited by default): while the
+bytes copied over the quota window are over it, no step runs (Kafka's AlterLogDirs replication quota).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = ["ReplicaAlterLogDirsManager"]
 
 log = logging.getLogger("strom.server")
 CHUNK_BYTES = 1 << 20  # per copy step, as a follower's replica.fetch.max.bytes
+THROTTLE_CHECK_S = 0.1  # how often a throttled move looks whether it may copy again
 
 
 class ReplicaAlterLogDirsManager:
@@ -66,6 +69,12 @@ class ReplicaAlterLogDirsManager:
         self._moves[tp] = loop.create_task(self._run(tp))
         return ErrorCode.NONE
 
+    def resume(self, tp: TopicPartition) -> None:
+        """Go on with a move whose future log was loaded at start (the partition is hosted again)."""
+        if tp not in self._moves:
+            log.info("resuming the move of %s to another log dir", tp)
+            self._moves[tp] = asyncio.get_running_loop().create_task(self._run(tp))
+
     async def _abort(self, tp: TopicPartition) -> None:
         task = self._moves.pop(tp, None)
         if task is not None:
@@ -75,12 +84,16 @@ class ReplicaAlterLogDirsManager:
     async def _run(self, tp: TopicPartition) -> None:
         lm = self.rm.log_manager
         loop = asyncio.get_running_loop()
+        quota = self.rm.alter_log_dirs_quota
         try:
             while True:
+                while quota.is_quota_exceeded():
+                    await asyncio.sleep(THROTTLE_CHECK_S)
                 copied = await loop.run_in_executor(None, lm.copy_to_future, tp, CHUNK_BYTES)
                 if copied < 0:
                     return  # the move was given up (the partition deleted, or sent elsewhere)
                 if copied:
+                    quota.record(copied)
                     continue
                 current, future = lm.get_log(tp), lm.future_log(tp)
                 if current is None or future is None:

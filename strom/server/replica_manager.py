@@ -29,7 +29,7 @@ from strom.server.broker_metrics import add_remote_time
 from strom.server.metadata_cache import MetadataCache, TopicInfo
 from strom.server.partition import AlterPartitionCallback, LeaderAndIsr, Partition
 from strom.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
-from strom.server.replication_quota import FOLLOWER, LEADER, ReplicationQuotaManager
+from strom.server.replication_quota import ALTER_LOG_DIRS, FOLLOWER, LEADER, ReplicationQuotaManager
 from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
@@ -106,6 +106,10 @@ class ReplicaManager:
         self.follower_quota = ReplicationQuotaManager(
             FOLLOWER, node_id, lambda topic: self.log_config(topic).follower_replication_throttled_replicas,
             metrics=registry, window_num=window_num, window_size_seconds=window_s, time=time)
+        # replica.alter.log.dirs.io.max.bytes.per.second: every partition's copy counts (Kafka's AlterLogDirs quota)
+        self.alter_log_dirs_quota = ReplicationQuotaManager(
+            ALTER_LOG_DIRS, node_id, lambda _topic: ("*",), metrics=registry, window_num=window_num,
+            window_size_seconds=window_s, time=time)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self)  # replicas moving between log dirs (KIP-113)
         self._fetch_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._produce_waiters: dict[TopicPartition, list[tuple[int, int, asyncio.Future[int]]]] = {}
@@ -164,6 +168,8 @@ class ReplicaManager:
             p.on_hw_change = self._on_hw_change
             p.on_isr_change = self.metrics.isr_changed if self.metrics is not None else None
             self.partitions[tp] = p
+            if self.log_manager.future_log(tp) is not None:  # a move to another log dir the broker stopped in
+                self.alter_log_dirs.resume(tp)
         return p
 
     # -- standalone: this broker leads everything ------------------------------------------------------------

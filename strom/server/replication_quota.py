@@ -24,6 +24,7 @@ from strom.metrics.quota import Quota, QuotaViolationError
 __all__ = ["LEADER", "FOLLOWER", "ReplicationQuotaManager", "is_listed"]
 
 LEADER, FOLLOWER = "LeaderReplication", "FollowerReplication"
+ALTER_LOG_DIRS = "AlterLogDirsReplication"  # replica moves between log dirs: every partition counts
 UNLIMITED = float(2**63 - 1)
 
 

@@ -222,9 +222,10 @@ class LogManager:
             if topic_configs:
                 self._topic_configs.update(topic_configs)
             loaded = 0
+            futures: list[str] = []
             for d in self.live_log_dirs:
                 try:
-                    loaded += self._load_dir(d)
+                    loaded += self._load_dir(d, futures)
                 except (OSError, KafkaStorageError) as e:
                     if not is_io_failure(e):
                         raise
@@ -234,7 +235,39 @@ class LogManager:
                     self._dir_counts[d] = 0
                     self.failure_channel.maybe_add_offline_log_dir(d, "loading its logs failed", e)
             self._require_live_dirs()
+            for path in futures:
+                if self.failure_channel.has_offline_log_dir(os.path.dirname(path)):
+                    continue
+                try:
+                    self._load_future(path)
+                except (OSError, KafkaStorageError) as e:
+                    log.error("cannot resume the replica move %s (it starts again when asked again): %s", path, e)
+                    shutil.rmtree(path, ignore_errors=True)
             return loaded
+
+    def _load_future(self, path: str) -> None:
+        """A replica move (KIP-113) the broker stopped in resumes: the future log loads (recovered like any log
+        after a crash) and the replica manager copies the rest once the partition is hosted again. Without a
+        current log in another dir there is nothing to move: the directory goes."""
+        name = os.path.basename(path)[: -len(FUTURE_DIR_SUFFIX)]
+        try:
+            tp = parse_topic_partition(name.rsplit(".", 1)[0])
+        except ValueError:
+            log.warning("ignoring directory %s: not a <topic>-<partition>.<id>-future name", path)
+            return
+        current = self._logs.get(tp)
+        if current is None or os.path.dirname(current.dir) == os.path.dirname(path) or tp in self._futures:
+            log.info("removing the unfinished replica move %s: %s has no replica to move there", path, tp)
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        future = Log(path, self._config_for(tp.topic), self._time, had_clean_shutdown=False)
+        future.flusher = self.flusher
+        if future.log_end_offset > current.log_end_offset:  # the current log lost a tail the copy had: drop it too
+            future.truncate_to(current.log_end_offset)
+        self._futures[tp] = future
+        self._future_locks[tp] = threading.Lock()
+        log.info("resuming the move of %s to %s at offset %d of %d", tp, os.path.dirname(path),
+                 future.log_end_offset, current.log_end_offset)
 
     def _read_checkpoint(self, path: str) -> tuple[dict[TopicPartition, int], bool]:
         try:
@@ -243,7 +276,7 @@ class LogManager:
             log.warning("%s; recovering every log in its directory", e)
             return {}, False
 
-    def _load_dir(self, d: str) -> int:
+    def _load_dir(self, d: str, futures: list[str]) -> int:
         marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         recovery_points, ok1 = self._read_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE))
@@ -263,9 +296,8 @@ class LogManager:
                 log.info("removing deleted partition directory %s", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            if name.endswith(FUTURE_DIR_SUFFIX):  # a move the broker stopped in: the replica stays where it is
-                log.info("removing the unfinished replica move %s (the move starts again when asked again)", path)
-                shutil.rmtree(path, ignore_errors=True)
+            if name.endswith(FUTURE_DIR_SUFFIX):  # a move the broker stopped in: resumed once every dir is loaded
+                futures.append(path)
                 continue
             try:
                 tp = parse_topic_partition(name)
@@ -713,7 +745,7 @@ class LogManager:
                 return
             self._shut_down = True
             failed = False
-            for tp in list(self._futures):  # unfinished moves are dropped (and removed at the next start anyway)
+            for tp in list(self._futures):  # unfinished moves resume at the next start
                 with contextlib.suppress(OSError, KafkaStorageError):
                     self._futures.pop(tp).close()
             self._future_locks.clear()

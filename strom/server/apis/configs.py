@@ -68,6 +68,7 @@ _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "do
 _BROKER_TYPES = {"log.cleaner.backoff.ms": "long", "log.cleaner.dedupe.buffer.size": "long",
                  "log.cleaner.io.max.bytes.per.second": "double", "log.cleaner.io.buffer.load.factor": "double",
                  "leader.replication.throttled.rate": "long", "follower.replication.throttled.rate": "long",
+                 "replica.alter.log.dirs.io.max.bytes.per.second": "long",
                  "log.roll.hours": "int", "log.roll.jitter.hours": "int", "log.retention.hours": "int",
                  "log.retention.minutes": "int"}
 

@@ -1,6 +1,6 @@
 """Moving a replica to another log dir (KIP-113) in LogManager: the future log is filled batch by batch as a
 follower's, truncation reaches both logs, the swap keeps offsets, epochs, the high watermark and producer state,
-and the moved log loads from its new dir; an unfinished move is dropped at the next start."""
+and the moved log loads from its new dir; an unfinished move resumes at the next start."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_a_replica_moves_to_another_dir_with_everything_it_had(tmp_path, mock_ti
     again.shutdown()
 
 
-def test_truncation_reaches_the_future_log_and_an_unfinished_move_is_dropped(tmp_path, mock_time) -> None:  # type: ignore[no-untyped-def]
+def test_truncation_reaches_the_future_log_and_an_unfinished_move_resumes(tmp_path, mock_time) -> None:  # type: ignore[no-untyped-def]
     lm, lg = with_ten_records(tmp_path, mock_time)
     lm.create_future_log(TP, str(tmp_path / "b"))
     copy_all(lm)
@@ -97,11 +97,32 @@ def test_truncation_reaches_the_future_log_and_an_unfinished_move_is_dropped(tmp
     lm.create_future_log(TP, str(tmp_path / "a"))  # and back: left unfinished below
     with pytest.raises(KafkaStorageError, match="already being moved"):
         lm.create_future_log(TP, str(tmp_path / "a"))
+    lm.copy_to_future(TP, 1)  # one batch of seven copied
     lm.shutdown()
     assert any(n.endswith(FUTURE_DIR_SUFFIX) for n in os.listdir(tmp_path / "a"))
     again = manager(tmp_path, mock_time)
-    assert not any(n.endswith(FUTURE_DIR_SUFFIX) for n in os.listdir(tmp_path / "a"))
+    future = again.future_log(TP)
+    assert future is not None and os.path.dirname(future.dir) == str(tmp_path / "a")
+    assert future.log_end_offset == 1  # what was copied before the stop is kept
     assert os.path.dirname(again.get_log(TP).dir) == str(tmp_path / "b")  # type: ignore[union-attr]
+    copy_all(again)
+    again.replace_current_with_future(TP)
+    assert os.path.dirname(again.get_log(TP).dir) == str(tmp_path / "a")  # type: ignore[union-attr]
+    assert values(again) == [f"v{i}".encode() for i in range(6)] + [b"new"]
+    again.shutdown()
+
+
+def test_an_unfinished_move_without_its_replica_is_removed_at_start(tmp_path, mock_time) -> None:  # type: ignore[no-untyped-def]
+    lm, _lg = with_ten_records(tmp_path, mock_time)
+    lm.create_future_log(TP, str(tmp_path / "b"))
+    lm.copy_to_future(TP, 1)
+    lm.shutdown()
+    import shutil
+
+    shutil.rmtree(tmp_path / "a" / "moving-0")  # the replica itself is gone (deleted while the broker was down)
+    again = manager(tmp_path, mock_time)
+    assert again.future_log(TP) is None and again.get_log(TP) is None
+    assert not any(n.endswith(FUTURE_DIR_SUFFIX) for n in os.listdir(tmp_path / "b"))
     again.shutdown()
 
 
