@@ -50,6 +50,7 @@ thread (tests, tools).
 
 from __future__ import annotations
 
+import errno
 import heapq
 import logging
 import math
@@ -76,6 +77,7 @@ from strom.storage.cleaner_records import (
 )
 from strom.storage.log import Log
 from strom.storage.log_config import LONG_MAX
+from strom.storage.log_dir_failure_channel import is_io_failure
 from strom.storage.log_loader import CLEANED_SUFFIX
 from strom.storage.log_segment import LogSegment, log_file_name
 from strom.storage.offset_map import BYTES_PER_ENTRY
@@ -103,6 +105,9 @@ _INT32_MAX = 2**31 - 1
 _HEADER_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount, at byte 21
 _HEADER_HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _CRC = struct.Struct(">I")
+
+
+_SEGMENT_GONE = frozenset({errno.ENOENT, errno.EBADF})  # a segment deleted or closed while being cleaned
 
 
 class LogCleaningAbortedError(Exception):
@@ -810,6 +815,8 @@ class LogCleaner:
         self._lifecycle_lock = threading.RLock()  # startup / shutdown / reconfigure
         self._wanted: CleanerConfig | None = None
         self._started = False  # startup() was called (reconfigure keeps a started cleaner started)
+        # (log dir, message, error) of an I/O failure while cleaning: the LogManager takes the dir offline
+        self.on_io_failure: Callable[[str, str, BaseException], object] | None = None
 
     def _new_cleaner(self) -> Cleaner:
         memory = self.config.dedupe_buffer_size // max(1, self.config.num_threads)
@@ -913,14 +920,25 @@ class LogCleaner:
         except LogCleaningAbortedError as e:
             log.info("%s", e)
         except OSError as e:
-            # Retention or deletion closed a segment under the cleaner: the next round starts afresh.
-            log.info("cleaning of %s stopped: %s", ltc.tp, e)
-        except Exception:
-            log.exception("cannot clean %s; it is marked uncleanable until restart", ltc.tp)
-            self.manager.mark_uncleanable(ltc.tp)
+            if e.errno in _SEGMENT_GONE:  # retention or deletion took a segment from under the cleaner
+                log.info("cleaning of %s stopped: %s", ltc.tp, e)
+            else:  # the disk failed (full, read-only, gone): the dir goes offline, as Kafka's cleaner reports it
+                self._io_failure(log_dir, f"cleaning {ltc.tp} failed", e)
+        except Exception as e:
+            if is_io_failure(e):
+                self._io_failure(log_dir, f"cleaning {ltc.tp} failed", e)
+            else:
+                log.exception("cannot clean %s; it is marked uncleanable until restart", ltc.tp)
+                self.manager.mark_uncleanable(ltc.tp)
         finally:
             self.manager.done_cleaning(ltc.tp, log_dir, end, horizon)
         return end is not None
+
+    def _io_failure(self, log_dir: str, message: str, exc: BaseException) -> None:
+        if self.on_io_failure is not None:
+            self.on_io_failure(log_dir, message, exc)
+        else:
+            log.error("%s: %s", message, exc)
 
     # -- coordination with the LogManager -------------------------------------------------------------------
     def abort_cleaning(self, tp: TopicPartition, log_dir: str) -> None:

@@ -161,6 +161,7 @@ class LogManager:
             self._release_locks()
             raise
         self.cleaner = LogCleaner(cleaner_config or CleanerConfig(), self.live_log_dirs, self.all_logs, time)
+        self.cleaner.on_io_failure = self.report_failure
         self.flusher: LogFlusher | None = None  # started by startup()
 
     def startup(self) -> None:

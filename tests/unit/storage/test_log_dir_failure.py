@@ -147,3 +147,21 @@ def test_moves_into_or_out_of_a_failed_dir_stop(tmp_path: Path, mock_time) -> No
     with pytest.raises(KafkaStorageError, match="offline"):
         lm.create_future_log(in_a, str(b))
     lm.shutdown()
+
+
+def test_a_cleaning_that_fails_to_write_reports_its_dir(tmp_path: Path, mock_time) -> None:  # type: ignore[no-untyped-def]
+    """As Kafka's cleaner: an I/O error writing the cleaned segments takes the dir offline (a segment deleted under
+    the cleaner does not)."""
+    lm, _a, b, _in_a, _in_b = two_dirs(tmp_path, mock_time)
+    compacted = TopicPartition("changelog", 0)
+    lm.preferred_dirs[compacted] = str(b)
+    lg = lm.get_or_create_log(compacted, LogConfig.from_props(
+        {"cleanup.policy": "compact", "segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01"}, CONFIG))
+    for i in range(30):
+        lg.append_as_leader(build_batch([b"v%d" % i], keys=[b"k%d" % (i % 3)]))
+    lg.update_high_watermark(lg.log_end_offset)
+    fail_log_dir(b)
+    assert lm.cleaner.clean_once() is None  # nothing cleaned: writing the cleaned segment failed
+    assert lm.offline_log_dirs == [str(b)]
+    assert "cleaning changelog-0 failed" in (lm.failure_channel.reason(str(b)) or "")
+    lm.shutdown()
