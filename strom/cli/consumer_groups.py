@@ -31,7 +31,8 @@ from strom.cli.errors import CliError
 __all__ = ["add_arguments", "run", "format_offsets_table"]
 
 MISSING = "-"
-RESET_SCENARIOS = ("to_datetime", "by_duration", "to_earliest", "to_latest", "to_current", "to_offset", "shift_by")
+RESET_SCENARIOS = ("to_datetime", "by_duration", "to_earliest", "to_latest", "to_current", "to_offset", "shift_by",
+                   "from_file")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,6 +65,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="reset to the first offset at or after 'YYYY-MM-DDTHH:mm:SS.sss' (optional zone, e.g. Z)")
     p.add_argument("--by-duration", metavar="<String: duration>",
                    help="reset to the offsets of this long ago, 'PnDTnHnMnS'")
+    p.add_argument("--from-file", metavar="<String: path to CSV file>",
+                   help="reset to the offsets of a CSV file (topic,partition,offset; with several groups "
+                        "group,topic,partition,offset), as --export writes it")
+    p.add_argument("--export", action="store_true",
+                   help="with --reset-offsets: print the new offsets as CSV (for --from-file) instead of the table")
     p.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
     p.add_argument("--execute", action="store_true", help="with --reset-offsets: really change the offsets")
 
@@ -87,15 +93,20 @@ def _action(args: argparse.Namespace) -> str:
         scenarios = [s for s in RESET_SCENARIOS if getattr(args, s) not in (None, False)]
         if len(scenarios) != 1:
             raise CliError("Option [reset-offsets] takes exactly one of these options: [to-datetime], "
-                           "[by-duration], [to-earliest], [to-latest], [to-current], [to-offset], [shift-by]", 2)
-        if bool(args.topic) == bool(args.all_topics):
+                           "[by-duration], [to-earliest], [to-latest], [to-current], [to-offset], [shift-by], "
+                           "[from-file]", 2)
+        if args.from_file is not None:
+            if args.topic or args.all_topics:
+                raise CliError("Option [from-file] takes its partitions from the file: drop --topic / --all-topics",
+                               2)
+        elif bool(args.topic) == bool(args.all_topics):
             raise CliError("Option [reset-offsets] takes exactly one of these options: [all-topics], [topic]"
                            if args.topic else "One of the reset scopes should be defined: --all-topics, --topic.", 2)
         if args.dry_run and args.execute:
             raise CliError("Option [dry-run] can't be used with option [execute]", 2)
-    elif args.execute or args.dry_run or args.topic or args.all_topics:
-        raise CliError("Options --all-topics, --dry-run and --execute need --reset-offsets; --topic needs "
-                       "--reset-offsets or --delete-offsets", 2)
+    elif args.execute or args.dry_run or args.topic or args.all_topics or args.export:
+        raise CliError("Options --all-topics, --dry-run, --execute and --export need --reset-offsets; --topic "
+                       "needs --reset-offsets or --delete-offsets", 2)
     if args.members and args.offsets:
         raise CliError("Option [members] can't be used with option [offsets]", 2)
     return action

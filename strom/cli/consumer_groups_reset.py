@@ -4,7 +4,9 @@ Kafka counterpart: ``ConsumerGroupCommand.resetOffsets`` / ``prepareOffsetsToRes
 only groups in state Empty or Dead can be reset; the scope is ``--all-topics`` (the partitions the group has
 committed offsets for) or ``--topic t`` / ``--topic t:0,1``; new offsets are clamped to
 [earliest, latest] of each partition with a warning; the result is Kafka's table
-``GROUP TOPIC PARTITION NEW-OFFSET``. Without ``--execute`` nothing is changed (a dry run).
+``GROUP TOPIC PARTITION NEW-OFFSET``, or with ``--export`` Kafka's CSV (``topic,partition,offset`` for one group,
+``group,topic,partition,offset`` for several), which ``--from-file`` reads back (the partitions of each group from
+the file; a group the file does not name is an error). Without ``--execute`` nothing is changed (a dry run).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 from strom.cli.common import wait
 from strom.cli.errors import CliError
 
-__all__ = ["reset_offsets", "parse_datetime", "parse_duration", "format_reset_table", "topic_partitions"]
+__all__ = ["reset_offsets", "parse_datetime", "parse_duration", "format_reset_table", "topic_partitions",
+           "export_csv", "parse_reset_plan"]
 
 _DURATION = re.compile(r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
                        re.IGNORECASE)
@@ -57,6 +60,45 @@ def format_reset_table(rows: list[tuple[str, str, int, int]]) -> str:
     lines = ["", fmt.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
     lines += [fmt.format(g, t, p, o) for g, t, p, o in rows]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def export_csv(rows: list[tuple[str, str, int, int]], single_group: bool) -> str:
+    """Kafka's ``exportOffsetsToCsv``: one line per partition, the group first when several were asked."""
+    return "".join((f"{t},{p},{o}\n" if single_group else f"{g},{t},{p},{o}\n") for g, t, p, o in rows)
+
+
+def parse_reset_plan(text: str, groups: list[str]) -> dict[str, dict[Any, int]]:
+    """Kafka's ``parseResetPlan``: ``topic,partition,offset`` lines for the one group asked, else
+    ``group,topic,partition,offset``; a one-line error naming the bad line."""
+    from strom.common.structs import TopicPartition
+
+    plan: dict[str, dict[TopicPartition, int]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        try:
+            if len(fields) == 3 and len(groups) == 1:
+                group, (topic, partition, offset) = groups[0], fields
+            elif len(fields) == 4:
+                group, topic, partition, offset = fields
+            else:
+                raise ValueError
+            if not topic:
+                raise ValueError
+            plan.setdefault(group, {})[TopicPartition(topic, int(partition))] = int(offset)
+        except ValueError:
+            expected = "topic,partition,offset" if len(groups) == 1 else "group,topic,partition,offset"
+            raise CliError(f"Error parsing the reset plan, line {n}: '{line}' (expected {expected})", 2) from None
+    return plan
+
+
+def _read_plan(path: str, groups: list[str]) -> dict[str, dict[Any, int]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_reset_plan(f.read(), groups)
+    except OSError as e:
+        raise CliError(f"Cannot read the reset plan {path}: {e.strerror or e}", 2) from None
 
 
 def topic_partitions(admin: Any, specs: list[str]) -> list[Any]:
@@ -100,11 +142,13 @@ def _offsets(admin: Any, partitions: list[Any], spec: Any) -> dict[Any, int]:
 
 
 def _prepare(admin: Any, args: argparse.Namespace, partitions: list[Any], committed: dict[Any, Any],
-             ) -> dict[Any, int]:
+             planned: dict[Any, int] | None = None) -> dict[Any, int]:
     from strom.admin import OffsetSpec
 
     earliest = _offsets(admin, partitions, OffsetSpec.earliest())
     latest = _offsets(admin, partitions, OffsetSpec.latest())
+    if planned is not None:
+        return _check_range(dict(planned), earliest, latest)
     if args.to_earliest:
         return earliest
     if args.to_latest:
@@ -125,6 +169,10 @@ def _prepare(admin: Any, args: argparse.Namespace, partitions: list[Any], commit
             if current is None:
                 raise CliError(f"Expected a valid current offset for topic partition: {tp}")
             wanted[tp] = current.offset + args.shift_by
+    return _check_range(wanted, earliest, latest)
+
+
+def _check_range(wanted: dict[Any, int], earliest: dict[Any, int], latest: dict[Any, int]) -> dict[Any, int]:
     for tp, offset in wanted.items():  # Kafka's checkOffsetsRange
         if offset > latest[tp]:
             print(f"WARN: New offset ({offset}) is higher than latest offset for topic partition {tp}. Value will "
@@ -140,6 +188,7 @@ def _prepare(admin: Any, args: argparse.Namespace, partitions: list[Any], commit
 def reset_offsets(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
     from strom.admin import ConsumerGroupState
 
+    plan = _read_plan(args.from_file, groups) if args.from_file is not None else None
     dry_run = args.dry_run or not args.execute
     if not args.dry_run and not args.execute:
         print("WARN: No action will be performed as the --execute option is missing. In a future major release, "
@@ -158,15 +207,26 @@ def reset_offsets(admin: Any, args: argparse.Namespace, groups: list[str]) -> in
             continue
         committed = {tp: o for tp, o in wait(admin.list_consumer_group_offsets(group)
                                              .partitions_to_offset_and_metadata()).items() if o is not None}
-        partitions = sorted(committed) if args.all_topics else topic_partitions(admin, args.topic)
+        planned = None
+        if plan is not None:
+            planned = plan.get(group)
+            if planned is None:
+                print(f"Error: No reset plan for group {group} found", file=sys.stderr)
+                failed = True
+                continue
+            partitions = sorted(planned)
+        else:
+            partitions = sorted(committed) if args.all_topics else topic_partitions(admin, args.topic)
         if not partitions:
             continue
-        new = _prepare(admin, args, partitions, committed)
+        new = _prepare(admin, args, partitions, committed, planned)
         if not dry_run:
             result = admin.alter_consumer_group_offsets(group, new)
             for tp in new:
                 wait(result[tp])
         rows += [(group, tp.topic, tp.partition, offset) for tp, offset in sorted(new.items())]
-    if rows:
+    if args.export:
+        print(export_csv(rows, single_group=len(groups) == 1 and not args.all_groups))
+    elif rows:
         print(format_reset_table(rows))
     return 1 if failed else 0

@@ -215,3 +215,59 @@ def test_delete_offsets_of_an_inactive_and_an_active_group(broker: BrokerProcess
     assert len(unknown.stderr.strip().splitlines()) == 1 and "no-such-group" in unknown.stderr
     usage = groups(broker, "--delete-offsets", "--group", "audit")
     assert usage.returncode == 2 and "[group], [topic]" in usage.stderr
+
+
+def committed(broker: BrokerProcess, group: str) -> dict[int, int]:
+    return {int(r[2]): int(r[3]) for r in table(groups(broker, "--describe", "--group", group).stdout)[1:]}
+
+
+def test_export_and_reset_from_file(broker: BrokerProcess, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """kafka-consumer-groups.sh's offsets backup: --export prints the new offsets as CSV, --from-file puts them
+    back (one group: topic,partition,offset; several: group,topic,partition,offset)."""
+    for group, n in (("backup", 5), ("backup-2", 3)):
+        consumed = strom("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "orders", "--group",
+                         group, "--from-beginning", "--max-messages", str(n))
+        assert consumed.returncode == 0, consumed.stderr
+    before = committed(broker, "backup")
+    exported = groups(broker, "--reset-offsets", "--group", "backup", "--all-topics", "--to-current", "--export",
+                      "--dry-run")
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.splitlines() == [f"orders,{p},{o}" for p, o in sorted(before.items())] + [""]
+    saved = tmp_path / "backup.csv"
+    saved.write_text(exported.stdout)
+
+    assert groups(broker, "--reset-offsets", "--group", "backup", "--all-topics", "--to-earliest",
+                  "--execute").returncode == 0
+    assert set(committed(broker, "backup").values()) == {0}
+    restored = groups(broker, "--reset-offsets", "--group", "backup", "--from-file", str(saved), "--execute")
+    assert restored.returncode == 0, restored.stderr
+    assert table(restored.stdout) == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]] + [
+        ["backup", "orders", str(p), str(o)] for p, o in sorted(before.items())]
+    assert committed(broker, "backup") == before
+
+    # two groups: the group comes first; each group takes its own lines
+    both = groups(broker, "--reset-offsets", "--group", "backup", "--group", "backup-2", "--all-topics",
+                  "--to-current", "--export")
+    lines = both.stdout.split()
+    assert lines and all(line.split(",")[0] in ("backup", "backup-2") and len(line.split(",")) == 4
+                         for line in lines), both.stdout
+    second = committed(broker, "backup-2")
+    saved.write_text(both.stdout)
+    assert groups(broker, "--reset-offsets", "--group", "backup-2", "--all-topics", "--to-latest",
+                  "--execute").returncode == 0
+    back = groups(broker, "--reset-offsets", "--group", "backup", "--group", "backup-2", "--from-file", str(saved),
+                  "--execute")
+    assert back.returncode == 0, back.stderr
+    assert committed(broker, "backup-2") == second and committed(broker, "backup") == before
+
+    # errors: a group the file does not name, a line that is not CSV, a file that is not there
+    missing = groups(broker, "--reset-offsets", "--group", "billing-none", "--group", "backup", "--from-file",
+                     str(saved), "--dry-run")
+    assert missing.returncode == 1 and "No reset plan for group billing-none found" in missing.stderr
+    saved.write_text("orders,zero,1\n")
+    bad = groups(broker, "--reset-offsets", "--group", "backup", "--from-file", str(saved))
+    assert bad.returncode == 2 and "line 1: 'orders,zero,1'" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    gone = groups(broker, "--reset-offsets", "--group", "backup", "--from-file", str(tmp_path / "nope.csv"))
+    assert gone.returncode == 2 and "Cannot read the reset plan" in gone.stderr
+    scoped = groups(broker, "--reset-offsets", "--group", "backup", "--all-topics", "--from-file", str(saved))
+    assert scoped.returncode == 2
