@@ -118,7 +118,7 @@ class LeaderEpochFileCache:
 
     # --- writes ------------------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int, sync: bool = True) -> bool:
+    def assign(self, epoch: int, start_offset: int, sync: bool = True, *, persist: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed.
 
         ``sync=False`` (an append on the event loop, with a background flusher) writes the file without fsync and
@@ -128,7 +128,8 @@ class LeaderEpochFileCache:
 
         As Kafka: a no-op when ``epoch`` is already the latest with a start offset <= ``start_offset``; otherwise
         every entry with an epoch >= ``epoch`` or a start offset >= ``start_offset`` is dropped first (they can
-        only be stale after a truncation), so the entries stay strictly monotonic.
+        only be stale after a truncation), so the entries stay strictly monotonic. ``persist=False``: the file is
+        not written (a rebuild that writes it once at the end, :meth:`write`).
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
@@ -145,10 +146,11 @@ class LeaderEpochFileCache:
                 )
             self._epochs.append(epoch)
             self._offsets.append(start_offset)
-            self._flush(sync)
+            if persist:
+                self._flush(sync)
             return True
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, *, persist: bool = True) -> None:
         """Drop the entries starting at or after ``end_offset`` (the log was truncated to it)."""
         with self._lock:
             if end_offset < 0 or not self._offsets or self._offsets[-1] < end_offset:
@@ -156,7 +158,8 @@ class LeaderEpochFileCache:
             n = bisect.bisect_left(self._offsets, end_offset)
             del self._epochs[n:]
             del self._offsets[n:]
-            self._flush()
+            if persist:
+                self._flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log start moved to ``start_offset``: drop the entries at or below it, keeping the last of them

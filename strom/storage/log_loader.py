@@ -193,8 +193,11 @@ def load_log(
         segments = [LogSegment(dir, log_start, config, time)]
         recovered = []
         next_offset = log_start
-    for segment in recovered:
-        segment.flush()  # the recovered bytes and rebuilt indexes are now durable
-    # After a clean shutdown everything was flushed; after recovery the recovered tail was just flushed.
     recovered_from = min((s.base_offset for s in recovered), default=None)
-    return LoadedLog(segments, log_start, next_offset, next_offset, truncated_total, len(recovered), recovered_from)
+    # After a clean shutdown everything was flushed. After a crash the recovered segments are not fsynced here (one
+    # fsync per segment file made a broker with thousands of partitions take seconds per thousand to start): the
+    # recovery point stays what was known durable, so a crash before the next flush recovers them again (Kafka's
+    # LogLoader.recoverLog: the recovery point only advances when the log is flushed).
+    recovery_point = next_offset if had_clean_shutdown else min(max(recovery_point, log_start), next_offset)
+    return LoadedLog(segments, log_start, recovery_point, next_offset, truncated_total, len(recovered),
+                     recovered_from)

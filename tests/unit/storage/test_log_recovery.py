@@ -72,6 +72,53 @@ def test_unclean_recovers_only_after_recovery_point(tmp_path, mock_time):
     lg2.close()
 
 
+def test_a_recovery_keeps_the_recovery_point_until_a_flush(tmp_path, mock_time):
+    """After a crash the recovered segments are not fsynced at load (Kafka's LogLoader): the recovery point stays
+    what the checkpoint said, so a second crash before any flush recovers the same segments again; a flush then
+    moves it to the log end."""
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    fill(lg)
+    bases = [s.base_offset for s in lg.segments]
+    leo = lg.log_end_offset
+    lg.close()
+    lg2 = reopen(path, mock_time, clean=False, recovery_point=bases[-2])
+    assert (lg2.recovered_segments_on_load, lg2.recovery_point) == (2, bases[-2])
+    _crash_copy(lg2)
+    lg3 = reopen(path, mock_time, clean=False, recovery_point=lg2.recovery_point)
+    assert (lg3.recovered_segments_on_load, lg3.recovery_point, lg3.log_end_offset) == (2, bases[-2], leo)
+    lg3.flush()
+    assert lg3.recovery_point == leo
+    lg3.close()
+    # a checkpoint beyond the log end (a tail lost with the page cache) is cut to the log end
+    lg4 = reopen(path, mock_time, clean=False, recovery_point=leo + 100)
+    assert lg4.recovery_point == leo
+    lg4.close()
+
+
+def test_a_recovery_leaves_an_unchanged_leader_epoch_checkpoint_alone(tmp_path, mock_time):
+    """Rebuilding the leader epoch cache from the recovered segments writes the checkpoint (with its fsyncs) only
+    when the entries differ from the file's."""
+    from strom.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE
+
+    path = tmp_path / "t-0"
+    lg = Log(str(path), CONFIG, mock_time)
+    for offset, epoch in enumerate((0, 0, 3, 3, 5)):
+        lg.append_as_follower(build_batch([b"v"], base_offset=offset, leader_epoch=epoch))
+    lg.close()
+    checkpoint = path / LEADER_EPOCH_CHECKPOINT_FILE
+    written = checkpoint.stat()
+    lg2 = reopen(path, mock_time, clean=False)
+    assert lg2.leader_epoch_cache.entries == [(0, 0), (3, 2), (5, 4)]
+    assert checkpoint.stat().st_ino == written.st_ino  # not rewritten (a rewrite renames a new file over it)
+    lg2.close()
+    checkpoint.write_text("0\n1\n0 0\n")  # a stale file: epochs 3 and 5 missing
+    lg3 = reopen(path, mock_time, clean=False)
+    assert lg3.leader_epoch_cache.entries == [(0, 0), (3, 2), (5, 4)]
+    assert checkpoint.read_text().splitlines() == ["0", "3", "0 0", "3 2", "5 4"]
+    lg3.close()
+
+
 def _crash_copy(lg: Log) -> None:
     """Simulate a crash: drop the fds without the clean-close steps."""
     lg.close_handlers()
