@@ -7,6 +7,8 @@ back into the ISR. Losing every log dir halts the broker, and its partitions mov
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,94 @@ def test_a_broker_whose_every_log_dir_failed_halts() -> None:
                                partitions(cluster, 1).values()), 60, "every partition led by brokers 1 and 2")
         assert "Shutdown broker because all log dirs in" in b3.read_log()
         repair_log_dir(Path(b3.data_dir))
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _values(bootstrap: str, partitions: int) -> dict[int, list[int]]:
+    """Every record's number (the writer's first 8 bytes), per partition, up to the high watermarks."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"full-{time.monotonic_ns()}",
+                  "enable.auto.commit": False})
+    try:
+        ends = {p: c.get_watermark_offsets(CTP(TOPIC, p), timeout=10)[1] for p in range(partitions)}
+        c.assign([CTP(TOPIC, p, 0) for p in range(partitions)])
+        out: dict[int, list[int]] = {p: [] for p in range(partitions)}
+        got = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + 120
+        while any(got[p] < ends[p] for p in ends):
+            assert time.monotonic() < deadline, f"read {got} of {ends}"
+            for m in c.consume(10_000, 0.5):
+                if m.error() is None:
+                    out[m.partition()].append(int(m.value()[:8]))
+                    got[m.partition()] = m.offset() + 1
+        return out
+    finally:
+        c.close()
+
+
+def test_a_full_disk_moves_its_partitions_to_the_other_replicas(tmp_path: Path) -> None:
+    """Broker 1's second log dir is a 6 MiB tmpfs (a real disk that fills up: ENOSPC from the kernel) while an
+    acks=all producer writes 1 KiB records: the dir goes offline when it is full, its partitions are led elsewhere,
+    no acknowledged record is lost. A new empty disk in its place: the replicas there are rebuilt from the leaders
+    and rejoin the ISR. (Without the permission to mount a tmpfs the dir fails as in the test above.)"""
+    cluster = LocalCluster(3, overrides={"log.flush.offset.checkpoint.interval.ms": "300"})
+    b1 = cluster.brokers[1]
+    disk_a, disk_b = Path(b1.data_dir), tmp_path / "small-disk"
+    mounted = _mount_tmpfs(disk_b, "6m")
+    b1.overrides["log.dirs"] = f"{disk_a},{disk_b}"
+    try:
+        with cluster:
+            create_topic(cluster, TOPIC, partitions=4, rf=3)
+            wait_until(lambda: len(hosted(disk_a) | hosted(disk_b)) == 4, 30, "broker 1's replicas")
+            in_b = hosted(disk_b)
+            assert in_b
+            writer = BackgroundWriter(cluster.bootstrap, TOPIC, value_size=1024, **{"enable.idempotence": True})
+            writer.start()
+            try:
+                if not mounted:
+                    wait_until(lambda: len(writer.acked) > 2_000, 60, "records before the failure")
+                    fail_log_dir(disk_b)
+
+                def moved() -> bool:
+                    state = partitions(cluster, 2)
+                    return all(state[p][0] != 1 and 1 not in state[p][1] and 1 in state[p][2] for p in in_b)
+
+                wait_until(moved, 120, "the full dir's partitions led without broker 1")
+                count = len(writer.acked)
+                wait_until(lambda: len(writer.acked) > count + 2_000, 60, "records after the disk filled up")
+            finally:
+                writer.stop()
+            assert not writer.errors, writer.errors[:5]
+            if mounted:
+                assert "No space left on device" in b1.read_log()
+            got = _values(cluster.bootstrap_of(2, 3), 4)
+            values = [v for p in range(4) for v in got[p]]
+            assert all(got[p] == sorted(got[p]) for p in got), "a partition out of order"
+            assert len(values) == len(set(values)), "a record was written twice"
+            assert {int(v[:8]) for v in writer.acked} <= set(values), "an acknowledged record is missing"
+
+            # a new, empty disk in place of the full one: its replicas are rebuilt from the leaders
+            b1.stop()
+            if mounted:
+                subprocess.run(["umount", "-l", str(disk_b)], capture_output=True, timeout=30)
+                mounted = _mount_tmpfs(disk_b, "64m")
+            else:
+                os.unlink(disk_b)
+                disk_b.mkdir()
+            b1.start()
+            wait_until(lambda: all(isr == {1, 2, 3} and not off for _l, isr, off in partitions(cluster, 2).values()),
+                       120, "every replica back in the ISR")
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(disk_b)], capture_output=True, timeout=30)
