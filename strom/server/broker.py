@@ -155,6 +155,8 @@ class BrokerServer:
             cleaner_config=self.cleaner_config,
             failure_channel=failures,
         )
+        # a standalone broker has no other replica to hand its partitions to: a full disk fails writes only
+        self.log_manager.full_disk_goes_offline = self.zk is not None
         first = str(self.log_dirs[0])
         if self.zk is None and failures.has_offline_log_dir(first):
             # Its topic registry is there: starting without it would take every topic for deleted.

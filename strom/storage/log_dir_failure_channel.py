@@ -8,12 +8,15 @@ reports of the same dir are ignored. Thread-safe; listeners run on the reporting
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
 from collections.abc import Callable
 
-__all__ = ["LogDirFailureChannel", "is_io_failure"]
+__all__ = ["LogDirFailureChannel", "is_io_failure", "is_out_of_space"]
+
+_OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +27,18 @@ def is_io_failure(exc: BaseException | None) -> bool:
     seen = 0
     while exc is not None and seen < 8:
         if isinstance(exc, OSError):
+            return True
+        exc = exc.__cause__
+        seen += 1
+    return False
+
+
+def is_out_of_space(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is (or comes from) a write refused for want of space: a full disk, a quota, a file size
+    limit."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in _OUT_OF_SPACE:
             return True
         exc = exc.__cause__
         seen += 1

@@ -65,7 +65,7 @@ from strom.storage.fs import (
 from strom.storage.log import Log, parse_topic_partition
 from strom.storage.log_cleaner import CleanerConfig, LogCleaner
 from strom.storage.log_config import LogConfig
-from strom.storage.log_dir_failure_channel import LogDirFailureChannel, is_io_failure
+from strom.storage.log_dir_failure_channel import LogDirFailureChannel, is_io_failure, is_out_of_space
 from strom.storage.log_flusher import LogFlusher
 
 __all__ = [
@@ -145,6 +145,9 @@ class LogManager:
         self._next_checkpoint_ms = now + checkpoint_interval_ms
         self._shut_down = False
         self.failure_channel = failure_channel or LogDirFailureChannel()
+        # A full disk takes its dir offline, as in Kafka, when other replicas can take over (a cluster); a
+        # standalone broker sets this False (see report_failure).
+        self.full_disk_goes_offline = True
         try:
             for d in self.log_dirs:
                 if self.failure_channel.has_offline_log_dir(d):  # found failing before (e.g. its meta.properties)
@@ -197,9 +200,13 @@ class LogManager:
 
     def report_failure(self, log_dir: str, message: str, exc: BaseException) -> bool:
         """Take ``log_dir`` offline when ``exc`` is an I/O failure (see :class:`LogDirFailureChannel`); returns
-        whether it was one."""
+        whether it was one. With ``full_disk_goes_offline`` off (a standalone broker), a write refused for want
+        of space leaves the dir online: its writes fail until space is freed, its reads go on."""
         if not is_io_failure(exc):
             return False
+        if not self.full_disk_goes_offline and is_out_of_space(exc):
+            log.warning("%s: %s; the log dir stays online (its writes fail until space is freed)", message, exc)
+            return True
         self.failure_channel.maybe_add_offline_log_dir(log_dir, message, exc)
         return True
 

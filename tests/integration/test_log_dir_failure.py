@@ -6,6 +6,7 @@ those partitions empty elsewhere; with the dir repaired, every record written be
 from __future__ import annotations
 
 import os
+import time
 import urllib.request
 from pathlib import Path
 
@@ -169,3 +170,99 @@ def test_a_standalone_broker_does_not_start_without_the_dir_of_its_topic_registr
             assert read_partition(broker.bootstrap, p) == [f"kept-{p}-{i}".encode() for i in range(10)]
     finally:
         broker.stop()
+
+
+class _SizeLimitedBroker(BrokerProcess):
+    """A broker whose files may not grow past ``limit`` bytes (RLIMIT_FSIZE: the kernel writes up to the limit,
+    then fails with EFBIG), for machines where a small tmpfs cannot be mounted."""
+
+    limit = 2 << 20
+
+    def command(self) -> list[str]:
+        return ["prlimit", f"--fsize={self.limit}", "--", *super().command()]
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    import subprocess
+
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def test_a_standalone_broker_on_a_full_disk_fails_writes_and_recovers_when_space_is_freed(tmp_path: Path) -> None:
+    """Issue 15's full disk, with failed log dirs in place: a standalone broker has no other replica to hand its
+    partitions to, so a full disk does not take its only dir offline (Kafka would halt): produce answers
+    KAFKA_STORAGE_ERROR, what was written stays readable, and once a topic is deleted (its space freed) writes
+    succeed again. The disk is a 16 MiB tmpfs (or, where mounting is not allowed, a file size limit)."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    mounted = _mount_tmpfs(disk, "16m")
+    cls = BrokerProcess if mounted else _SizeLimitedBroker
+    broker = cls(data_dir=tmp_path / "home", overrides={"log.dirs": str(disk), "num.partitions": "1",
+                                                        "log.segment.bytes": str(1 << 30)})
+    broker.start()
+    admin = AdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        builder = MemoryRecordsBuilder()
+        for i in range(100):
+            builder.append(1_700_000_000_000 + i, None, b"x" * 1000)
+        batch = builder.build()
+        req = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+            name="filler", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+        codes = []
+        with RawClient(broker.bootstrap) as c:
+            for _ in range(400):  # up to 40 MB: more than the disk holds
+                code = int(c.request(ApiKey.PRODUCE, 9, req).responses[0].partition_responses[0].error_code)
+                codes.append(code)
+                if code:
+                    break
+        assert codes[-1] == ErrorCode.KAFKA_STORAGE_ERROR and set(codes[:-1]) == {ErrorCode.NONE}, codes[-3:]
+        written = 100 * (len(codes) - 1)
+        assert broker.proc is not None and broker.proc.poll() is None
+        assert admin.describe_log_dirs([1]).values()[1].result(30)[str(disk)].error is None  # still online
+        assert fetch_code_of(broker.bootstrap, "filler") == ErrorCode.NONE  # what was written is readable
+        c2 = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "full", "enable.auto.commit": False})
+        _low, high = c2.get_watermark_offsets(ck.TopicPartition("filler", 0), timeout=10)
+        c2.close()
+        assert high == written
+
+        admin.delete_topics(["filler"]).all().result(30)  # frees its space
+        p = ck.Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 20000})
+        p.produce("after", b"space again")
+        assert p.flush(30) == 0
+        assert read_topic(broker.bootstrap, "after") == [b"space again"]
+    finally:
+        admin.close()
+        broker.stop()
+        if mounted:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+
+
+def fetch_code_of(bootstrap: str, topic: str) -> int:
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[
+        FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    with RawClient(bootstrap) as c:
+        return int(c.request(ApiKey.FETCH, 11, req).responses[0].partitions[0].error_code)
+
+
+def read_topic(bootstrap: str, topic: str) -> list[bytes]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "after", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    try:
+        c.subscribe([topic])
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not out and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+        return out
+    finally:
+        c.close()
