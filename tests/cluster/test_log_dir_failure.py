@@ -7,7 +7,6 @@ back into the ISR. Losing every log dir halts the broker, and its partitions mov
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from strom.common.error_codes import KafkaStorageError
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.metadata import MetadataRequest
 from strom.testing.cluster import LocalCluster, wait_until
-from strom.testing.log_dirs import fail_log_dir, repair_log_dir
+from strom.testing.log_dirs import fail_log_dir, mount_tmpfs, repair_log_dir, unmount
 from strom.testing.raw_client import RawClient
 from strom.testing.writer import BackgroundWriter
 from tests.cluster.test_replication import create_topic, read_all
@@ -107,15 +106,6 @@ def test_a_broker_whose_every_log_dir_failed_halts() -> None:
         repair_log_dir(Path(b3.data_dir))
 
 
-def _mount_tmpfs(path: Path, size: str) -> bool:
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
 
 def _values(bootstrap: str, partitions: int) -> dict[int, list[int]]:
     """Every record's number (the writer's first 8 bytes), per partition, up to the high watermarks."""
@@ -149,7 +139,7 @@ def test_a_full_disk_moves_its_partitions_to_the_other_replicas(tmp_path: Path) 
     cluster = LocalCluster(3, overrides={"log.flush.offset.checkpoint.interval.ms": "300"})
     b1 = cluster.brokers[1]
     disk_a, disk_b = Path(b1.data_dir), tmp_path / "small-disk"
-    mounted = _mount_tmpfs(disk_b, "6m")
+    mounted = mount_tmpfs(disk_b, "6m")
     b1.overrides["log.dirs"] = f"{disk_a},{disk_b}"
     try:
         with cluster:
@@ -185,8 +175,8 @@ def test_a_full_disk_moves_its_partitions_to_the_other_replicas(tmp_path: Path) 
             # a new, empty disk in place of the full one: its replicas are rebuilt from the leaders
             b1.stop()
             if mounted:
-                subprocess.run(["umount", "-l", str(disk_b)], capture_output=True, timeout=30)
-                mounted = _mount_tmpfs(disk_b, "64m")
+                unmount(disk_b)
+                mounted = mount_tmpfs(disk_b, "64m")
             else:
                 os.unlink(disk_b)
                 disk_b.mkdir()
@@ -195,4 +185,4 @@ def test_a_full_disk_moves_its_partitions_to_the_other_replicas(tmp_path: Path) 
                        120, "every replica back in the ISR")
     finally:
         if mounted:
-            subprocess.run(["umount", "-l", str(disk_b)], capture_output=True, timeout=30)
+            unmount(disk_b)

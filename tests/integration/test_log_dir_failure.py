@@ -21,7 +21,7 @@ from strom.protocol.messages.produce import ProduceRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.testing.broker_process import BrokerProcess, free_port
 from strom.testing.cluster import wait_until
-from strom.testing.log_dirs import fail_log_dir, repair_log_dir
+from strom.testing.log_dirs import fail_log_dir, mount_tmpfs, repair_log_dir, unmount
 from strom.testing.raw_client import RawClient
 
 ck = pytest.importorskip("confluent_kafka")
@@ -182,27 +182,15 @@ class _SizeLimitedBroker(BrokerProcess):
         return ["prlimit", f"--fsize={self.limit}", "--", *super().command()]
 
 
-def _mount_tmpfs(path: Path, size: str) -> bool:
-    import subprocess
-
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
 
 def test_a_standalone_broker_on_a_full_disk_fails_writes_and_recovers_when_space_is_freed(tmp_path: Path) -> None:
     """Issue 15's full disk, with failed log dirs in place: a standalone broker has no other replica to hand its
     partitions to, so a full disk does not take its only dir offline (Kafka would halt): produce answers
     KAFKA_STORAGE_ERROR, what was written stays readable, and once a topic is deleted (its space freed) writes
     succeed again. The disk is a 16 MiB tmpfs (or, where mounting is not allowed, a file size limit)."""
-    import subprocess
 
     disk = tmp_path / "disk"
-    mounted = _mount_tmpfs(disk, "16m")
+    mounted = mount_tmpfs(disk, "16m")
     cls = BrokerProcess if mounted else _SizeLimitedBroker
     broker = cls(data_dir=tmp_path / "home", overrides={"log.dirs": str(disk), "num.partitions": "1",
                                                         "log.segment.bytes": str(1 << 30)})
@@ -241,7 +229,7 @@ def test_a_standalone_broker_on_a_full_disk_fails_writes_and_recovers_when_space
         admin.close()
         broker.stop()
         if mounted:
-            subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+            unmount(disk)
 
 
 def fetch_code_of(bootstrap: str, topic: str) -> int:

@@ -5,6 +5,7 @@ import pytest
 from strom.storage import log_validator
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
+from strom.testing.log_dirs import mount_tmpfs, unmount  # noqa: F401 - used by the tests of this package
 from strom.testing.mock_time import MockTime
 
 
@@ -29,24 +30,6 @@ def make_log(tmp_path, mock_time):
         lg.close()
 
 
-def mount_tmpfs(path, size: str) -> bool:
-    """Mount a tmpfs of ``size`` at ``path`` (needs root, as in CI); False when this machine does not allow it."""
-    import subprocess
-
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        proc = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
-
-
-def unmount(path) -> None:
-    import subprocess
-
-    subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
 @pytest.fixture
