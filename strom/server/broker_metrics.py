@@ -530,6 +530,8 @@ class BrokerMetrics:
                     lambda: sum(1 for p in leaders() if len(p.isr) < min_isr(p)))
         self._gauge("AtMinIsrPartitionCount", g, "led partitions whose ISR is exactly min.insync.replicas",
                     lambda: sum(1 for p in leaders() if len(p.isr) == min_isr(p)))
+        self._gauge("OfflineReplicaCount", g, "replicas in a failed log dir (KIP-112)",
+                    lambda: len(rm.offline_partitions))
         self.partition_series.replica_manager = rm
 
     def add_log_manager(self, lm: Any) -> None:

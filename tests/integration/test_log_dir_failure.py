@@ -115,6 +115,7 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path: Path) -> N
         assert metric(url, "kafka_log_logmanager_offlinelogdirectorycount") == 1
         assert metric(url, "kafka_log_logmanager_logdirectoryoffline", logdirectory=str(disk_b)) == 1
         assert metric(url, "kafka_log_logmanager_logdirectoryoffline", logdirectory=str(disk_a)) == 0
+        assert metric(url, "kafka_server_replicamanager_offlinereplicacount") == len(in_b)
         assert broker.proc is not None and broker.proc.poll() is None
 
         # restarted with the dir still gone: it starts, and the partitions of that dir stay offline (they are not
