@@ -566,7 +566,7 @@ class BrokerMetrics:
             ctx = controller.ctx
             deleting = ctx.topics_being_deleted
             return sum(1 for tp, st in _copy_items(ctx.states)
-                       if tp.topic not in deleting and (st.leader < 0 or not ctx.alive(st.leader)))
+                       if tp.topic not in deleting and (st.leader < 0 or not ctx.replica_online(st.leader, tp)))
 
         self._gauge("ActiveControllerCount", g, "1 on the active controller", active)
         self._gauge("OfflinePartitionsCount", g, "partitions without a live leader (active controller only)",
