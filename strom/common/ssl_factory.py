@@ -10,6 +10,7 @@ inline ``ssl.truststore.certificates``. librdkafka's names (``ssl.ca.location``,
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 
 from strom.common.errors import ConfigError
 
-__all__ = ["build_ssl_context", "CLIENT_AUTH_MODES"]
+__all__ = ["build_ssl_context", "CLIENT_AUTH_MODES", "keystore_identity"]
 
 CLIENT_AUTH_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -75,6 +76,39 @@ def build_ssl_context(get: Callable[[str], Any], *, server: bool) -> ssl.SSLCont
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
     return ctx
+
+
+_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+_DN_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "localityName": "L",
+             "stateOrProvinceName": "ST", "countryName": "C", "emailAddress": "EMAILADDRESS",
+             "domainComponent": "DC", "streetAddress": "STREET", "userId": "UID"}
+
+
+def keystore_identity(get: Callable[[str], Any]) -> tuple[str, frozenset[tuple[str, str]]] | None:
+    """The subject distinguished name (RFC 2253 order) and the subject alternative names of the keystore's first
+    certificate (``ssl.keystore.location`` or the inline ``ssl.keystore.certificate.chain``); None when there is no
+    certificate, or this Python cannot decode one (the check that uses it is then skipped). OSError when the file
+    cannot be read."""
+    decode = getattr(ssl._ssl, "_test_decode_cert", None)  # type: ignore[attr-defined]
+    location = _text(get, "ssl.keystore.location")
+    if location is not None:
+        with open(location, encoding="utf-8", errors="replace") as f:
+            text: str | None = f.read()
+    else:
+        text = _text(get, "ssl.keystore.certificate.chain")
+    found = _CERTIFICATE.search(text or "")
+    if decode is None or found is None:
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False) as f:
+        f.write(found.group(0) + "\n")
+    try:
+        info = decode(f.name)
+    except ssl.SSLError:
+        return None
+    finally:
+        os.unlink(f.name)
+    dn = ",".join(f"{_DN_NAMES.get(k, k)}={v}" for rdn in reversed(info.get("subject", ())) for k, v in rdn)
+    return dn, frozenset((str(t), str(v)) for t, v in info.get("subjectAltName", ()))
 
 
 def _protocols(ctx: ssl.SSLContext, value: Any) -> None:

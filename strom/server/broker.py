@@ -281,6 +281,7 @@ class BrokerServer:
                 if server.listener.name in listeners and server.listener.uses_ssl:
                     try:
                         server.set_ssl_context(d.check_ssl(d.current, server.listener.name))
+                        d.remember_keystore(server.listener.name)
                         log.info("listener %s: new keystore / truststore loaded", server.listener.name)
                     except ConfigError as e:
                         log.error("listener %s keeps its TLS context: %s", server.listener.name, e)
@@ -469,6 +470,8 @@ class BrokerServer:
         for server in self.socket_servers:
             await server.start()
             self.bound_ports.append(server.bound_port or 0)
+            if server.listener.uses_ssl:  # a new keystore must keep this certificate's identity
+                self.dynamic_config.remember_keystore(server.listener.name)
         bound = {s.listener.name: s.bound_port for s in self.socket_servers}
         self.advertised = [dataclasses.replace(a, port=bound.get(a.name, a.port)) if a.port == 0 else a
                            for a in self.advertised]

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from strom.common.errors import ConfigError
+from strom.common.ssl_factory import keystore_identity
 from strom.server.broker_config import BrokerConfig
 from strom.server.connection_quotas import parse_max_connections_per_ip_overrides
 from strom.storage.fs import atomic_write
@@ -215,6 +216,7 @@ class DynamicBrokerConfig:
         self.current, self.log_config, self.cleaner_config = self._build(dict(static.originals))
         self._props = dict(static.originals)
         self._reconfigurables: list[tuple[KeyFilter, Reconfigure]] = []
+        self._keystores: dict[str, tuple[str, frozenset[tuple[str, str]]]] = {}  # listener -> (DN, SANs) served
 
     # -- building and validating ----------------------------------------------------------------------------
     def _effective(self, default: Mapping[str, str], broker: Mapping[str, str]) -> dict[str, str]:
@@ -271,6 +273,39 @@ class DynamicBrokerConfig:
             config = self._build(self._effective(self.default_configs, props))[0]
         for listener in sorted({n for k in props if (n := listener_ssl_config(k)) is not None}):
             self.check_ssl(config, listener)
+            self._check_keystore_compatible(config, listener)
+
+    def remember_keystore(self, listener: str) -> None:
+        """The certificate ``listener`` serves now (at start, and after a new keystore is loaded): a later keystore
+        must keep its identity (:meth:`_check_keystore_compatible`), even when its file is rewritten in place."""
+        try:
+            identity = keystore_identity(lambda key: self.current.listener_value(listener, key))
+        except OSError:
+            return
+        if identity is not None:
+            self._keystores[listener] = identity
+
+    def _check_keystore_compatible(self, config: BrokerConfig, listener: str) -> None:
+        """Kafka's ``SslFactory.CertificateEntries.ensureCompatible``: a new keystore keeps the subject DN (unless
+        ``ssl.allow.dn.changes``) and every subject alternative name (unless ``ssl.allow.san.changes``) of the
+        certificate the listener serves, so a rotation cannot change who the broker is by mistake."""
+        old = self._keystores.get(listener)
+        try:
+            new = keystore_identity(lambda key: config.listener_value(listener, key))
+        except OSError as e:
+            raise ConfigError(f"Invalid SSL keystore of listener {listener}: {e}") from None
+        if old is None or new is None:
+            return
+
+        def allowed(key: str) -> bool:
+            return str(config.listener_value(listener, key, False)).strip().lower() == "true"
+
+        if not allowed("ssl.allow.dn.changes") and old[0].lower() != new[0].lower():
+            raise ConfigError(f"Keystore DistinguishedName does not match:  existing={{DN={old[0]}}}, "
+                              f"new={{DN={new[0]}}}")
+        if not allowed("ssl.allow.san.changes") and not old[1] <= new[1]:
+            raise ConfigError(f"Keystore SubjectAltNames do not match:  existing={{SAN={_sans(old[1])}}}, "
+                              f"new={{SAN={_sans(new[1])}}}")
 
     @staticmethod
     def check_ssl(config: BrokerConfig, listener: str) -> Any:
@@ -387,3 +422,7 @@ class DynamicBrokerConfig:
                               (self.static.originals, STATIC_BROKER_CONFIG)):
             out.extend((k, str(layer[k]), source) for k in synonyms_of(key) if k in layer)
         return out
+
+
+def _sans(sans: frozenset[tuple[str, str]]) -> str:
+    return "[" + ", ".join(f"{t}:{v}" for t, v in sorted(sans)) + "]"

@@ -82,7 +82,10 @@ def _pem_cert(cert: Any) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def make_pki(directory: str | Path, client_cn: str = "alice") -> Pki:
+def make_pki(directory: str | Path, client_cn: str = "alice", *, broker_cn: str = "localhost",
+             broker_dns: tuple[str, ...] = ("localhost",)) -> Pki:
+    """A CA, a broker certificate (``broker_cn``; SANs ``broker_dns`` and 127.0.0.1), client certificates, and a
+    rogue CA with a client of its own, as PEM files in ``directory``."""
     from cryptography import x509
 
     d = Path(directory)
@@ -91,8 +94,8 @@ def make_pki(directory: str | Path, client_cn: str = "alice") -> Pki:
     ca_name = _name("strom test CA")
     ca = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
     broker_key = _key()
-    broker = _cert(_name("localhost"), broker_key, ca_name, ca_key, ca=False,
-                   sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    broker = _cert(_name(broker_cn), broker_key, ca_name, ca_key, ca=False,
+                   sans=[*(x509.DNSName(n) for n in broker_dns), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
     client_key = _key()
     client = _cert(_name(client_cn), client_key, ca_name, ca_key, ca=False)
     rogue_key = _key()

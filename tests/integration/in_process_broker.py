@@ -14,12 +14,13 @@ from tests.integration.test_fetch_zero_copy import _LoopThread
 
 
 @contextmanager
-def in_process_broker(loop_kind: str, data_dir: Path, pki: Pki) -> Iterator[tuple[BrokerServer, _LoopThread]]:
-    """``loop_kind``: "asyncio" or "uvloop"."""
+def in_process_broker(loop_kind: str, data_dir: Path, pki: Pki, **props: str,
+                      ) -> Iterator[tuple[BrokerServer, _LoopThread]]:
+    """``loop_kind``: "asyncio" or "uvloop"; ``props``: more server.properties (dots as in Kafka's keys)."""
     runner = _LoopThread(loop_kind)
     b = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://localhost:0",
                                    "ssl.keystore.location": str(pki.broker_keystore),
-                                   "log.dirs": str(data_dir), "num.partitions": "1"}))
+                                   "log.dirs": str(data_dir), "num.partitions": "1", **props}))
     runner.run(b.start())
     try:
         yield b, runner

@@ -93,6 +93,58 @@ def test_keystore_rotation_at_runtime(tmp_path: Path, pki: Pki) -> None:
             admin.close()
 
 
+def test_a_new_keystore_must_keep_the_broker_identity(tmp_path: Path, pki: Pki) -> None:
+    """Kafka's check on a keystore update: the new certificate keeps the subject DN and every SAN of the one the
+    listener serves (``ssl.allow.dn.changes`` / ``ssl.allow.san.changes`` allow it), also when the file is rewritten
+    in place; a refused keystore leaves the served certificate as it was."""
+    imposter = make_pki(tmp_path / "imposter", broker_cn="imposter")
+    fewer_sans = make_pki(tmp_path / "fewer", broker_dns=())
+    more_sans = make_pki(tmp_path / "more", broker_dns=("localhost", "broker-1.example"))
+    all_cas = tmp_path / "cas.pem"
+    all_cas.write_bytes(b"".join(p.ca.read_bytes() for p in (pki, imposter, fewer_sans, more_sans)))
+    keystore = tmp_path / "keystore.pem"
+    shutil.copy(pki.broker_keystore, keystore)
+    with in_process_broker("asyncio", tmp_path / "data", dataclasses.replace(pki, broker_keystore=keystore)) as (
+            broker, _runner):
+        plaintext, tls_port = broker.bound_ports
+        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
+        node = ConfigResource(ConfigResourceType.BROKER, "1")
+
+        def alter(value: str) -> None:
+            admin.incremental_alter_configs({node: [AlterConfigOp(KEYSTORE, value)]})[node].result(30)
+
+        try:
+            served = _first_cert_der(pki.broker_cert)
+            with pytest.raises(InvalidRequestError, match=r"Keystore DistinguishedName does not match:  "
+                                                          r"existing=\{DN=CN=localhost,O=strom\}, "
+                                                          r"new=\{DN=CN=imposter,O=strom\}"):
+                alter(str(imposter.broker_keystore))
+            with pytest.raises(InvalidRequestError, match=r"Keystore SubjectAltNames do not match:  existing=\{SAN="
+                                                          r"\[DNS:localhost, IP Address:127.0.0.1\]\}"):
+                alter(str(fewer_sans.broker_keystore))
+            keystore.write_bytes(imposter.broker_keystore.read_bytes())  # rewritten in place, then reloaded
+            with pytest.raises(InvalidRequestError, match="Keystore DistinguishedName does not match"):
+                alter(str(keystore))
+            assert _served_cert(tls_port, all_cas) == served
+            alter(str(more_sans.broker_keystore))  # more names than before: allowed
+            assert _served_cert(tls_port, all_cas) == _first_cert_der(more_sans.broker_cert)
+            with pytest.raises(InvalidRequestError, match="broker-1.example"):  # the served one's names count now
+                alter(str(pki.broker_keystore))
+        finally:
+            admin.close()
+    with in_process_broker("asyncio", tmp_path / "data2", pki, **{"listener.name.ssl.ssl.allow.dn.changes": "true"}) \
+            as (broker, _runner):
+        plaintext, tls_port = broker.bound_ports
+        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
+        try:
+            node = ConfigResource(ConfigResourceType.BROKER, "1")
+            admin.incremental_alter_configs({node: [AlterConfigOp(KEYSTORE, str(imposter.broker_keystore))]})[
+                node].result(30)
+            assert _served_cert(tls_port, all_cas) == _first_cert_der(imposter.broker_cert)
+        finally:
+            admin.close()
+
+
 def test_cleaner_threads_and_connection_limits_change_in_a_running_broker(tmp_path: Path, pki: Pki) -> None:
     with in_process_broker("asyncio", tmp_path / "data", pki) as (broker, runner):
         plaintext = broker.bound_ports[0]
