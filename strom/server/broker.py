@@ -99,6 +99,7 @@ class BrokerServer:
         self.zk: KafkaZkClient | None = None
         self.controller: KafkaController | None = None
         self.controller_channel: ControllerChannel | None = None
+        self.inter_broker_security: InterBrokerSecurity | None = None
         self._config_watch: ConfigChangeWatcher | None = None
         self.credentials: Any = None
         self._acl_store: ZkAclStore | None = None
@@ -146,6 +147,9 @@ class BrokerServer:
                                       str(d), "cannot read or write meta.properties", e))
         await self._load_dynamic_configs()
         c = self.dynamic_config.current
+        if inter_broker is not None:  # a keystore set as a dynamic config counts from the start
+            inter_broker.reload_ssl_context(c)
+        self.inter_broker_security = inter_broker
         self.log_manager = LogManager(
             [str(d) for d in self.log_dirs],
             self.default_log_config,
@@ -283,6 +287,10 @@ class BrokerServer:
                         server.set_ssl_context(d.check_ssl(d.current, server.listener.name))
                         d.remember_keystore(server.listener.name)
                         log.info("listener %s: new keystore / truststore loaded", server.listener.name)
+                        ib = self.inter_broker_security
+                        if server.listener.name == self.inter_broker_listener and ib is not None \
+                                and ib.reload_ssl_context(d.current):
+                            log.info("inter-broker connections made from now on use the new keystore")
                     except ConfigError as e:
                         log.error("listener %s keeps its TLS context: %s", server.listener.name, e)
 

@@ -8,7 +8,9 @@ the peer asks for a client certificate — and, for SASL_PLAINTEXT / SASL_SSL, `
 (Kafka's default GSSAPI is refused: strom has PLAIN and SCRAM) with the ``username`` / ``password`` of
 ``listener.name.<l>.<mechanism>.sasl.jaas.config`` (else ``sasl.jaas.config``), Kafka's place for the broker's
 own credentials. The brokers then act as that principal, which ``super.users`` (or CLUSTER_ACTION ACLs) must
-allow. Every setting is checked when the broker starts (ConfigError naming it). Immutable; thread-safe.
+allow. Every setting is checked when the broker starts (ConfigError naming it). A new keystore or truststore of
+the inter-broker listener (a dynamic broker config) replaces the client context for connections made afterwards
+(:meth:`reload_ssl_context`), as Kafka reconfigures its inter-broker channel builders. Thread-safe.
 """
 
 from __future__ import annotations
@@ -42,6 +44,19 @@ class InterBrokerSecurity:
 
     def __repr__(self) -> str:  # never the password
         return f"InterBrokerSecurity({self.protocol}, mechanism={self.mechanism}, user={self.username})"
+
+    def reload_ssl_context(self, config: BrokerConfig) -> bool:
+        """Build the TLS client context again from ``config`` (the inter-broker listener's ``ssl.*`` settings, its
+        dynamic ones included); connections made afterwards use it, open ones keep theirs. Whether there was one
+        to replace (ConfigError when the new settings do not load: the current context stays)."""
+        if self.ssl_context is None:
+            return False
+        name = config.inter_broker_listener_name
+        try:
+            self.ssl_context = build_ssl_context(lambda key: config.listener_value(name, key), server=False)
+        except ConfigError as e:
+            raise ConfigError(f"inter-broker listener {name}: {e}") from None
+        return True
 
     @property
     def uses_sasl(self) -> bool:

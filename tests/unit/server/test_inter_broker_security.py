@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import socket
+import ssl
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from strom.common.errors import ConfigError
 from strom.server.broker_config import BrokerConfig
 from strom.server.security.inter_broker import InterBrokerSecurity
-from strom.testing.certs import make_pki
+from strom.testing.certs import Pki, make_pki
 
 pytestmark = pytest.mark.unit
 
@@ -70,3 +73,58 @@ def test_ssl_uses_the_listeners_truststore_and_keystore(tmp_path: Path) -> None:
                             "ssl.truststore.location": str(tmp_path / "nowhere.pem")})
     with pytest.raises(ConfigError, match="inter-broker listener SSL: Cannot read the SSL truststore"):
         InterBrokerSecurity.from_config(missing)
+
+
+def _client_cert_presented(ctx: ssl.SSLContext, server_pki: Pki, client_cas: Path) -> bytes:
+    """The certificate ``ctx`` presents to a TLS server that requires one (DER), over a loopback handshake."""
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(server_pki.broker_keystore))
+    server_ctx.load_verify_locations(str(client_cas))
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    seen: list[bytes] = []
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = listening.getsockname()[1]
+
+        def serve() -> None:
+            conn, _ = listening.accept()
+            with server_ctx.wrap_socket(conn, server_side=True) as tls:
+                der = tls.getpeercert(binary_form=True)
+                seen.append(der or b"")
+
+        t = threading.Thread(target=serve)
+        t.start()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost"):
+            pass
+        t.join(10)
+    return seen[0]
+
+
+def test_a_new_keystore_of_the_inter_broker_listener_is_presented_on_new_connections(tmp_path: Path) -> None:
+    """A dynamic keystore change of the inter-broker listener reaches the broker's client side too (Kafka
+    reconfigures its inter-broker channel builders): the next connection presents the new certificate."""
+    first, second = make_pki(tmp_path / "first"), make_pki(tmp_path / "second")
+    cas = tmp_path / "cas.pem"
+    cas.write_bytes(first.ca.read_bytes() + second.ca.read_bytes())
+    props = {"listeners": "SSL://127.0.0.1:9093", "inter.broker.listener.name": "SSL",
+             "listener.name.ssl.ssl.keystore.location": str(first.broker_keystore),
+             "listener.name.ssl.ssl.truststore.location": str(cas)}
+    sec = InterBrokerSecurity.from_config(BrokerConfig(props))
+    assert sec is not None and sec.ssl_context is not None
+    before = sec.ssl_context
+    assert _client_cert_presented(sec.ssl_context, first, cas) == _der(first.broker_cert)
+    assert sec.reload_ssl_context(BrokerConfig({**props, "listener.name.ssl.ssl.keystore.location":
+                                                str(second.broker_keystore)}))
+    assert _client_cert_presented(sec.ssl_context, first, cas) == _der(second.broker_cert)
+    with pytest.raises(ConfigError, match="inter-broker listener SSL"):
+        sec.reload_ssl_context(BrokerConfig({**props, "listener.name.ssl.ssl.keystore.location":
+                                             str(tmp_path / "missing.pem")}))
+    assert sec.ssl_context is not before and _client_cert_presented(sec.ssl_context, first, cas) == _der(
+        second.broker_cert)  # a refused reload keeps the current context
+
+
+def _der(pem_file: Path) -> bytes:
+    text = pem_file.read_text()
+    start = text.index("-----BEGIN CERTIFICATE-----")
+    end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
+    return ssl.PEM_cert_to_DER_cert(text[start:end])
