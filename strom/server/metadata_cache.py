@@ -140,6 +140,11 @@ class MetadataCache(ABC):
         """Make sure the configs of ``topics`` are known before their logs are opened."""
         return None
 
+    def replica_offline(self, tp: TopicPartition) -> None:
+        """This broker's replica of ``tp`` is in a failed log dir. In a cluster the controller publishes that
+        (UpdateMetadata's offline replicas); a standalone broker's metadata says it itself."""
+        return None
+
 
 class StandaloneMetadata(MetadataCache):
     """One broker leading every partition: the topic registry persisted in ``topics.json`` (first log dir).
@@ -183,6 +188,15 @@ class StandaloneMetadata(MetadataCache):
     def _states(self, n: int) -> list[PartitionState]:
         me = self.node_id
         return [PartitionState(me, 0, [me], [me]) for _ in range(n)]
+
+    def replica_offline(self, tp: TopicPartition) -> None:
+        """No leader (Metadata: LEADER_NOT_AVAILABLE) and this broker listed offline, as Kafka lists a partition
+        whose only replica is in a failed log dir; until the broker restarts."""
+        info = self.topic(tp.topic)
+        if info is not None and 0 <= tp.partition < info.num_partitions:
+            st = info.partitions[tp.partition]
+            info.partitions[tp.partition] = PartitionState(-1, st.leader_epoch, list(st.isr), list(st.replicas),
+                                                           [self.node_id])
 
     def _save(self) -> None:
         doc = {

@@ -196,6 +196,7 @@ class ReplicaManager:
             except KafkaStorageError as e:
                 log.error("%s stays offline: %s", tp, e)
                 self.offline_partitions.add(tp)
+                self.metadata.replica_offline(tp)
                 continue
             p.make_leader(LeaderAndIsr(st.leader, st.leader_epoch, list(st.isr), 0, list(st.replicas)), now)
 
@@ -600,6 +601,7 @@ class ReplicaManager:
             if p.is_leader:
                 led.append(tp)
             self.offline_partitions.add(tp)
+            self.metadata.replica_offline(tp)
             self._fail_produce_waiters(tp, ErrorCode.KAFKA_STORAGE_ERROR)
             self._wake_fetches(tp)
         log.warning("broker %d stopped serving partitions %s and moving %s: they are in the failed log dir %s",

@@ -48,6 +48,14 @@ def fetch_code(bootstrap: str, partition: int) -> int:
         return int(c.request(ApiKey.FETCH, 11, req).responses[0].partitions[0].error_code)
 
 
+def partition_states(bootstrap: str) -> dict[int, tuple[int, list[int]]]:
+    from strom.protocol.messages.metadata import MetadataRequest
+
+    with RawClient(bootstrap) as c:
+        md = c.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]))
+    return {p.partition_index: (p.leader_id, list(p.offline_replicas)) for p in md.topics[0].partitions}
+
+
 def metric(url: str, name: str, **labels: str) -> float | None:
     with urllib.request.urlopen(url, timeout=10) as r:
         text = r.read().decode()
@@ -108,6 +116,8 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path: Path) -> N
         for p in in_b:
             assert produce_code(broker.bootstrap, p) == ErrorCode.KAFKA_STORAGE_ERROR
             assert fetch_code(broker.bootstrap, p) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert partition_states(broker.bootstrap) == {
+            p: (-1, [1]) if p in in_b else (1, []) for p in range(4)}  # (leader, offline replicas), as Kafka's
         produce_each(broker.bootstrap, in_a, 50, "after")
         for p in in_a:
             assert len(read_partition(broker.bootstrap, p)) == 100
