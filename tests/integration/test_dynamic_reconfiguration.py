@@ -11,6 +11,8 @@ import dataclasses
 import shutil
 import socket
 import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,55 +44,63 @@ def _served_cert(port: int, cafile: Path) -> bytes:
         return der
 
 
+@contextmanager
+def _tls_broker(data_dir: Path, pki: Pki, keystore: Path, **props: str) -> Iterator[tuple[int, AdminClient]]:
+    """An in-process broker (``props``: more server.properties) whose TLS listener serves a copy of ``pki``'s
+    keystore at ``keystore``: its TLS port and an admin client on its plaintext listener."""
+    shutil.copy(pki.broker_keystore, keystore)
+    with in_process_broker("asyncio", data_dir, dataclasses.replace(pki, broker_keystore=keystore), **props) as (
+            broker, _runner):
+        plaintext, tls_port = broker.bound_ports
+        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
+        try:
+            yield tls_port, admin
+        finally:
+            admin.close()
+
+
 def test_keystore_rotation_at_runtime(tmp_path: Path, pki: Pki) -> None:
     second = make_pki(tmp_path / "second")
     both_cas = tmp_path / "both-cas.pem"
     both_cas.write_bytes(pki.ca.read_bytes() + second.ca.read_bytes())
     keystore = tmp_path / "keystore.pem"
-    shutil.copy(pki.broker_keystore, keystore)
-    with in_process_broker("asyncio", tmp_path / "data", dataclasses.replace(pki, broker_keystore=keystore)) as (
-            broker, _runner):
-        plaintext, tls_port = broker.bound_ports
-        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
+    with _tls_broker(tmp_path / "data", pki, keystore) as (tls_port, admin):
         node = ConfigResource(ConfigResourceType.BROKER, "1")
 
         def alter(resource: ConfigResource, key: str, value: str) -> None:
             admin.incremental_alter_configs({resource: [AlterConfigOp(key, value)]})[resource].result(30)
 
-        try:
-            old, new = _first_cert_der(pki.broker_cert), _first_cert_der(second.broker_cert)
-            assert _served_cert(tls_port, both_cas) == old
-            alter(node, KEYSTORE, str(keystore))  # now a dynamic config, the same file
-            assert _served_cert(tls_port, both_cas) == old
-            keystore.write_bytes(second.broker_keystore.read_bytes())  # rewritten in place: not re-read by itself
-            assert _served_cert(tls_port, both_cas) == old
-            alter(node, KEYSTORE, str(keystore))  # the config unchanged: the file is loaded again
-            assert _served_cert(tls_port, both_cas) == new
+        old, new = _first_cert_der(pki.broker_cert), _first_cert_der(second.broker_cert)
+        assert _served_cert(tls_port, both_cas) == old
+        alter(node, KEYSTORE, str(keystore))  # now a dynamic config, the same file
+        assert _served_cert(tls_port, both_cas) == old
+        keystore.write_bytes(second.broker_keystore.read_bytes())  # rewritten in place: not re-read by itself
+        assert _served_cert(tls_port, both_cas) == old
+        alter(node, KEYSTORE, str(keystore))  # the config unchanged: the file is loaded again
+        assert _served_cert(tls_port, both_cas) == new
 
-            bad = tmp_path / "bad.pem"
-            bad.write_text("not a key or a certificate\n")
-            with pytest.raises(InvalidRequestError, match="Invalid SSL keystore or truststore of listener SSL"):
-                alter(node, KEYSTORE, str(bad))
-            assert _served_cert(tls_port, both_cas) == new
-            with pytest.raises(InvalidRequestError, match=r"only per-listener using the listener prefix: "
-                                                          r"Set\(ssl.keystore.location\)"):
-                alter(node, "ssl.keystore.location", str(keystore))
-            with pytest.raises(InvalidRequestError, match="broker id must be specified"):
-                alter(ConfigResource(ConfigResourceType.BROKER, ""), KEYSTORE, str(keystore))
-            with pytest.raises(InvalidRequestError, match="Listener PLAINTEXT is not a TLS listener"):
-                alter(node, "listener.name.plaintext.ssl.keystore.location", str(keystore))
-            entries = {e.name: e for e in admin.describe_configs([node])[node].result(30)}
-            assert (entries[KEYSTORE].value, entries[KEYSTORE].is_read_only) == (str(keystore), False)
+        bad = tmp_path / "bad.pem"
+        bad.write_text("not a key or a certificate\n")
+        with pytest.raises(InvalidRequestError, match="Invalid SSL keystore or truststore of listener SSL"):
+            alter(node, KEYSTORE, str(bad))
+        assert _served_cert(tls_port, both_cas) == new
+        with pytest.raises(InvalidRequestError, match=r"only per-listener using the listener prefix: "
+                                                      r"Set\(ssl.keystore.location\)"):
+            alter(node, "ssl.keystore.location", str(keystore))
+        with pytest.raises(InvalidRequestError, match="broker id must be specified"):
+            alter(ConfigResource(ConfigResourceType.BROKER, ""), KEYSTORE, str(keystore))
+        with pytest.raises(InvalidRequestError, match="Listener PLAINTEXT is not a TLS listener"):
+            alter(node, "listener.name.plaintext.ssl.keystore.location", str(keystore))
+        entries = {e.name: e for e in admin.describe_configs([node])[node].result(30)}
+        assert (entries[KEYSTORE].value, entries[KEYSTORE].is_read_only) == (str(keystore), False)
 
-            import confluent_kafka as ck
+        import confluent_kafka as ck
 
-            delivered: list[object] = []
-            producer = ck.Producer({"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
-                                    "ssl.ca.location": str(second.ca)})
-            producer.produce("after-rotation", b"v", on_delivery=lambda err, _m: delivered.append(err))
-            assert producer.flush(30) == 0 and delivered == [None]
-        finally:
-            admin.close()
+        delivered: list[object] = []
+        producer = ck.Producer({"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
+                                "ssl.ca.location": str(second.ca)})
+        producer.produce("after-rotation", b"v", on_delivery=lambda err, _m: delivered.append(err))
+        assert producer.flush(30) == 0 and delivered == [None]
 
 
 def test_a_new_keystore_must_keep_the_broker_identity(tmp_path: Path, pki: Pki) -> None:
@@ -103,46 +113,34 @@ def test_a_new_keystore_must_keep_the_broker_identity(tmp_path: Path, pki: Pki) 
     all_cas = tmp_path / "cas.pem"
     all_cas.write_bytes(b"".join(p.ca.read_bytes() for p in (pki, imposter, fewer_sans, more_sans)))
     keystore = tmp_path / "keystore.pem"
-    shutil.copy(pki.broker_keystore, keystore)
-    with in_process_broker("asyncio", tmp_path / "data", dataclasses.replace(pki, broker_keystore=keystore)) as (
-            broker, _runner):
-        plaintext, tls_port = broker.bound_ports
-        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
+    with _tls_broker(tmp_path / "data", pki, keystore) as (tls_port, admin):
         node = ConfigResource(ConfigResourceType.BROKER, "1")
 
         def alter(value: str) -> None:
             admin.incremental_alter_configs({node: [AlterConfigOp(KEYSTORE, value)]})[node].result(30)
 
-        try:
-            served = _first_cert_der(pki.broker_cert)
-            with pytest.raises(InvalidRequestError, match=r"Keystore DistinguishedName does not match:  "
-                                                          r"existing=\{DN=CN=localhost,O=strom\}, "
-                                                          r"new=\{DN=CN=imposter,O=strom\}"):
-                alter(str(imposter.broker_keystore))
-            with pytest.raises(InvalidRequestError, match=r"Keystore SubjectAltNames do not match:  existing=\{SAN="
-                                                          r"\[DNS:localhost, IP Address:127.0.0.1\]\}"):
-                alter(str(fewer_sans.broker_keystore))
-            keystore.write_bytes(imposter.broker_keystore.read_bytes())  # rewritten in place, then reloaded
-            with pytest.raises(InvalidRequestError, match="Keystore DistinguishedName does not match"):
-                alter(str(keystore))
-            assert _served_cert(tls_port, all_cas) == served
-            alter(str(more_sans.broker_keystore))  # more names than before: allowed
-            assert _served_cert(tls_port, all_cas) == _first_cert_der(more_sans.broker_cert)
-            with pytest.raises(InvalidRequestError, match="broker-1.example"):  # the served one's names count now
-                alter(str(pki.broker_keystore))
-        finally:
-            admin.close()
-    with in_process_broker("asyncio", tmp_path / "data2", pki, **{"listener.name.ssl.ssl.allow.dn.changes": "true"}) \
-            as (broker, _runner):
-        plaintext, tls_port = broker.bound_ports
-        admin = AdminClient(bootstrap_servers=f"127.0.0.1:{plaintext}")
-        try:
-            node = ConfigResource(ConfigResourceType.BROKER, "1")
-            admin.incremental_alter_configs({node: [AlterConfigOp(KEYSTORE, str(imposter.broker_keystore))]})[
-                node].result(30)
-            assert _served_cert(tls_port, all_cas) == _first_cert_der(imposter.broker_cert)
-        finally:
-            admin.close()
+        served = _first_cert_der(pki.broker_cert)
+        with pytest.raises(InvalidRequestError, match=r"Keystore DistinguishedName does not match:  "
+                                                      r"existing=\{DN=CN=localhost,O=strom\}, "
+                                                      r"new=\{DN=CN=imposter,O=strom\}"):
+            alter(str(imposter.broker_keystore))
+        with pytest.raises(InvalidRequestError, match=r"Keystore SubjectAltNames do not match:  existing=\{SAN="
+                                                      r"\[DNS:localhost, IP Address:127.0.0.1\]\}"):
+            alter(str(fewer_sans.broker_keystore))
+        keystore.write_bytes(imposter.broker_keystore.read_bytes())  # rewritten in place, then reloaded
+        with pytest.raises(InvalidRequestError, match="Keystore DistinguishedName does not match"):
+            alter(str(keystore))
+        assert _served_cert(tls_port, all_cas) == served
+        alter(str(more_sans.broker_keystore))  # more names than before: allowed
+        assert _served_cert(tls_port, all_cas) == _first_cert_der(more_sans.broker_cert)
+        with pytest.raises(InvalidRequestError, match="broker-1.example"):  # the served one's names count now
+            alter(str(pki.broker_keystore))
+    with _tls_broker(tmp_path / "data2", pki, tmp_path / "keystore2.pem",
+                     **{"listener.name.ssl.ssl.allow.dn.changes": "true"}) as (tls_port, admin):
+        node = ConfigResource(ConfigResourceType.BROKER, "1")
+        admin.incremental_alter_configs({node: [AlterConfigOp(KEYSTORE, str(imposter.broker_keystore))]})[
+            node].result(30)
+        assert _served_cert(tls_port, all_cas) == _first_cert_der(imposter.broker_cert)
 
 
 def test_cleaner_threads_and_connection_limits_change_in_a_running_broker(tmp_path: Path, pki: Pki) -> None:
