@@ -21,28 +21,26 @@ _OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 log = logging.getLogger(__name__)
 
 
+def _os_error(exc: BaseException | None) -> OSError | None:
+    """``exc`` itself or the first error it was raised from that is an ``OSError`` (a few causes deep)."""
+    for _ in range(8):
+        if exc is None or isinstance(exc, OSError):
+            return exc
+        exc = exc.__cause__
+    return None
+
+
 def is_io_failure(exc: BaseException | None) -> bool:
     """Whether ``exc`` comes from the file system (an ``OSError`` itself, or an error raised from one): what takes
     a log dir offline, as Kafka's ``IOException``. A closed log, an unexpected offset or a refused batch does not."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, OSError):
-            return True
-        exc = exc.__cause__
-        seen += 1
-    return False
+    return _os_error(exc) is not None
 
 
 def is_out_of_space(exc: BaseException | None) -> bool:
     """Whether ``exc`` is (or comes from) a write refused for want of space: a full disk, a quota, a file size
     limit."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, OSError) and exc.errno in _OUT_OF_SPACE:
-            return True
-        exc = exc.__cause__
-        seen += 1
-    return False
+    error = _os_error(exc)
+    return error is not None and error.errno in _OUT_OF_SPACE
 
 
 class LogDirFailureChannel:
