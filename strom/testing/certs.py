@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Pki", "make_pki"]
+__all__ = ["Pki", "make_pki", "first_certificate_der"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,13 @@ def make_pki(directory: str | Path, client_cn: str = "alice", *, broker_cn: str 
         rogue_client_key=write("rogue-client.key", _pem_key(rogue_client_key)),
         rogue_client_cert=write("rogue-client.crt", _pem_cert(rogue_client)),
     )
+
+
+def first_certificate_der(pem_file: Path) -> bytes:
+    """The first certificate of a PEM file, DER-encoded (what a TLS peer's ``getpeercert(binary_form=True)`` gives)."""
+    import ssl
+
+    text = pem_file.read_text()
+    start = text.index("-----BEGIN CERTIFICATE-----")
+    end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
+    return ssl.PEM_cert_to_DER_cert(text[start:end])

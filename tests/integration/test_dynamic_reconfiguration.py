@@ -20,18 +20,12 @@ import pytest
 from strom.admin import AdminClient
 from strom.admin.models import AlterConfigOp, ConfigResource, ConfigResourceType
 from strom.common.error_codes import InvalidRequestError
-from strom.testing.certs import Pki, make_pki
+from strom.testing.certs import Pki, first_certificate_der, make_pki
 from strom.testing.cluster import wait_until
 from tests.integration.in_process_broker import in_process_broker
 
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
 
-
-def _first_cert_der(pem_file: Path) -> bytes:
-    text = pem_file.read_text()
-    start = text.index("-----BEGIN CERTIFICATE-----")
-    end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
-    return ssl.PEM_cert_to_DER_cert(text[start:end])
 
 
 def _served_cert(port: int, cafile: Path) -> bytes:
@@ -70,7 +64,7 @@ def test_keystore_rotation_at_runtime(tmp_path: Path, pki: Pki) -> None:
         def alter(resource: ConfigResource, key: str, value: str) -> None:
             admin.incremental_alter_configs({resource: [AlterConfigOp(key, value)]})[resource].result(30)
 
-        old, new = _first_cert_der(pki.broker_cert), _first_cert_der(second.broker_cert)
+        old, new = first_certificate_der(pki.broker_cert), first_certificate_der(second.broker_cert)
         assert _served_cert(tls_port, both_cas) == old
         alter(node, KEYSTORE, str(keystore))  # now a dynamic config, the same file
         assert _served_cert(tls_port, both_cas) == old
@@ -119,7 +113,7 @@ def test_a_new_keystore_must_keep_the_broker_identity(tmp_path: Path, pki: Pki) 
         def alter(value: str) -> None:
             admin.incremental_alter_configs({node: [AlterConfigOp(KEYSTORE, value)]})[node].result(30)
 
-        served = _first_cert_der(pki.broker_cert)
+        served = first_certificate_der(pki.broker_cert)
         with pytest.raises(InvalidRequestError, match=r"Keystore DistinguishedName does not match:  "
                                                       r"existing=\{DN=CN=localhost,O=strom\}, "
                                                       r"new=\{DN=CN=imposter,O=strom\}"):
@@ -132,7 +126,7 @@ def test_a_new_keystore_must_keep_the_broker_identity(tmp_path: Path, pki: Pki) 
             alter(str(keystore))
         assert _served_cert(tls_port, all_cas) == served
         alter(str(more_sans.broker_keystore))  # more names than before: allowed
-        assert _served_cert(tls_port, all_cas) == _first_cert_der(more_sans.broker_cert)
+        assert _served_cert(tls_port, all_cas) == first_certificate_der(more_sans.broker_cert)
         with pytest.raises(InvalidRequestError, match="broker-1.example"):  # the served one's names count now
             alter(str(pki.broker_keystore))
     with _tls_broker(tmp_path / "data2", pki, tmp_path / "keystore2.pem",
@@ -140,7 +134,7 @@ def test_a_new_keystore_must_keep_the_broker_identity(tmp_path: Path, pki: Pki) 
         node = ConfigResource(ConfigResourceType.BROKER, "1")
         admin.incremental_alter_configs({node: [AlterConfigOp(KEYSTORE, str(imposter.broker_keystore))]})[
             node].result(30)
-        assert _served_cert(tls_port, all_cas) == _first_cert_der(imposter.broker_cert)
+        assert _served_cert(tls_port, all_cas) == first_certificate_der(imposter.broker_cert)
 
 
 def test_cleaner_threads_and_connection_limits_change_in_a_running_broker(tmp_path: Path, pki: Pki) -> None:

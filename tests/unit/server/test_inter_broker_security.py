@@ -13,7 +13,7 @@ import pytest
 from strom.common.errors import ConfigError
 from strom.server.broker_config import BrokerConfig
 from strom.server.security.inter_broker import InterBrokerSecurity
-from strom.testing.certs import Pki, make_pki
+from strom.testing.certs import Pki, first_certificate_der, make_pki
 
 pytestmark = pytest.mark.unit
 
@@ -112,19 +112,13 @@ def test_a_new_keystore_of_the_inter_broker_listener_is_presented_on_new_connect
     sec = InterBrokerSecurity.from_config(BrokerConfig(props))
     assert sec is not None and sec.ssl_context is not None
     before = sec.ssl_context
-    assert _client_cert_presented(sec.ssl_context, first, cas) == _der(first.broker_cert)
+    assert _client_cert_presented(sec.ssl_context, first, cas) == first_certificate_der(first.broker_cert)
     assert sec.reload_ssl_context(BrokerConfig({**props, "listener.name.ssl.ssl.keystore.location":
                                                 str(second.broker_keystore)}))
-    assert _client_cert_presented(sec.ssl_context, first, cas) == _der(second.broker_cert)
+    assert _client_cert_presented(sec.ssl_context, first, cas) == first_certificate_der(second.broker_cert)
     with pytest.raises(ConfigError, match="inter-broker listener SSL"):
         sec.reload_ssl_context(BrokerConfig({**props, "listener.name.ssl.ssl.keystore.location":
                                              str(tmp_path / "missing.pem")}))
-    assert sec.ssl_context is not before and _client_cert_presented(sec.ssl_context, first, cas) == _der(
+    assert sec.ssl_context is not before and _client_cert_presented(sec.ssl_context, first, cas) == first_certificate_der(
         second.broker_cert)  # a refused reload keeps the current context
 
-
-def _der(pem_file: Path) -> bytes:
-    text = pem_file.read_text()
-    start = text.index("-----BEGIN CERTIFICATE-----")
-    end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
-    return ssl.PEM_cert_to_DER_cert(text[start:end])
