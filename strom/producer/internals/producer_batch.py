@@ -113,7 +113,7 @@ class ProducerBatch:
         "topic_partition", "records_builder", "created_ms", "last_attempt_ms", "last_append_time", "drained_ms",
         "produce_future", "thunks", "record_count", "attempts", "retry", "reopened", "is_splitting_batch",
         "buffer", "initial_capacity", "_final_state", "_state_lock", "_closed_for_appends", "_records",
-        "compression_ratio_estimator", "in_flight", "deallocate_pending", "__weakref__",
+        "compression_ratio_estimator", "in_flight", "sent_to", "deallocate_pending", "__weakref__",
     )
 
     def __init__(
@@ -143,6 +143,8 @@ class ProducerBatch:
         """The memory claimed from the BufferPool, the builder's write buffer (``None`` for ``split`` batches)."""
         self.in_flight = False
         """A request carrying ``records()`` is outstanding (Sender): the buffer must not be reused yet."""
+        self.sent_to = -1
+        """The node the last request carrying the batch went to (Sender); outstanding while ``in_flight``."""
         self.deallocate_pending = False
         """Deallocated while in flight: the buffer goes back when that request completes."""
         self.initial_capacity = len(buffer) if buffer is not None else (records_builder.write_limit or 0)

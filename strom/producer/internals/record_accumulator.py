@@ -86,6 +86,7 @@ class TransactionManagerHooks(Protocol):
     def producer_id_and_epoch(self) -> ProducerIdAndEpoch: ...
     def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool: ...
     def has_inflight_batches(self, tp: TopicPartition) -> bool: ...
+    def has_request_outstanding_elsewhere(self, tp: TopicPartition, node_id: int) -> bool: ...
     def has_stale_producer_id_and_epoch(self, tp: TopicPartition) -> bool: ...
     def has_unresolved_sequence(self, tp: TopicPartition) -> bool: ...
     def first_in_flight_sequence(self, tp: TopicPartition) -> int: ...
@@ -693,7 +694,7 @@ class RecordAccumulator:
                 if size + first.estimated_size_in_bytes() > max_size and ready:
                     # A single batch larger than max_size (compression) still goes alone in some request.
                     break
-                if self._should_stop_drain_batches_for_partition(first, tp):
+                if self._should_stop_drain_batches_for_partition(first, tp, node.node_id):
                     break
                 batch = dq.batches.popleft()
                 if tm is not None:
@@ -714,7 +715,8 @@ class RecordAccumulator:
             batch.drained(now_ms)
         return ready
 
-    def _should_stop_drain_batches_for_partition(self, first: ProducerBatch, tp: TopicPartition) -> bool:
+    def _should_stop_drain_batches_for_partition(self, first: ProducerBatch, tp: TopicPartition,
+                                                 node_id: int) -> bool:
         tm = self.transaction_manager
         if tm is None:
             return False
@@ -722,6 +724,8 @@ class RecordAccumulator:
             return True
         if not tm.producer_id_and_epoch().is_valid():
             return True  # no producer id yet
+        if tm.has_request_outstanding_elsewhere(tp, node_id):
+            return True  # the leader changed: the old leader answers first
         if not first.has_sequence():
             if tm.has_inflight_batches(tp) and tm.has_stale_producer_id_and_epoch(tp):
                 return True  # wait for in-flight batches of the old epoch before starting sequence 0 again

@@ -306,6 +306,7 @@ class Sender:
         self.client.send(client_request, now)
         for batch in batches:
             batch.in_flight = True  # its buffer is not reused before the response (request_completed)
+            batch.sent_to = destination
         log.debug("%sSent produce request to %s: %s", self.log_context, destination, client_request)
 
     # ------------------------------------------------------------------------------ responses

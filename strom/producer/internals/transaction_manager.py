@@ -32,6 +32,9 @@ Idempotence:
   at 0; at ``Short.MAX_VALUE`` it gets a new producer id instead).
 * ``OUT_OF_ORDER_SEQUENCE_NUMBER`` and ``UNKNOWN_PRODUCER_ID`` are retried, bumping the epoch when they reveal a
   real gap (:meth:`TransactionManager.can_retry`).
+* After a leadership change nothing of a partition goes to its new leader while a request carrying its batches
+  is outstanding at the old one (:meth:`TransactionManager.has_request_outstanding_elsewhere`; librdkafka's
+  drain, which Java's producer lacks).
 
 Thread-safety: thread-safe (one re-entrant lock); almost every call comes from the Sender thread.
 """
@@ -906,6 +909,22 @@ class TransactionManager:
     def has_inflight_batches(self, tp: TopicPartition) -> bool:
         entry = self._partitions.get(tp)
         return entry is not None and bool(entry.in_flight)
+
+    def has_request_outstanding_elsewhere(self, tp: TopicPartition, node_id: int) -> bool:
+        """Whether a request carrying one of ``tp``'s batches is still outstanding at a node other than
+        ``node_id`` (the partition's old leader, after a leadership change). Nothing of ``tp`` goes to the new
+        leader until it settles, as librdkafka drains a partition before moving it: the new leader may
+        already have those batches (replicated before the change) and, once more than the five batches a broker
+        remembers per producer were written after them, could only answer their retry with
+        OUT_OF_ORDER_SEQUENCE_NUMBER -- a batch below the last acknowledged sequence, retried until
+        ``delivery.timeout.ms`` (Java's producer has the same hole)."""
+        entry = self._partitions.get(tp)
+        if entry is None:
+            return False
+        for batch in entry.in_flight:
+            if batch.in_flight and batch.sent_to != node_id:
+                return True
+        return False
 
     def first_in_flight_sequence(self, tp: TopicPartition) -> int:
         with self._lock:

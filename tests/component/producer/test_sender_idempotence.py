@@ -10,6 +10,7 @@ from strom.common.errors import KafkaTimeoutError
 from strom.producer.internals.transaction_manager import State, increment_sequence
 from strom.protocol.messages import InitProducerIdRequest
 from strom.record.batch import RecordBatch
+from strom.testing.mock_client import metadata_update_with
 
 from .sender_support import (
     TP0,
@@ -185,6 +186,40 @@ def test_unresolved_sequence_holds_new_batches_until_in_flight_settle() -> None:
     batch = _sent_batch(h)
     assert (batch.producer_epoch, batch.base_sequence) == (0, 2)
     assert not third.done()
+
+
+def test_nothing_goes_to_a_new_leader_while_the_old_one_holds_a_request() -> None:
+    """A leadership change with batches in flight to the old leader (an acks=all produce it parks while it loses
+    leadership): the partition sends nothing to the new leader until the old one answers, and then the oldest
+    batch goes first. (Sent ahead, newer batches would be written after the ones the new leader replicated; once
+    five were, the retry of the oldest could only be answered OUT_OF_ORDER_SEQUENCE_NUMBER, below the last
+    acknowledged sequence: retried until delivery.timeout.ms, which the cluster stress test hit.)"""
+    h = make_harness(idempotent=True, batch_size=200, retry_backoff_ms=0, leader_for=lambda t, p: 0)
+    _ready(h)
+    old = [h.append(value=bytes([65 + i]) * 100) for i in range(2)]
+    h.run_once(2)
+    assert [(r.destination, _sent_batch(h, i).base_sequence) for i, r in enumerate(h.produce_requests())] == \
+        [(0, 0), (0, 1)]
+    h.client.update_metadata(metadata_update_with(2, {"t": 2}, leader_for=lambda t, p: 1, leader_epoch=1))
+    new = h.append(value=b"n" * 100)
+    h.run_once(3)
+    assert [r.destination for r in h.produce_requests()] == [0, 0]  # held: node 0 has not answered
+    h.client.respond(produce_response(TP0, error=6))  # seq 0: NOT_LEADER_OR_FOLLOWER
+    h.run_once(3)
+    assert [r.destination for r in h.produce_requests()] == [0]  # seq 1 still outstanding at node 0
+    h.client.respond(produce_response(TP0, error=6))
+    h.run_once(3)
+    sent = [(r.destination, _sent_batch(h, i).base_sequence) for i, r in enumerate(h.produce_requests())]
+    assert sent == [(1, 0)]  # the retries go to node 1 in sequence order, the first alone
+    for offset in (10, 11):
+        h.client.respond(produce_response(TP0, offset=offset))
+        h.run_once(3)
+    assert [f.get().offset for f in old] == [10, 11]
+    assert _sent_batch(h).base_sequence == 2
+    h.client.respond(produce_response(TP0, offset=12))
+    h.run_once()
+    assert new.get().offset == 12
+    assert h.tm.producer_id_and_epoch().epoch == 0
 
 
 def test_fatal_init_producer_id_error_aborts_batches() -> None:

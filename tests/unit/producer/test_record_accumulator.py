@@ -588,6 +588,9 @@ class FakeTransactionManager:
     def has_inflight_batches(self, tp: TopicPartition) -> bool:
         return any(b.topic_partition == tp for b in self.in_flight)
 
+    def has_request_outstanding_elsewhere(self, tp: TopicPartition, node_id: int) -> bool:
+        return any(b.topic_partition == tp and b.in_flight and b.sent_to != node_id for b in self.in_flight)
+
     def has_stale_producer_id_and_epoch(self, tp: TopicPartition) -> bool:
         return False
 
