@@ -219,6 +219,76 @@ def test_bad_input_gets_kafka_error_codes(txn_broker: BrokerProcess) -> None:
         assert codes == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
 
 
+def _find_txn_coordinator(c: RawClient, tid: str) -> None:
+    deadline = time.monotonic() + 20
+    while c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=tid, key_type=1)).error_code:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_init_producer_id_with_the_current_epoch_bumps_it_and_fences_the_others(txn_broker: BrokerProcess) -> None:
+    """KIP-360 on the coordinator (Kafka's prepareIncrementProducerEpoch): InitProducerId naming the current id and
+    epoch bumps it; its retry (the answer lost) gets the same epoch again, not a second bump; an epoch the
+    coordinator moved past is PRODUCER_FENCED -- also the epoch a new incarnation fenced, which must not pass for a
+    retry (it did: the coordinator remembered it as the last epoch and bumped again, fencing the new one)."""
+    with RawClient(txn_broker.bootstrap) as c:
+        _find_txn_coordinator(c, "kip360")
+
+        def init(pid: int = -1, epoch: int = -1) -> tuple[int, int, int]:
+            r = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+                transactional_id="kip360", transaction_timeout_ms=60000, producer_id=pid, producer_epoch=epoch))
+            return r.error_code, r.producer_id, r.producer_epoch
+
+        code, pid, e0 = init()
+        assert code == ErrorCode.NONE
+        assert init(pid, e0) == (ErrorCode.NONE, pid, e0 + 1)  # the producer goes on after an error
+        assert init(pid, e0) == (ErrorCode.NONE, pid, e0 + 1)  # a retry of that bump: no second bump
+        assert init(pid, e0 + 1) == (ErrorCode.NONE, pid, e0 + 2)
+        assert init() == (ErrorCode.NONE, pid, e0 + 3)  # a new incarnation fences every older one
+        assert init(pid, e0 + 2)[0] == ErrorCode.PRODUCER_FENCED  # the one it fenced
+        assert init(pid, e0 + 1)[0] == ErrorCode.PRODUCER_FENCED
+        assert init(pid + 1000, e0 + 3)[0] == ErrorCode.PRODUCER_FENCED  # not this id's producer
+        assert init(pid, e0 + 3) == (ErrorCode.NONE, pid, e0 + 4)
+        # v2 and below carry no producer id: a plain new incarnation
+        old = c.request(ApiKey.INIT_PRODUCER_ID, 2, InitProducerIdRequest(transactional_id="kip360",
+                                                                          transaction_timeout_ms=60000))
+        assert (old.error_code, old.producer_epoch) == (ErrorCode.NONE, e0 + 5)
+
+
+def test_after_a_failed_batch_the_abort_bumps_the_epoch_and_the_producer_goes_on(txn_broker: BrokerProcess) -> None:
+    """A batch the broker refuses (MESSAGE_TOO_LARGE for the topic) fails its transaction; abort_transaction()
+    bumps the epoch with the coordinator (KIP-360) and the same producer commits the next transaction: a
+    read_committed reader sees its records, and none of the aborted one's."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": txn_broker.bootstrap})
+    for f in admin.create_topics([NewTopic("kip360-out", 1, 1, config={"max.message.bytes": "2000"})]).values():
+        f.result(30)
+    p = producer(txn_broker.bootstrap, "kip360-client")
+    try:
+        p.init_transactions()
+        epoch = p._transaction_manager.producer_id_and_epoch().epoch
+        p.begin_transaction()
+        kept = p.send("kip360-out", value=b"aborted-1")
+        p.flush()
+        assert kept.get(10).offset >= 0
+        too_large = p.send("kip360-out", value=b"x" * 5000)
+        p.flush()
+        with pytest.raises(KafkaError):
+            too_large.get(10)
+        with pytest.raises(KafkaError):
+            p.commit_transaction()
+        p.abort_transaction()
+        assert p._transaction_manager.producer_id_and_epoch().epoch == epoch + 1
+        p.begin_transaction()
+        for i in range(3):
+            p.send("kip360-out", value=b"committed-%d" % i)
+        p.commit_transaction()
+    finally:
+        p.close()
+    assert read(txn_broker.bootstrap, "kip360-out", "read_committed", 3) == [b"committed-%d" % i for i in range(3)]
+
+
 def test_idle_transactional_id_expires(tmp_path) -> None:
     """``transactional.id.expiration.ms``: an id idle that long is forgotten (tombstoned), also across a restart."""
     overrides = {"transactional.id.expiration.ms": "1000",

@@ -104,7 +104,7 @@ class State(enum.Enum):
 # Kafka's State.isTransitionValid: the states a state may be entered from.
 _VALID_SOURCES: dict[State, tuple[State, ...]] = {
     State.UNINITIALIZED: (State.READY, State.ABORTABLE_ERROR),
-    State.INITIALIZING: (State.UNINITIALIZED, State.ABORTABLE_ERROR),
+    State.INITIALIZING: (State.UNINITIALIZED, State.ABORTABLE_ERROR, State.ABORTING_TRANSACTION),
     State.READY: (State.INITIALIZING, State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION),
     State.IN_TRANSACTION: (State.READY,),
     State.COMMITTING_TRANSACTION: (State.IN_TRANSACTION,),
@@ -223,6 +223,13 @@ class TxnRequestHandler:
         self.manager.abortable_error(error)
         self.fail(error)
 
+    def abortable_if_possible(self, error: BaseException) -> None:
+        if self.manager.can_bump_epoch():
+            self.manager.require_epoch_bump()
+            self.abortable(error)
+        else:
+            self.fatal(error)
+
     def retriable(self, code: int) -> bool:
         """Coordinator moved / loading / busy: look it up again when needed, and retry."""
         if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
@@ -263,12 +270,21 @@ class InitProducerIdHandler(TxnRequestHandler):
     def __init__(self, manager: TransactionManager, is_epoch_bump: bool = False,
                  result: TransactionalRequestResult | None = None) -> None:
         tid = manager.transactional_id
+        # KIP-360: a transactional producer bumping its epoch after an error names its current id and epoch, so
+        # that the coordinator tells it from an older incarnation (which it fences).
+        current = manager.producer_id_and_epoch() if is_epoch_bump else NONE
         super().__init__(manager, InitProducerIdRequest(
             transactional_id=tid, transaction_timeout_ms=manager.transaction_timeout_ms if tid else INT_MAX,
-            producer_id=-1, producer_epoch=-1), result)
+            producer_id=current.producer_id, producer_epoch=current.epoch), result)
         self.is_epoch_bump = is_epoch_bump
         if tid is not None:
             self.coordinator_type = TRANSACTION
+
+    def on_complete(self, response: Any) -> None:
+        if self.manager.is_transactional() and response.has_response():
+            # Kafka's coordinatorSupportsBumpingEpoch: InitProducerId v3+ takes the current id and epoch.
+            self.manager.coordinator_supports_bumping_epoch = response.request_header.api_version >= 3
+        super().on_complete(response)
 
     def handle_response(self, body: Any) -> None:
         manager = self.manager
@@ -278,6 +294,8 @@ class InitProducerIdHandler(TxnRequestHandler):
             manager.transition_to(State.READY)
             manager.last_error = None
             if self.is_epoch_bump:
+                log.info("%sEpoch bumped after the aborted transaction: producer id %d, epoch %d",
+                         manager.log_context, body.producer_id, body.producer_epoch)
                 manager.reset_sequence_numbers()
             if self.result is not None:
                 self.result.done()
@@ -329,7 +347,12 @@ def _check_epoch_errors(handler: TxnRequestHandler, code: int) -> bool:
     if code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
         handler.fatal(error_class(code)())
         return True
-    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+    if code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+        # The coordinator lost the producer (e.g. the id expired): abort, and the epoch bump that follows gets
+        # an id again (Kafka's abortableErrorIfPossible; fatal with a coordinator that cannot bump epochs).
+        handler.abortable_if_possible(error_class(code)(error_class(code).description))
+        return True
+    if code == ErrorCode.INVALID_TXN_STATE:
         handler.fatal(error_class(code)(error_class(code).description))
         return True
     return False
@@ -488,6 +511,13 @@ def _offset_parts(om: Any) -> tuple[int, str, int]:
 
 _PRIORITY = {"FindCoordinatorHandler": 0, "InitProducerIdHandler": 1, "AddPartitionsToTxnHandler": 2,
              "AddOffsetsToTxnHandler": 2, "TxnOffsetCommitHandler": 2, "EndTxnHandler": 3}
+EPOCH_BUMP_PRIORITY = 4  # Kafka's Priority.EPOCH_BUMP: the InitProducerId that bumps the epoch goes after EndTxn
+
+
+def _priority(handler: TxnRequestHandler) -> int:
+    if isinstance(handler, InitProducerIdHandler) and handler.is_epoch_bump:
+        return EPOCH_BUMP_PRIORITY
+    return _PRIORITY.get(type(handler).__name__, 2)
 
 
 class TransactionManager:
@@ -513,6 +543,7 @@ class TransactionManager:
         self._unresolved: dict[TopicPartition, int] = {}
         self._to_rewrite: set[TopicPartition] = set()
         self._epoch_bump_required = False
+        self.coordinator_supports_bumping_epoch = False
         self._pending: deque[TxnRequestHandler] = deque()
         self.in_flight_correlation_id = NO_INFLIGHT_REQUEST_CORRELATION_ID
         self.last_error: BaseException | None = None
@@ -709,13 +740,26 @@ class TransactionManager:
             return self._begin_completing(False)
 
     def _begin_completing(self, commit: bool) -> TransactionalRequestResult:
-        result = self._completion_result = TransactionalRequestResult("EndTxn(%s)" % ("commit" if commit else
-                                                                                     "abort"))
-        if self.transaction_started or self._new_partitions or self._pending_partitions:
-            self.enqueue(EndTxnHandler(self, commit, result))
+        """EndTxn, then -- after an error that calls for it (KIP-360) -- InitProducerId with the current id and
+        epoch, which bumps the epoch: the producer goes on with new transactions instead of being unusable. The
+        result is the last request's."""
+        operation = "EndTxn(%s)" % ("commit" if commit else "abort")
+        bump = self._epoch_bump_required
+        result = self._completion_result = TransactionalRequestResult("InitProducerId" if bump else operation)
+        lost_id = isinstance(self.last_error, error_class(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+        if lost_id:
+            # The coordinator does not know the id: it would refuse EndTxn; go straight to InitProducerId.
+            self.complete_transaction()
+        elif self.transaction_started or self._new_partitions or self._pending_partitions:
+            self.enqueue(EndTxnHandler(self, commit, TransactionalRequestResult(operation) if bump else result))
         else:
             self.complete_transaction()  # nothing reached the coordinator: nothing to end there
-            result.done()
+            if not bump:
+                result.done()
+        if bump:
+            log.info("%sInvoking InitProducerId with current producer ID and epoch %s in order to bump the epoch",
+                     self.log_context, self._producer_id_and_epoch)
+            self.enqueue(InitProducerIdHandler(self, is_epoch_bump=True, result=result))
         return result
 
     # ------------------------------------------------------------------------------ transactions (sender)
@@ -732,7 +776,9 @@ class TransactionManager:
 
     def complete_transaction(self) -> None:
         with self._lock:
-            self.transition_to(State.READY)
+            # With an epoch bump to come, nothing new starts until it is done (Kafka's completeTransaction).
+            self.transition_to(State.INITIALIZING if self._epoch_bump_required else State.READY)
+            self._epoch_bump_required = False
             self.last_error = None
             self.partitions_in_transaction.clear()
             self._new_partitions.clear()
@@ -764,9 +810,9 @@ class TransactionManager:
     def enqueue(self, handler: TxnRequestHandler) -> None:
         """Queue by Kafka's priorities (FindCoordinator, InitProducerId, Add*, EndTxn), FIFO within one."""
         with self._lock:
-            prio = _PRIORITY.get(type(handler).__name__, 2)
+            prio = _priority(handler)
             i = len(self._pending)
-            while i > 0 and _PRIORITY.get(type(self._pending[i - 1]).__name__, 2) > prio:
+            while i > 0 and _priority(self._pending[i - 1]) > prio:
                 i -= 1
             self._pending.insert(i, handler)
 
@@ -978,6 +1024,16 @@ class TransactionManager:
     def _is_next_sequence_for_unresolved_partition(self, tp: TopicPartition, sequence: int) -> bool:
         return tp in self._unresolved and sequence == self._unresolved[tp]
 
+    def can_bump_epoch(self) -> bool:
+        """Kafka's ``canBumpEpoch``: always for the idempotent producer; for a transactional one when its
+        coordinator takes InitProducerId v3+ (KIP-360)."""
+        return not self.is_transactional() or self.coordinator_supports_bumping_epoch
+
+    def require_epoch_bump(self) -> None:
+        """The transaction must be aborted, and the epoch bumped after it (KIP-360)."""
+        with self._lock:
+            self._epoch_bump_required = True
+
     def request_epoch_bump_for_partition(self, tp: TopicPartition) -> None:
         with self._lock:
             self._epoch_bump_required = True
@@ -991,10 +1047,20 @@ class TransactionManager:
                 if self.has_inflight_batches(tp):
                     continue
                 if not self._is_next_sequence(tp, self.sequence_number(tp)):
-                    log.info("%sNo inflight batches remaining for %s, last ack'd sequence for partition is %d, "
-                             "next sequence is %d. Going to bump epoch and reset sequence numbers.",
-                             self.log_context, tp, self.last_acked_sequence(tp), self.sequence_number(tp))
-                    self.request_epoch_bump_for_partition(tp)
+                    if self.is_transactional():
+                        unacked = ("The client hasn't received acknowledgment for some previously sent messages "
+                                   "and can no longer retry them. ")
+                        if self.can_bump_epoch():
+                            self._epoch_bump_required = True
+                            self.abortable_error(KafkaError(unacked + "It is safe to abort the transaction and "
+                                                            "continue."))
+                        else:
+                            self.fatal_error(KafkaError(unacked + "It isn't safe to continue."))
+                    else:
+                        log.info("%sNo inflight batches remaining for %s, last ack'd sequence for partition is %d, "
+                                 "next sequence is %d. Going to bump epoch and reset sequence numbers.",
+                                 self.log_context, tp, self.last_acked_sequence(tp), self.sequence_number(tp))
+                        self.request_epoch_bump_for_partition(tp)
                 del self._unresolved[tp]
 
     # ------------------------------------------------------------------------------ batch results
@@ -1021,17 +1087,21 @@ class TransactionManager:
                 self.fatal_error(ProducerFencedError(f"Producer epoch is stale ({exception}); a newer producer "
                                                      "with the same transactionalId fenced this one."))
             elif self.is_transactional() and not isinstance(exception, TransactionAbortedError):
+                if self.can_bump_epoch() and not self.is_completing():
+                    self._epoch_bump_required = True  # KIP-360: the abort bumps the epoch, sequences restart
                 self.abortable_error(exception)
             self.remove_in_flight_batch(batch)
             if self.has_fatal_error():
                 return
-            if isinstance(exception, OutOfOrderSequenceNumberError):
+            if isinstance(exception, UnknownProducerIdError):
+                self._partitions.pop(batch.topic_partition, None)  # the broker will accept sequence 0 again
+            elif self.is_transactional():
+                return  # the abort's epoch bump restarts every partition's sequences (KIP-360)
+            elif isinstance(exception, OutOfOrderSequenceNumberError):
                 log.error("%sThe broker returned %s for topic-partition %s with producerId %d, epoch %d, and "
                           "sequence number %d", self.log_context, type(exception).__name__, batch.topic_partition,
                           batch.producer_id, batch.producer_epoch, batch.base_sequence)
                 self.request_epoch_bump_for_partition(batch.topic_partition)  # a gap: restart at sequence 0
-            elif isinstance(exception, UnknownProducerIdError):
-                self._partitions.pop(batch.topic_partition, None)  # the broker will accept sequence 0 again
             elif adjust_sequence_numbers:
                 self.request_epoch_bump_for_partition(batch.topic_partition)
 
@@ -1045,16 +1115,26 @@ class TransactionManager:
                 if batch.reopened:
                     return True  # sequences were already restarted for this one
                 if self.last_acked_offset(tp) < log_start_offset:
-                    self.request_epoch_bump_for_partition(tp)  # the log head was deleted (retention)
+                    # The log head was deleted (retention) and the producer's state with it: a transactional
+                    # producer restarts the partition's sequences under the same epoch (the transaction goes
+                    # on), an idempotent one bumps its epoch.
+                    if self.is_transactional():
+                        self._entry(tp).reset_sequence_numbers(self._producer_id_and_epoch)
+                    else:
+                        self.request_epoch_bump_for_partition(tp)
                     return True
-                self.request_epoch_bump_for_partition(tp)
-                return True
-            if error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                if not self.is_transactional():
+                    self.request_epoch_bump_for_partition(tp)
+                    return True
+                # transactional: the batch fails, the transaction is aborted and the epoch bumped (KIP-360)
+            elif error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
                 if not self.has_unresolved_sequence(tp) and (
                         batch.reopened or not self._is_next_sequence(tp, batch.base_sequence)):
                     return True  # not the next batch: an earlier one failed, this one will be retried after
-                if (not self.has_unresolved_sequence(tp)
-                        or self._is_next_sequence_for_unresolved_partition(tp, batch.base_sequence)):
-                    self.request_epoch_bump_for_partition(tp)  # a real gap
-                return True
+                if not self.is_transactional():
+                    if (not self.has_unresolved_sequence(tp)
+                            or self._is_next_sequence_for_unresolved_partition(tp, batch.base_sequence)):
+                        self.request_epoch_bump_for_partition(tp)  # a real gap
+                    return True
+                # transactional: a real gap fails the batch (abort, then the epoch bump)
             return error_class(error_code).retriable

@@ -33,6 +33,7 @@ from strom.common.time import Time
 from strom.server.coordinator.group_metadata_manager import partition_for
 from strom.server.coordinator.transaction_metadata import (
     MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
     TRANSACTION_STATE_TOPIC_NAME,
     TransactionConfig,
     TransactionMetadata,
@@ -225,26 +226,39 @@ class TransactionCoordinator:
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
                 return E.CONCURRENT_TRANSACTIONS, -1, -1
             if expected_producer_id >= 0 and not (
-                    (expected_producer_id, expected_epoch) == (meta.producer_id, meta.producer_epoch)
-                    or (expected_producer_id, expected_epoch) == (meta.last_producer_id, meta.last_producer_epoch)):
-                # KIP-360: a producer that thinks it is someone the coordinator already moved past is fenced.
+                    meta.producer_epoch == NO_PRODUCER_EPOCH or expected_producer_id == meta.producer_id
+                    or (expected_producer_id == meta.last_producer_id and expected_epoch + 1 >= MAX_EPOCH)):
+                # KIP-360: a producer that thinks it is someone the coordinator already moved past is fenced. (A
+                # metadata just created has no epoch yet: the producer lost its id -- e.g. it expired -- and gets
+                # the new one; the last id matches a retried rotation whose answer was lost.)
                 return E.PRODUCER_FENCED, -1, -1
             if meta.state == S.ONGOING:
                 # A new incarnation: abort the old one's transaction with a bumped epoch (fencing it), then let
                 # the client retry, which then gets the next epoch.
                 code = await self._begin_end(meta, commit=False, bump_epoch=True)
                 return (code if code != E.NONE else E.CONCURRENT_TRANSACTIONS), -1, -1
-            if meta.producer_epoch + 1 >= MAX_EPOCH:
+            expected = expected_producer_id >= 0
+            if meta.producer_epoch + 1 >= MAX_EPOCH and (not expected or expected_epoch == meta.producer_epoch):
                 try:
                     new_pid = await self.generate_producer_id()
                 except Exception as e:
                     log.warning("cannot allocate a producer id: %s", e)
                     return E.COORDINATOR_NOT_AVAILABLE, -1, -1
                 new = meta.copy(producer_id=new_pid, producer_epoch=0, last_producer_id=meta.producer_id,
-                                last_producer_epoch=meta.producer_epoch)
-            else:
+                                last_producer_epoch=meta.producer_epoch if expected else NO_PRODUCER_EPOCH)
+            elif not expected:
+                # A new incarnation: the last epoch is forgotten, so that no older one can pass for a retry.
+                new = meta.copy(producer_epoch=meta.producer_epoch + 1, last_producer_id=meta.producer_id,
+                                last_producer_epoch=NO_PRODUCER_EPOCH)
+            elif meta.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == meta.producer_epoch:
+                # KIP-360: the producer goes on after an error (its transaction aborted) with the next epoch.
                 new = meta.copy(producer_epoch=meta.producer_epoch + 1, last_producer_id=meta.producer_id,
                                 last_producer_epoch=meta.producer_epoch)
+            elif expected_epoch == meta.last_producer_epoch:
+                # The retry of a bump whose answer was lost: the current epoch again, not bumped twice.
+                new = meta.copy()
+            else:
+                return E.PRODUCER_FENCED, -1, -1
             new.txn_timeout_ms = txn_timeout_ms
             new.state = S.EMPTY
             new.partitions = set()
@@ -320,9 +334,9 @@ class TransactionCoordinator:
         """Write PrepareCommit/PrepareAbort (caller holds the id's lock), then complete in a task."""
         now = self.time.milliseconds()
         new = meta.copy(state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, txn_last_update_ms=now)
-        if bump_epoch:
+        if bump_epoch:  # fencing (Kafka's prepareFenceProducerEpoch): no epoch before it may pass for a retry
             new.producer_epoch = meta.producer_epoch + 1
-            new.last_producer_epoch = meta.producer_epoch
+            new.last_producer_epoch = NO_PRODUCER_EPOCH
             new.last_producer_id = meta.producer_id
         code = await self._persist(new)
         if code != E.NONE:

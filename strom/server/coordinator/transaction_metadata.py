@@ -16,12 +16,14 @@ from strom.common.errors import ProtocolError
 from strom.common.structs import TopicPartition
 from strom.protocol.messages.transaction_log import TransactionLogKey, TransactionLogValue
 
-__all__ = ["TransactionState", "TransactionMetadata", "TransactionConfig", "TRANSACTION_STATE_TOPIC_NAME",
+__all__ = ["TransactionState", "TransactionMetadata", "TransactionConfig", "TRANSACTION_STATE_TOPIC_NAME", "MAX_EPOCH",
+           "NO_PRODUCER_EPOCH",
            "txn_key", "txn_value", "read_txn_key", "read_txn_value"]
 
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 _VERSION = struct.Struct(">h")
 MAX_EPOCH = 32767  # Short.MAX_VALUE: an epoch that would pass it takes a new producer id
+NO_PRODUCER_EPOCH = -1  # RecordBatch.NO_PRODUCER_EPOCH: no epoch yet, or none remembered
 
 
 class TransactionState(enum.IntEnum):

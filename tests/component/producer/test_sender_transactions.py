@@ -15,10 +15,20 @@ from strom.protocol.messages import (
     EndTxnRequest,
     EndTxnResponse,
     FindCoordinatorResponse,
+    InitProducerIdRequest,
     ProduceRequest,
 )
+from strom.record.batch import RecordBatch
 
-from .sender_support import TP0, TP1, Harness, init_producer_id_response, make_harness, produce_response
+from .sender_support import (
+    TP0,
+    TP1,
+    Harness,
+    init_producer_id_response,
+    make_harness,
+    produce_response,
+    request_partitions,
+)
 
 pytestmark = pytest.mark.component
 
@@ -111,3 +121,60 @@ def test_a_partition_the_coordinator_does_not_know_yet_is_added_again() -> None:
     assert len(sent(h, AddPartitionsToTxnRequest)) == 3  # TP0, TP1 refused, TP1 again
     assert [r.committed for r in sent(h, EndTxnRequest)] == [True]
     assert commit.is_completed() and commit.error is None and tm.state is State.READY
+
+
+def test_a_failed_batch_bumps_the_epoch_after_the_abort_and_the_producer_goes_on() -> None:
+    """KIP-360: a batch failed with OUT_OF_ORDER_SEQUENCE_NUMBER (the broker lost records the producer had sent)
+    makes the transaction one that can only abort; the abort sends EndTxn, then InitProducerId with the current
+    id and epoch, and completes when the coordinator answers the next epoch. The next transaction writes under it
+    from sequence 0 (before: the producer kept its epoch and the partition's broken sequence)."""
+    h = in_transaction()
+    tm = h.tm
+    assert tm is not None and tm.coordinator_supports_bumping_epoch
+    failed = h.append(TP0)
+    h.client.prepare_response(produce_response(TP0, error=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    h.run_once(3)
+    assert failed.done() and type(failed.exception()).__name__ == "OutOfOrderSequenceNumberError"
+    assert tm.state is State.ABORTABLE_ERROR
+    abort = tm.begin_abort()
+    h.client.prepare_response(EndTxnResponse(error_code=ErrorCode.NONE))
+    h.run_once(3)
+    assert [r.committed for r in sent(h, EndTxnRequest)] == [False]
+    assert not abort.is_completed() and tm.state is State.INITIALIZING  # the bump is out, not answered
+    bump = sent(h, InitProducerIdRequest)[-1]
+    assert (bump.transactional_id, bump.producer_id, bump.producer_epoch) == ("tx", 1000, 0)
+    h.client.respond(init_producer_id_response(1000, 1))
+    h.run_once()
+    assert abort.is_completed() and abort.error is None and tm.state is State.READY
+    tm.begin_transaction()
+    tm.maybe_add_partition(TP0)
+    later = h.append(TP0)
+    h.client.prepare_response(add_partitions_response(p0=ErrorCode.NONE))
+    h.client.prepare_response(produce_response(TP0, offset=9))
+    h.run_once(4)
+    added = sent(h, AddPartitionsToTxnRequest)[-1]
+    assert added.v3_and_below_producer_epoch == 1
+    batch = RecordBatch(request_partitions(sent(h, ProduceRequest)[-1])[TP0])
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1000, 1, 0)
+    assert later.get().offset == 9
+
+
+def test_without_a_bump_capable_coordinator_a_lost_producer_id_is_fatal() -> None:
+    """UNKNOWN_PRODUCER_ID from EndTxn: with a coordinator that takes InitProducerId v3+ the transaction aborts and
+    the epoch is bumped; one that does not (Kafka before 2.5) leaves only a fatal error."""
+    for supports, expected in ((True, State.ABORTABLE_ERROR), (False, State.FATAL_ERROR)):
+        h = in_transaction()
+        tm = h.tm
+        assert tm is not None
+        tm.coordinator_supports_bumping_epoch = supports
+        commit = tm.begin_commit()
+        h.client.prepare_response(EndTxnResponse(error_code=ErrorCode.UNKNOWN_PRODUCER_ID))
+        h.run_once(3)
+        assert type(commit.error).__name__ == "UnknownProducerIdError"
+        assert tm.state is expected
+        if supports:
+            abort = tm.begin_abort()
+            h.client.prepare_response(EndTxnResponse(error_code=ErrorCode.NONE))
+            h.client.prepare_response(init_producer_id_response(1000, 1))
+            h.run_once(6)
+            assert abort.is_completed() and abort.error is None and tm.producer_id_and_epoch().epoch == 1
