@@ -597,13 +597,15 @@ class KafkaProducer:
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Send every buffered record of the transaction, then commit it. Raises the error that made the
-        transaction fail (then call :meth:`abort_transaction`), or ProducerFencedError (close the producer)."""
+        transaction fail (then call :meth:`abort_transaction`), or ProducerFencedError (close the producer).
+        Waits ``timeout`` seconds (default ``max.block.ms``); calling again after a timeout resumes the wait."""
         self._throw_if_producer_closed()
         self._await_result(self._require_transactional().begin_commit(), timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: unsent records fail with TransactionAbortedError, sent ones are never seen by
-        read_committed consumers."""
+        read_committed consumers. After a failed record batch the producer's epoch is bumped too (KIP-360), so
+        that the next transaction starts clean. Calling again after a timeout resumes the wait."""
         self._throw_if_producer_closed()
         self._await_result(self._require_transactional().begin_abort(), timeout)
 

@@ -718,9 +718,20 @@ class TransactionManager:
             self.enqueue(AddOffsetsToTxnHandler(self, dict(offsets), group_metadata, result))
             return result
 
+    def _pending_completion(self, target: State) -> TransactionalRequestResult | None:
+        """Kafka's ``handleCachedTransactionRequestResult``: a commit or abort called again after its timeout
+        waits on the same requests (also while the abort's epoch bump is under way) instead of failing."""
+        r = self._completion_result
+        if r is not None and not r.is_completed() and self._state in (target, State.INITIALIZING):
+            return r
+        return None
+
     def begin_commit(self) -> TransactionalRequestResult:
         with self._lock:
             self._ensure_transactional()
+            pending = self._pending_completion(State.COMMITTING_TRANSACTION)
+            if pending is not None:
+                return pending
             self._maybe_fail_with_error()
             if self._state is not State.IN_TRANSACTION:
                 raise IllegalStateError(f"Cannot commit: no transaction in progress (state {self._state.name}); "
@@ -731,6 +742,9 @@ class TransactionManager:
     def begin_abort(self) -> TransactionalRequestResult:
         with self._lock:
             self._ensure_transactional()
+            pending = self._pending_completion(State.ABORTING_TRANSACTION)
+            if pending is not None:
+                return pending
             if self.has_fatal_error():
                 self._maybe_fail_with_error()
             if self._state not in (State.IN_TRANSACTION, State.ABORTABLE_ERROR):

@@ -141,6 +141,7 @@ def test_a_failed_batch_bumps_the_epoch_after_the_abort_and_the_producer_goes_on
     h.run_once(3)
     assert [r.committed for r in sent(h, EndTxnRequest)] == [False]
     assert not abort.is_completed() and tm.state is State.INITIALIZING  # the bump is out, not answered
+    assert tm.begin_abort() is abort  # abort_transaction() again after a timeout waits on the same requests
     bump = sent(h, InitProducerIdRequest)[-1]
     assert (bump.transactional_id, bump.producer_id, bump.producer_epoch) == ("tx", 1000, 0)
     h.client.respond(init_producer_id_response(1000, 1))
@@ -178,3 +179,19 @@ def test_without_a_bump_capable_coordinator_a_lost_producer_id_is_fatal() -> Non
             h.client.prepare_response(init_producer_id_response(1000, 1))
             h.run_once(6)
             assert abort.is_completed() and abort.error is None and tm.producer_id_and_epoch().epoch == 1
+
+
+def test_commit_called_again_after_a_timeout_waits_on_the_same_end_txn() -> None:
+    """commit_transaction() timing out leaves the EndTxn under way; calling it again waits on the same request
+    (Kafka's cached transactional result) instead of raising IllegalStateError, and only one EndTxn is sent."""
+    h = in_transaction()
+    tm = h.tm
+    assert tm is not None
+    commit = tm.begin_commit()
+    h.run_once(2)
+    assert [r.committed for r in sent(h, EndTxnRequest)] == [True] and not commit.is_completed()
+    assert tm.begin_commit() is commit
+    h.client.respond(EndTxnResponse(error_code=ErrorCode.NONE))
+    h.run_once()
+    assert commit.is_completed() and commit.error is None and tm.state is State.READY
+    assert len(sent(h, EndTxnRequest)) == 1
