@@ -722,8 +722,10 @@ class TransactionManager:
         """Kafka's ``handleCachedTransactionRequestResult``: a commit or abort called again after its timeout
         waits on the same requests (also while the abort's epoch bump is under way) instead of failing."""
         r = self._completion_result
-        if r is not None and not r.is_completed() and self._state in (target, State.INITIALIZING):
-            return r
+        if r is None or r.is_completed():
+            return None
+        if self._state is target or (self._state is State.INITIALIZING and target is State.ABORTING_TRANSACTION):
+            return r  # (only an abort goes on into an epoch bump: a commit call must not wait on that)
         return None
 
     def begin_commit(self) -> TransactionalRequestResult:
@@ -760,7 +762,7 @@ class TransactionManager:
         operation = "EndTxn(%s)" % ("commit" if commit else "abort")
         bump = self._epoch_bump_required
         result = self._completion_result = TransactionalRequestResult("InitProducerId" if bump else operation)
-        lost_id = isinstance(self.last_error, error_class(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+        lost_id = bump and isinstance(self.last_error, error_class(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
         if lost_id:
             # The coordinator does not know the id: it would refuse EndTxn; go straight to InitProducerId.
             self.complete_transaction()

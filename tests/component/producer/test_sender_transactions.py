@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from strom.common.error_codes import ErrorCode
+from strom.common.errors import IllegalStateError
 from strom.producer.internals.transaction_manager import State, TransactionalRequestResult, TransactionManager
 from strom.protocol.messages import (
     AddPartitionsToTxnRequest,
@@ -142,6 +143,8 @@ def test_a_failed_batch_bumps_the_epoch_after_the_abort_and_the_producer_goes_on
     assert [r.committed for r in sent(h, EndTxnRequest)] == [False]
     assert not abort.is_completed() and tm.state is State.INITIALIZING  # the bump is out, not answered
     assert tm.begin_abort() is abort  # abort_transaction() again after a timeout waits on the same requests
+    with pytest.raises(IllegalStateError):
+        tm.begin_commit()  # not on the abort's: nothing is committed
     bump = sent(h, InitProducerIdRequest)[-1]
     assert (bump.transactional_id, bump.producer_id, bump.producer_epoch) == ("tx", 1000, 0)
     h.client.respond(init_producer_id_response(1000, 1))
