@@ -83,15 +83,15 @@ def _pem_cert(cert: Any) -> bytes:
 
 
 def make_pki(directory: str | Path, client_cn: str = "alice", *, broker_cn: str = "localhost",
-             broker_dns: tuple[str, ...] = ("localhost",)) -> Pki:
-    """A CA, a broker certificate (``broker_cn``; SANs ``broker_dns`` and 127.0.0.1), client certificates, and a
-    rogue CA with a client of its own, as PEM files in ``directory``."""
+             broker_dns: tuple[str, ...] = ("localhost",), ca_cn: str = "strom test CA") -> Pki:
+    """A CA (``ca_cn``), a broker certificate (``broker_cn``; SANs ``broker_dns`` and 127.0.0.1), client
+    certificates, and a rogue CA with a client of its own, as PEM files in ``directory``."""
     from cryptography import x509
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     ca_key = _key()
-    ca_name = _name("strom test CA")
+    ca_name = _name(ca_cn)
     ca = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
     broker_key = _key()
     broker = _cert(_name(broker_cn), broker_key, ca_name, ca_key, ca=False,

@@ -30,11 +30,12 @@ def strom(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=90, stdin=subprocess.DEVNULL)
 
 
-def secure_cluster(overrides: dict[str, str], protocol: str) -> tuple[LocalCluster, dict[int, int]]:
-    """Each broker: a PLAINTEXT listener (the harness's metadata checks; its User:ANONYMOUS is no super user)
-    and ``protocol`` on a second port, the inter-broker one."""
-    c = LocalCluster(3, overrides={"authorizer.class.name": AUTHORIZER, "inter.broker.listener.name": protocol,
-                                   "min.insync.replicas": "2", **overrides})
+def secure_cluster(overrides: dict[str, str], protocol: str, authorizer: bool = True,
+                   ) -> tuple[LocalCluster, dict[int, int]]:
+    """Each broker: a PLAINTEXT listener (the harness's metadata checks; with the authorizer its User:ANONYMOUS is
+    no super user) and ``protocol`` on a second port, the inter-broker one."""
+    c = LocalCluster(3, overrides={**({"authorizer.class.name": AUTHORIZER} if authorizer else {}),
+                                   "inter.broker.listener.name": protocol, "min.insync.replicas": "2", **overrides})
     ports = {}
     for n, b in c.brokers.items():
         ports[n] = free_port()
@@ -191,3 +192,60 @@ def test_a_broker_with_a_wrong_password_is_refused_and_stays_out_of_the_isr(
         with KafkaProducer({**conf, "acks": "all"}, key_serializer="bytes", value_serializer="bytes") as producer:
             assert producer.send(TOPIC, b"still durable on two").get(30).offset == 0
         assert sorted(n.node_id for n in partition().isr) == [1, 2] and partition().leader.node_id == 1
+
+
+def test_a_ca_rotation_reaches_the_brokers_own_connections(tmp_path: Path) -> None:
+    """An operator moves a cluster with client-certificate TLS between brokers to a new CA without a restart:
+    every broker's inter-broker listener trusts both CAs, then gets a keystore of the new CA, then trusts only the
+    new CA (dynamic per-broker configs). A broker restarted afterwards trusts nothing else, so the controller's
+    connection to it and the followers' fetches from it -- made after the rotation by brokers that never
+    restarted -- pass only if those brokers present the new certificate on their own connections too."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    from strom import AdminClient as StromAdmin
+    from strom.admin import NewTopic
+
+    old = make_pki(tmp_path / "old")
+    new = make_pki(tmp_path / "new", ca_cn="strom test CA 2")
+    both = tmp_path / "both-cas.pem"
+    both.write_bytes(old.ca.read_bytes() + new.ca.read_bytes())
+    c, _ports = secure_cluster({"ssl.keystore.location": str(old.broker_keystore),
+                                "ssl.truststore.location": str(old.ca), "ssl.client.auth": "required"}, "SSL",
+                               authorizer=False)
+    try:
+        c.start()
+        with StromAdmin({"bootstrap.servers": c.bootstrap}) as strom_admin:
+            strom_admin.create_topics([NewTopic(TOPIC, 1, None, {0: [3, 1, 2]})]).all().result(30)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+
+        def isr() -> list[int]:
+            return sorted(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].isrs)
+
+        wait_until(lambda: isr() == [1, 2, 3], 60, "an ISR of 3")
+        for key, value in (("ssl.truststore.location", both), ("ssl.keystore.location", new.broker_keystore),
+                           ("ssl.truststore.location", new.ca)):
+            for n in c.brokers:
+                out = strom("configs", "--bootstrap-server", c.bootstrap, "--alter", "--entity-type", "brokers",
+                            "--entity-name", str(n), "--add-config", f"listener.name.ssl.{key}={value}")
+                assert out.returncode == 0, out.stderr
+        c.brokers[3].kill()
+        c.brokers[3].start(timeout=60)
+        c.wait_for_metadata(timeout_s=60)  # the controller reached broker 3 on a new connection
+        out = strom("leader-election", "--bootstrap-server", c.bootstrap, "--election-type", "preferred",
+                    "--topic", TOPIC, "--partition", "0")
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].leader == 3, 60,
+                   "broker 3 leading again")
+        wait_until(lambda: isr() == [1, 2, 3], 60, "brokers 1 and 2 fetching from broker 3 with the new certificate")
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+        delivered: list[Any] = []
+        for i in range(10):
+            p.produce(TOPIC, b"after-rotation-%d" % i, on_delivery=lambda err, _m: delivered.append(err))
+        assert p.flush(30) == 0 and delivered == [None] * 10
+    except BaseException:
+        print(logs_tail(c))
+        raise
+    finally:
+        c.stop()
+        c.cleanup()
