@@ -87,6 +87,7 @@ class Member:
         self.gaps: list[str] = []
         self.commit_errors: list[str] = []
         self.restarts = 0
+        self.assignment: list[int] = []  # the partitions it owned at its last poll
         self._last: dict[int, int] = {}  # partition -> last offset seen while owning it
         self._restart = threading.Event()
         self._stop = threading.Event()
@@ -130,11 +131,20 @@ class Member:
             records = list(c.poll(0.2))
             for r in records:
                 self._see(r.partition, r.offset, int(r.value))
+            self.assignment = sorted(tp.partition for tp in c.assignment())
         else:
             records = [m for m in c.consume(300, 0.2) if m.error() is None]
             for m in records:
                 self._see(m.partition(), m.offset(), int(m.value()))
+            self.assignment = sorted(tp.partition for tp in c.assignment())
         return bool(records)
+
+    def state(self) -> str:
+        last: dict[int, int] = {}
+        for p, o, _ in self.delivered:
+            last[p] = max(o, last.get(p, -1))
+        return (f"{self.name}: owns {self.assignment}, highest offsets read {dict(sorted(last.items()))}, "
+                f"restarts {self.restarts}, commit errors {sorted(set(self.commit_errors))}")
 
     def _commit(self, c: Any) -> None:
         try:
@@ -241,12 +251,17 @@ def test_consumer_groups_process_every_record_through_broker_kills() -> None:
         assert len(acked) > 2000, f"too little was acknowledged to judge anything: {len(acked)} ({summary})"
         groups = {STROM_GROUP: members[:2], CONFLUENT_GROUP: members[2:]}
 
-        def caught_up(group: str) -> bool:
-            seen = {(p, o) for m in groups[group] for p, o, _ in m.delivered}
-            return all(k in seen for k in acked)
+        def missing(group: str) -> list[tuple[int, int]]:
+            seen = {(p, o) for m in groups[group] for p, o, _ in list(m.delivered)}
+            return sorted(k for k in acked if k not in seen)
 
         for group in groups:
-            wait_until(lambda g=group: caught_up(g), 180, f"group {group} to read every acknowledged record")
+            try:
+                wait_until(lambda g=group: not missing(g), 180, f"group {group} to read every acknowledged record")
+            except AssertionError as e:
+                lost = missing(group)
+                raise AssertionError(f"{e}: {len(lost)} never read, e.g. {lost[:3]} ... {lost[-3:]}; "
+                                     f"{'; '.join(m.state() for m in groups[group])} ({summary})") from None
         for m in members:
             m.stop()
         ends = {p: max(writer.acked[p], default=-1) + 1 for p in range(PARTITIONS)}

@@ -95,10 +95,18 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
             return
         self.owned_partitions.discard(partition)
         for group in [g for g in self.manager.groups.values() if self.partition_for(g.group_id) == partition]:
+            # Kafka's onGroupUnloaded: the group object is dead and its timers go with it. (Left running, a
+            # heartbeat deadline of this object fired after the partition came back and its groups were loaded
+            # anew: it "rebalanced" the stale object, wrote it to the log as empty, and took the join timer of
+            # the group now loaded, whose rebalance then never completed.)
+            group.transition_to(S.DEAD)
+            gid = group.group_id
+            self.timers.cancel_matching(lambda key, gid=gid: len(key) > 1 and key[1] == gid)  # type: ignore[index, arg-type]
+            self._initial_join.discard(gid)
             for member in list(group.members.values()):
                 group.maybe_invoke_join_callback(member, JoinResult(E.NOT_COORDINATOR, member.member_id))
                 group.maybe_invoke_sync_callback(member, SyncResult(E.NOT_COORDINATOR))
-            self.manager.groups.pop(group.group_id, None)
+            self.manager.groups.pop(gid, None)
         log.info("no longer coordinating the groups of %s partition %d", "__consumer_offsets", partition)
 
     def shutdown(self) -> None:

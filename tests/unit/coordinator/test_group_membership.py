@@ -273,3 +273,40 @@ def test_group_max_size() -> None:
     (leader, follower), gen = stable_group(coord, time, n=2)
     assert join(coord, require_known=False).value.error == E.GROUP_MAX_SIZE_REACHED
     assert join(coord, member_id=follower).value.error == 0  # members already in are fine
+
+
+def test_a_resigned_partitions_old_group_objects_do_nothing_after_it_is_coordinated_again() -> None:
+    """The coordinator resigns the group's ``__consumer_offsets`` partition; another broker coordinates the group
+    for a while (a member leaves, the other rejoins alone); then leadership comes back and the group is loaded
+    anew. The deadlines of the old, unloaded group object must not act afterwards (Kafka: an unloaded group is
+    Dead). They did: the departed member's heartbeat deadline "rebalanced" the stale object, whose rebalance
+    timeout then dropped the remaining member and wrote the group to the log as empty, and whose completion
+    cancelled the join timer of the group loaded anew -- a rebalance of the real group then never completed, a
+    consumer group stuck (found by tests/cluster_stress/test_consumer_groups_jepsen.py)."""
+    coord, time, log = make_coordinator()
+    coord.owned_partitions = set(range(5))
+    (leader, follower), gen = stable_group(coord, time, session_ms=10_000, rebalance_ms=20_000)
+    partition = coord.partition_for("g")
+    coord.on_resignation(partition)
+    assert coord.manager.get_group("g") is None
+    other, _, _ = make_coordinator(time, log)  # the next coordinator, on the same log
+    assert other.handle_leave_group("g", [(follower, None)]) == (0, [0])
+    rejoined = join(other, "g", leader, session_ms=10_000, rebalance_ms=20_000)
+    other.poll()
+    assert rejoined.value.error == 0 and rejoined.value.generation_id == gen + 1
+    assert sync(other, "g", gen + 1, leader, {leader: b"all"}).value.error == 0
+    time.sleep(1_000)
+    coord.on_election(partition)  # leadership is back: the group loaded anew, the leader its only member
+    loaded = coord.manager.get_group("g")
+    assert loaded is not None and loaded.state is GroupState.STABLE and set(loaded.members) == {leader}
+    appends = log.appends
+    for _ in range(40):  # 40 s: past the old object's session and rebalance timeouts; the leader heartbeats
+        time.sleep(1_000)
+        coord.poll()
+        assert coord.handle_heartbeat("g", leader, None, gen + 1) == 0
+    assert coord.manager.get_group("g") is loaded and loaded.state is GroupState.STABLE
+    assert log.appends == appends  # before: the stale object written to the log as an empty group
+    newcomer = join_new(coord, "g", session_ms=10_000, rebalance_ms=20_000)
+    again = join(coord, "g", leader, session_ms=10_000, rebalance_ms=20_000)
+    coord.poll()
+    assert newcomer.value.error == 0 and again.value.generation_id == gen + 2  # the real group rebalances
