@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,20 @@ def secure_cluster(overrides: dict[str, str], protocol: str, authorizer: bool = 
 
 def logs_tail(c: LocalCluster) -> str:
     return "\n".join(f"==== broker {n}\n" + "\n".join(b.read_log().splitlines()[-30:]) for n, b in c.brokers.items())
+
+
+@contextmanager
+def printing_logs_on_failure(c: LocalCluster) -> Iterator[LocalCluster]:
+    """The body's cluster is stopped and removed afterwards; should the body fail, the brokers' last lines are
+    printed first."""
+    try:
+        yield c
+    except BaseException:
+        print(logs_tail(c))
+        raise
+    finally:
+        c.stop()
+        c.cleanup()
 
 
 def replicate_and_fail_over(c: LocalCluster, ports: dict[int, int], client: dict[str, Any]) -> None:
@@ -97,7 +112,7 @@ def test_sasl_ssl_scram_between_brokers(pki: Pki) -> None:
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
         "ssl.keystore.location": str(pki.broker_keystore), "ssl.truststore.location": str(pki.ca),
         "super.users": "User:broker;User:admin"}, "SASL_SSL")
-    try:
+    with printing_logs_on_failure(c):
         c.zookeeper.start()
         for user in ("broker", "admin"):  # before any broker runs, as Kafka's docs have it
             out = strom("configs", "--zookeeper", c.zk_connect, "--alter", "--add-config",
@@ -113,12 +128,6 @@ def test_sasl_ssl_scram_between_brokers(pki: Pki) -> None:
         replicate_and_fail_over(c, ports, {
             "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
             "sasl.password": "admin-pw", "ssl.truststore.location": str(pki.ca)})
-    except BaseException:
-        print(logs_tail(c))
-        raise
-    finally:
-        c.stop()
-        c.cleanup()
 
 
 def test_ssl_with_client_certificates_between_brokers(pki: Pki) -> None:
@@ -126,17 +135,11 @@ def test_ssl_with_client_certificates_between_brokers(pki: Pki) -> None:
     c, ports = secure_cluster({
         "ssl.keystore.location": str(pki.broker_keystore), "ssl.truststore.location": str(pki.ca),
         "ssl.client.auth": "required", "super.users": "User:CN=localhost,O=strom;User:CN=alice,O=strom"}, "SSL")
-    try:
+    with printing_logs_on_failure(c):
         c.start()
         replicate_and_fail_over(c, ports, {
             "security.protocol": "SSL", "ssl.truststore.location": str(pki.ca),
             "ssl.keystore.location": str(pki.client_keystore)})
-    except BaseException:
-        print(logs_tail(c))
-        raise
-    finally:
-        c.stop()
-        c.cleanup()
 
 
 @pytest.fixture
@@ -151,7 +154,7 @@ def one_wrong_password(pki: Pki) -> Iterator[tuple[LocalCluster, dict[int, int]]
         "ssl.keystore.location": str(pki.broker_keystore), "ssl.truststore.location": str(pki.ca),
         "super.users": "User:broker;User:admin"}, "SASL_SSL")
     c.brokers[3].overrides["listener.name.sasl_ssl.plain.sasl.jaas.config"] = jaas("not-the-password")
-    try:
+    with printing_logs_on_failure(c):
         c.zookeeper.start()
         for n in (1, 2, 3):  # 1 and 2 first: broker 1 is the controller, broker 3 only a follower
             c.brokers[n].overrides["zookeeper.connect"] = c.zk_connect
@@ -159,12 +162,6 @@ def one_wrong_password(pki: Pki) -> Iterator[tuple[LocalCluster, dict[int, int]]
             if n == 2:
                 c.wait_for_metadata()
         yield c, ports
-    except BaseException:
-        print(logs_tail(c))
-        raise
-    finally:
-        c.stop()
-        c.cleanup()
 
 
 def test_a_broker_with_a_wrong_password_is_refused_and_stays_out_of_the_isr(
@@ -213,7 +210,7 @@ def test_a_ca_rotation_reaches_the_brokers_own_connections(tmp_path: Path) -> No
     c, _ports = secure_cluster({"ssl.keystore.location": str(old.broker_keystore),
                                 "ssl.truststore.location": str(old.ca), "ssl.client.auth": "required"}, "SSL",
                                authorizer=False)
-    try:
+    with printing_logs_on_failure(c):
         c.start()
         with StromAdmin({"bootstrap.servers": c.bootstrap}) as strom_admin:
             strom_admin.create_topics([NewTopic(TOPIC, 1, None, {0: [3, 1, 2]})]).all().result(30)
@@ -243,9 +240,3 @@ def test_a_ca_rotation_reaches_the_brokers_own_connections(tmp_path: Path) -> No
         for i in range(10):
             p.produce(TOPIC, b"after-rotation-%d" % i, on_delivery=lambda err, _m: delivered.append(err))
         assert p.flush(30) == 0 and delivered == [None] * 10
-    except BaseException:
-        print(logs_tail(c))
-        raise
-    finally:
-        c.stop()
-        c.cleanup()

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from strom import KafkaConsumer
 from strom.testing.cluster import LocalCluster, wait_until
 from tests.cluster.test_replication import create_topic, partition_meta, read_all
+from tests.cluster_stress.rounds import kill_round
 
 pytestmark = [pytest.mark.cluster, pytest.mark.stress, pytest.mark.timeout(900)]
 
@@ -227,23 +228,17 @@ def test_consumer_groups_process_every_record_through_broker_kills() -> None:
                 victims = [_coordinator(c, rnd.choice([STROM_GROUP, CONFLUENT_GROUP])) or rnd.choice(c.alive())]
             else:
                 victims = rnd.sample(sorted(c.alive()), 2)
-            victims = [v for v in victims if v in c.alive()] or [rnd.choice(c.alive())]
-            log.append(f"round {round_}: kill -9 {victims} ({kind})")
-            for v in victims:
-                c.brokers[v].kill()
-            if rnd.random() < 0.5:
-                restarted = rnd.choice(members[:2])
-                restarted.restart()
-                log.append(f"round {round_}: {restarted.name} closed and made again")
-            if round_ == zk_round:
-                log.append(f"round {round_}: ZooKeeper stopped and restarted")
-                c.zookeeper.stop()
-                time.sleep(1.0)
-                c.zookeeper.restart()
-            time.sleep(rnd.uniform(0.5, 2.0))
-            for v in victims:
-                c.brokers[v].start(timeout=120)
-            c.wait_for_metadata(timeout_s=120)
+            steps: list[str] = []
+
+            def restart_a_member(steps: list[str] = steps) -> None:
+                if rnd.random() < 0.5:
+                    restarted = rnd.choice(members[:2])
+                    restarted.restart()
+                    steps.append(f"{restarted.name} closed and made again")
+
+            kill_round(c, rnd, victims, f" ({kind})", steps, restart_zookeeper=round_ == zk_round,
+                       while_down=restart_a_member)
+            log.extend(f"round {round_}: {step}" for step in steps)
         writer.stop()
         summary = "; ".join(log)
         assert not writer.errors, f"records failed back to the producer: {sorted(set(writer.errors))} ({summary})"

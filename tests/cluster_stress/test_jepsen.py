@@ -22,6 +22,7 @@ from strom import KafkaProducer, ProducerRecord
 from strom.common.structs import TopicPartition
 from strom.testing.cluster import LocalCluster, wait_until
 from tests.cluster.test_replication import create_topic, partition_meta, read_all, replica_logs
+from tests.cluster_stress.rounds import kill_round
 
 pytestmark = [pytest.mark.cluster, pytest.mark.stress, pytest.mark.timeout(1500)]
 
@@ -174,19 +175,9 @@ def _run(rnd: random.Random, client_errors: _ClientErrors) -> None:
                 victims = [AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(timeout=10).controller_id]
             else:
                 victims = rnd.sample(sorted(c.alive()), 2)
-            victims = [v for v in victims if v in c.alive()] or [rnd.choice(c.alive())]
-            log.append(f"round {round_}: kill -9 {victims} ({kind})")
-            for v in victims:
-                c.brokers[v].kill()
-            if round_ == zk_round:
-                log.append(f"round {round_}: ZooKeeper stopped and restarted")
-                c.zookeeper.stop()
-                time.sleep(1.0)
-                c.zookeeper.restart()
-            time.sleep(rnd.uniform(0.5, 2.0))
-            for v in victims:
-                c.brokers[v].start(timeout=120)
-            c.wait_for_metadata(timeout_s=120)
+            steps: list[str] = []
+            kill_round(c, rnd, victims, f" ({kind})", steps, restart_zookeeper=round_ == zk_round)
+            log.extend(f"round {round_}: {step}" for step in steps)
         for w in writers:
             w.stop()
         # Everyone back in sync before the final read.

@@ -25,6 +25,7 @@ from confluent_kafka import TopicPartition as CTP
 from strom import KafkaProducer, ProducerRecord
 from strom.testing.cluster import LocalCluster, wait_until
 from tests.cluster.test_replication import create_topic, partition_meta
+from tests.cluster_stress.rounds import kill_round
 
 pytestmark = [pytest.mark.cluster, pytest.mark.stress, pytest.mark.timeout(900)]
 
@@ -157,14 +158,9 @@ def test_transactions_stay_atomic_through_broker_kills() -> None:
         log: list[str] = []
         for round_ in range(ROUNDS):
             time.sleep(1.5)
-            victims = rnd.sample(sorted(c.alive()), rnd.choice([1, 1, 2]))
-            log.append(f"round {round_}: kill -9 {victims}")
-            for v in victims:
-                c.brokers[v].kill()
-            time.sleep(rnd.uniform(0.5, 2.0))
-            for v in victims:
-                c.brokers[v].start(timeout=120)
-            c.wait_for_metadata(timeout_s=120)
+            steps: list[str] = []
+            kill_round(c, rnd, rnd.sample(sorted(c.alive()), rnd.choice([1, 1, 2])), "", steps)
+            log.extend(f"round {round_}: {step}" for step in steps)
         time.sleep(2)
         for w in writers:
             w.stop()
