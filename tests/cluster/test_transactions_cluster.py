@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.common.error_codes import ErrorCode
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest
 from strom.testing.cluster import LocalCluster, wait_until
@@ -148,6 +149,62 @@ def test_coordinator_killed_between_commit_decision_and_markers(tmp_path) -> Non
             boot = cluster.bootstrap_of(*survivors)
             got = read_committed(boot, "prep", 1, 10, timeout_s=120)
             assert got == [b"v-%d" % i for i in range(10)]
+        finally:
+            for n, b in cluster.brokers.items():  # shown by pytest when the test failed
+                print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))
+
+
+def test_a_marker_a_restarting_leader_refuses_is_retried(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A leader killed and started again serves requests before the controller's LeaderAndIsr reaches it, and
+    answers UNKNOWN_TOPIC_OR_PARTITION for its partitions meanwhile. A COMMIT marker refused so must be retried (as
+    Kafka's coordinator does): dropped, it left the transaction open on that partition, whose committed records a
+    read_committed reader never saw (found by the transactions stress test)."""
+    import threading
+
+    from strom.protocol.messages.metadata import MetadataRequest
+
+    # __transaction_state on one replica: the coordinator's writes must not wait for the restarting broker
+    overrides = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "1",
+                 "transaction.state.log.min.isr": "1", "min.insync.replicas": "1"}
+    with LocalCluster(3, overrides=overrides) as cluster:
+        try:
+            p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "restart-tx", "linger.ms": 5,
+                          "transaction.timeout.ms": 120000})
+            p.init_transactions(60)
+            with RawClient(cluster.bootstrap.split(",")[0]) as rc:
+                fc = rc.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="restart-tx", key_type=1))
+            assert fc.error_code == 0
+            coordinator = fc.node_id
+            restarted = next(n for n in (1, 2, 3) if n != coordinator)
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            for f in admin.create_topics([NewTopic("rst", num_partitions=2,
+                                                   replica_assignment=[[restarted], [coordinator]])],
+                                         operation_timeout=30).values():
+                f.result(60)
+            p.begin_transaction()
+            for i in range(20):
+                p.produce("rst", value=b"v-%02d" % i, partition=i % 2)
+            p.flush(60)
+            broker = cluster.brokers[restarted]
+            broker.kill()
+            starting = threading.Thread(target=broker.start, kwargs={"timeout": 120}, daemon=True)
+            starting.start()
+
+            def up_without_its_partitions() -> bool:
+                # Serving requests, not registered yet (its old ZooKeeper session lingers): no partition known.
+                with RawClient(broker.bootstrap, timeout=2) as rc:
+                    md = rc.request(ApiKey.METADATA, 12, MetadataRequest(
+                        topics=[MetadataRequest.MetadataRequestTopic(name="rst")], allow_auto_topic_creation=False))
+                return md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+            wait_until(up_without_its_partitions, 60, f"broker {restarted} to serve requests", interval_s=0.02)
+            p.commit_transaction(60)
+            starting.join(120)
+            cluster.wait_for_metadata()
+            refused = f"for rst-0 failed at broker {restarted}: UNKNOWN_TOPIC_OR_PARTITION; retrying"
+            assert refused in cluster.brokers[coordinator].read_log()  # the window this test is about was hit
+            got = read_committed(cluster.bootstrap, "rst", 2, 20, timeout_s=60)
+            assert sorted(got) == [b"v-%02d" % i for i in range(20)]
         finally:
             for n, b in cluster.brokers.items():  # shown by pytest when the test failed
                 print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))

@@ -6,7 +6,9 @@ control batch with acks=-1 as the coordinator, then tell the group coordinator a
 ``__consumer_offsets`` so transactional offsets become visible or are dropped).
 
 A partition this broker leads is written here directly; the others go to their leader's inter-broker listener.
-A partition whose topic was deleted counts as done (Kafka drops it too). Event loop only.
+A partition whose topic this broker's metadata no longer knows counts as done (deleted: Kafka drops it too); every
+error but a fenced producer epoch is retried, UNKNOWN_TOPIC_OR_PARTITION included (a restarted leader answers it
+until it has its LeaderAndIsr). Event loop only.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from strom.common.error_codes import ErrorCode as E
-from strom.common.errors import KafkaError
+from strom.common.errors import KafkaError, error_class
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
@@ -103,7 +105,12 @@ class TxnMarkerWriter:
                     # help (Kafka's coordinator drops it too).
                     log.warning("dropping the stale marker of producer %d epoch %d for %s", producer_id,
                                 producer_epoch, tp)
-                elif code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                elif code != E.NONE:
+                    # UNKNOWN_TOPIC_OR_PARTITION too: a leader just restarted answers it until the controller's
+                    # LeaderAndIsr reaches it. A deleted topic is recognised above, from this broker's metadata.
+                    if leader != self.node_id:  # write_markers_locally logged it
+                        log.info("marker of producer %d for %s failed at broker %d: %s; retrying", producer_id,
+                                 tp, leader, error_class(code).name)
                     pending.add(tp)
         return pending
 
