@@ -159,8 +159,11 @@ def _abort(admin: Any, args: argparse.Namespace) -> int:
         if not match:
             raise CliError(f"No open transaction starts at offset {args.start_offset} of {args.topic}-"
                            f"{args.partition}")
-        pid, epoch = match[0].producer_id, match[0].producer_epoch
-    spec = AbortTransactionSpec(tp, pid, epoch, args.coordinator_epoch)
+        # the coordinator epoch of the producer's last marker there: a lower one is refused (Kafka's tool)
+        pid, epoch, coordinator_epoch = match[0].producer_id, match[0].producer_epoch, max(match[0].coordinator_epoch, 0)
+    else:
+        coordinator_epoch = args.coordinator_epoch
+    spec = AbortTransactionSpec(tp, pid, epoch, coordinator_epoch)
     wait(admin.abort_transaction(spec, timeout_ms=args.timeout)[tp], args.timeout / 1000 + 5)
     print(f"Aborted the transaction of producer {pid} (epoch {epoch}) on {args.topic}-{args.partition}")
     return 0

@@ -53,7 +53,7 @@ from strom.storage.log_validator import (
     validate_and_assign_offsets,
     validate_replicated,
 )
-from strom.storage.producer_state import CompletedTxn, ProducerStateManager
+from strom.storage.producer_state import CompletedTxn, ProducerStateManager, TxnMarker
 from strom.storage.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
@@ -291,15 +291,16 @@ class Log:
             if result.num_batches == 0:
                 return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
             headers = _headers(result.records)
+            markers = _txn_markers(result.records) if any(h.is_control for h in headers) else None
             if origin != AppendOrigin.REPLICATION:  # clients' sequences, and stale transaction markers
-                duplicate = self.producer_state.check(headers)
+                duplicate = self.producer_state.check(headers, markers)
                 if duplicate is not None:
                     # A retried batch already in the log: answer with where it went, write nothing.
                     return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                                          duplicate.last_offset, -1, self._log_start_offset, 0, 0, 0)
             self._write(result, now)
             self._next_offset = result.last_offset + 1
-            self._update_producer_state(headers, result.records)
+            self._index_completed(self.producer_state.update(headers, markers))
             latest = self.leader_epoch_cache.latest_epoch
             if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
                 self._assign_epoch(leader_epoch, result.first_offset)
@@ -455,14 +456,14 @@ class Log:
             for b in segment.log.batches():
                 if b.last_offset < start:
                     continue
-                ctypes = None
+                markers = None
                 if b.header.is_control:
-                    ctypes = _control_types(segment.log.read(b.position, b.size), [b.header])
-                self._index_completed(self.producer_state.update([b.header], ctypes))
+                    markers = _txn_markers(segment.log.read(b.position, b.size))
+                self._index_completed(self.producer_state.update([b.header], markers))
 
     def _update_producer_state(self, headers: list[BatchHeader], records: bytes | bytearray | memoryview) -> None:
-        ctypes = _control_types(records, headers) if any(h.is_control for h in headers) else None
-        self._index_completed(self.producer_state.update(headers, ctypes))
+        markers = _txn_markers(records) if any(h.is_control for h in headers) else None
+        self._index_completed(self.producer_state.update(headers, markers))
 
     def _index_completed(self, completed: list[CompletedTxn]) -> None:
         for txn in completed:
@@ -485,12 +486,12 @@ class Log:
             unstable = self.producer_state.first_unstable_offset()
             return self._high_watermark if unstable is None else min(unstable, self._high_watermark)
 
-    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
-        """(producer id, epoch, last sequence, last timestamp, open transaction's first offset or -1) of each
-        producer the partition remembers (DescribeProducers)."""
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, coordinator epoch of its last marker or -1, open
+        transaction's first offset or -1) of each producer the partition remembers (DescribeProducers)."""
         with self._lock:
-            return [(e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.current_txn_first_offset)
-                    for e in self.producer_state.producers.values()]
+            return [(e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                     e.current_txn_first_offset) for e in self.producer_state.producers.values()]
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         with self._lock:
@@ -894,13 +895,15 @@ class Log:
         )
 
 
-def _control_types(records: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> dict[int, int]:
-    """base offset → control record type of each control batch in ``records`` (unreadable ones left out)."""
-    out: dict[int, int] = {}
+def _txn_markers(records: bytes | bytearray | memoryview) -> dict[int, TxnMarker]:
+    """base offset → (control record type, coordinator epoch) of each control batch in ``records`` (the epoch -1
+    for a control type that is not a transaction marker; unreadable batches left out)."""
+    out: dict[int, TxnMarker] = {}
     for batch in MemoryRecords(records).batches():
         if batch.is_control:
             try:
-                out[batch.base_offset] = batch.control_record_type()
+                ctype = batch.control_record_type()
+                out[batch.base_offset] = batch.end_txn_marker() if ctype in (0, 1) else (ctype, -1)
             except KafkaError as e:
                 log.warning("unreadable control batch at offset %d: %s", batch.base_offset, e)
     return out

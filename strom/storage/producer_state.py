@@ -20,11 +20,15 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from strom.common.error_codes import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from strom.common.error_codes import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
+)
 from strom.record.header import BatchHeader
 from strom.storage.fs import atomic_write
 
-__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "CompletedTxn", "SNAPSHOT_SUFFIX"]
+__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "CompletedTxn", "TxnMarker", "SNAPSHOT_SUFFIX"]
 
 log = logging.getLogger("strom.storage")
 
@@ -32,6 +36,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 NUM_BATCHES_TO_RETAIN = 5
 NO_EPOCH = -1
 INT_MAX = 0x7FFFFFFF
+TxnMarker = tuple[int, int]  # a control batch's (control record type: 0 ABORT, 1 COMMIT; coordinator epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,9 @@ class ProducerStateEntry:
     # The offset of this producer's first record in its open transaction; -1 when none is open (Kafka's
     # ``currentTxnFirstOffset``). The partition's last stable offset cannot pass it.
     current_txn_first_offset: int = -1
+    # The coordinator epoch of the last transaction marker (Kafka's ``coordinatorEpoch``): a marker from an older
+    # coordinator (a zombie, or a request that was in flight when the coordinator moved) is refused.
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -99,11 +107,14 @@ class ProducerStateManager:
         self.unsynced_snapshots: set[str] = set()
 
     # -- append path --------------------------------------------------------------------------------------
-    def check(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
-        """Validate the batches of one append against the current state, without changing it.
+    def check(self, headers: Iterable[BatchHeader], markers: dict[int, TxnMarker] | None = None,
+              ) -> BatchMetadata | None:
+        """Validate the batches of one append against the current state, without changing it. ``markers``: base
+        offset → (type, coordinator epoch) of each control batch among them.
 
         Returns the original batch's metadata when the (single) batch is a duplicate of one already written;
-        raises OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH when it cannot be appended.
+        raises OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED when it
+        cannot be appended.
         """
         pending: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) within this append
         for h in headers:
@@ -115,6 +126,11 @@ class ProducerStateManager:
                     raise InvalidProducerEpochError(
                         f"Transaction marker of producer {h.producer_id} has epoch {h.producer_epoch}, older than "
                         f"the last seen epoch {current.epoch}")
+                ctype, coordinator_epoch = (markers or {}).get(h.base_offset, (-1, -1))
+                if current is not None and ctype in (0, 1) and coordinator_epoch < current.coordinator_epoch:
+                    raise TransactionCoordinatorFencedError(
+                        f"Invalid coordinator epoch for producer {h.producer_id}: {coordinator_epoch} (zombie), "
+                        f"{current.coordinator_epoch} (current)")
                 continue
             if h.producer_id < 0 or h.base_sequence < 0:
                 continue
@@ -145,11 +161,11 @@ class ProducerStateManager:
             pending[h.producer_id] = (h.producer_epoch, _last_seq(h))
         return None
 
-    def update(self, headers: Iterable[BatchHeader], control_types: dict[int, int] | None = None,
+    def update(self, headers: Iterable[BatchHeader], markers: dict[int, TxnMarker] | None = None,
                ) -> list[CompletedTxn]:
         """Record appended batches (headers carry their assigned offsets); returns the transactions that their
-        markers ended. ``control_types``: base offset → control record type (0 ABORT, 1 COMMIT) of each control
-        batch among them."""
+        markers ended. ``markers``: base offset → (control record type: 0 ABORT, 1 COMMIT; coordinator epoch) of
+        each control batch among them."""
         completed: list[CompletedTxn] = []
         for h in headers:
             if h.producer_id < 0:
@@ -161,7 +177,9 @@ class ProducerStateManager:
                 entry.epoch = h.producer_epoch
                 entry.batches.clear()
             if h.is_control:
-                ctype = (control_types or {}).get(h.base_offset, -1)
+                ctype, coordinator_epoch = (markers or {}).get(h.base_offset, (-1, -1))
+                if ctype in (0, 1):
+                    entry.coordinator_epoch = coordinator_epoch
                 if ctype in (0, 1) and entry.current_txn_first_offset >= 0:
                     completed.append(CompletedTxn(h.producer_id, entry.current_txn_first_offset, h.base_offset,
                                                   ctype == 0))
@@ -252,6 +270,7 @@ class ProducerStateManager:
             return True  # nothing changed since that snapshot / nothing to replay without one
         doc = {"version": 1, "end_offset": end_offset, "producers": [
             {"pid": e.producer_id, "epoch": e.epoch, "last_ts": e.last_timestamp, "txn_first": e.current_txn_first_offset,
+             "coordinator_epoch": e.coordinator_epoch,
              "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches]}
             for e in self.producers.values()
         ]}
@@ -282,7 +301,8 @@ class ProducerStateManager:
                 self.producers = {}
                 for p in doc["producers"]:
                     e = ProducerStateEntry(int(p["pid"]), int(p["epoch"]), last_timestamp=int(p["last_ts"]),
-                                           current_txn_first_offset=int(p.get("txn_first", -1)))
+                                           current_txn_first_offset=int(p.get("txn_first", -1)),
+                                           coordinator_epoch=int(p.get("coordinator_epoch", -1)))
                     for b in p["batches"]:
                         e.batches.append(BatchMetadata(*(int(x) for x in b)))
                     self.producers[e.producer_id] = e

@@ -10,10 +10,12 @@ import time
 import pytest
 
 from strom.broker_process import BrokerProcess
+from strom.common.error_codes import ErrorCode
 from strom.producer import KafkaProducer
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.init_producer_id import InitProducerIdRequest
 from strom.protocol.messages.produce import ProduceRequest
+from strom.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.testing.raw_client import RawClient
 
@@ -58,26 +60,44 @@ def test_list_describe_find_hanging_abort(broker: BrokerProcess) -> None:
         assert "Ongoing" in described.stdout and "cli-tx-0" in described.stdout
         p.commit_transaction()
 
-    # A transactional batch whose producer no coordinator knows: it hangs, holding back the LSO.
+    # A transactional batch whose producer no coordinator knows: it hangs, holding back the LSO. Its earlier
+    # transaction there was committed by a coordinator at epoch 3, which the partition remembers.
     with RawClient(broker.bootstrap) as c:
         init = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None,
                                                                            transaction_timeout_ms=60000))
-        b = MemoryRecordsBuilder(producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0,
-                                 is_transactional=True)
-        b.append(int(time.time() * 1000), None, b"hanging")
-        resp = c.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-            ProduceRequest.TopicProduceData(name="cli-tx", partition_data=[
-                ProduceRequest.PartitionProduceData(index=0, records=b.build())])]))
-        start = resp.responses[0].partition_responses[0].base_offset
+
+        def produce(seq: int, value: bytes) -> int:
+            b = MemoryRecordsBuilder(producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                                     base_sequence=seq, is_transactional=True)
+            b.append(int(time.time() * 1000), None, value)
+            resp = c.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name="cli-tx", partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0, records=b.build())])]))
+            return resp.responses[0].partition_responses[0].base_offset
+
+        produce(0, b"committed")
+        marker = c.request(ApiKey.WRITE_TXN_MARKERS, 1, WriteTxnMarkersRequest(markers=[
+            WriteTxnMarkersRequest.WritableTxnMarker(
+                producer_id=init.producer_id, producer_epoch=init.producer_epoch, transaction_result=True,
+                coordinator_epoch=3, topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="cli-tx",
+                                                                                         partition_indexes=[0])])]))
+        assert marker.markers[0].topics[0].partitions[0].error_code == ErrorCode.NONE
+        start = produce(1, b"hanging")
     assert lso(broker.bootstrap, "cli-tx") == start
     producers = txns(broker, "describe-producers", "--topic", "cli-tx", "--partition", "0")
     assert producers.returncode == 0, producers.stderr
-    assert any(line.split()[0] == str(init.producer_id) and line.split()[-1] == str(start)
-               for line in producers.stdout.splitlines()[1:])
+    rows = [line.split() for line in producers.stdout.splitlines()[1:]]
+    assert [(r[2], r[-1]) for r in rows if r[0] == str(init.producer_id)] == [("3", str(start))]  # CoordinatorEpoch
+    # A marker of an older coordinator epoch is refused...
+    stale = txns(broker, "abort", "--topic", "cli-tx", "--partition", "0", "--producer-id", str(init.producer_id),
+                 "--producer-epoch", str(init.producer_epoch), "--coordinator-epoch", "2")
+    assert stale.returncode != 0 and "no longer the current coordinator" in stale.stderr, stale.stderr
+    assert lso(broker.bootstrap, "cli-tx") == start
     hanging = txns(broker, "find-hanging", "--topic", "cli-tx")
     assert hanging.returncode == 0, hanging.stderr
     rows = [line.split() for line in hanging.stdout.splitlines()[1:]]
     assert [(r[2], r[5]) for r in rows] == [(str(init.producer_id), str(start))]
+    # ... so an abort by start offset takes the producer's coordinator epoch from DescribeProducers (Kafka's tool).
     aborted = txns(broker, "abort", "--topic", "cli-tx", "--partition", "0", "--start-offset", str(start))
     assert aborted.returncode == 0, aborted.stderr
     assert lso(broker.bootstrap, "cli-tx") == start + 2  # the record and the ABORT marker

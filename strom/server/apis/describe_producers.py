@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest, *,
                 continue
             parts.append(R.PartitionResponse(partition_index=idx, error_code=0, error_message=None, active_producers=[
                 R.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
-                                coordinator_epoch=-1, current_txn_start_offset=first)
-                for pid, epoch, seq, ts, first in p.log.active_producers()]))
+                                coordinator_epoch=coordinator_epoch, current_txn_start_offset=first)
+                for pid, epoch, seq, ts, coordinator_epoch, first in p.log.active_producers()]))
         topics.append(R.TopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)

@@ -7,8 +7,8 @@ control batch with acks=-1 as the coordinator, then tell the group coordinator a
 
 A partition this broker leads is written here directly; the others go to their leader's inter-broker listener.
 A partition whose topic this broker's metadata no longer knows counts as done (deleted: Kafka drops it too); every
-error but a fenced producer epoch is retried, UNKNOWN_TOPIC_OR_PARTITION included (a restarted leader answers it
-until it has its LeaderAndIsr). Event loop only.
+error but a fenced producer or coordinator epoch is retried, UNKNOWN_TOPIC_OR_PARTITION included (a restarted
+leader answers it until it has its LeaderAndIsr). Event loop only.
 """
 
 from __future__ import annotations
@@ -100,11 +100,11 @@ class TxnMarkerWriter:
             else:
                 codes = await self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
             for tp, code in codes.items():
-                if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
-                    # The partition saw a newer epoch of this producer: this marker is stale, retrying cannot
-                    # help (Kafka's coordinator drops it too).
-                    log.warning("dropping the stale marker of producer %d epoch %d for %s", producer_id,
-                                producer_epoch, tp)
+                if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED, E.TRANSACTION_COORDINATOR_FENCED):
+                    # The partition saw a newer epoch of this producer, or a marker of a newer coordinator: this
+                    # marker is stale, retrying cannot help (Kafka's coordinator drops it too).
+                    log.warning("dropping the stale marker of producer %d epoch %d (coordinator epoch %d) for %s: "
+                                "%s", producer_id, producer_epoch, coordinator_epoch, tp, error_class(code).name)
                 elif code != E.NONE:
                     # UNKNOWN_TOPIC_OR_PARTITION too: a leader just restarted answers it until the controller's
                     # LeaderAndIsr reaches it. A deleted topic is recognised above, from this broker's metadata.

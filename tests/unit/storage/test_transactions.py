@@ -26,8 +26,8 @@ def plain_batch(n: int) -> bytes:
     return b.build()
 
 
-def marker(pid: int, kind: ControlRecordType, epoch: int = 0) -> bytes:
-    return build_control_batch(kind, 0, pid, epoch, T0)
+def marker(pid: int, kind: ControlRecordType, epoch: int = 0, coordinator_epoch: int = 0) -> bytes:
+    return build_control_batch(kind, coordinator_epoch, pid, epoch, T0)
 
 
 def test_lso_stops_at_first_open_transaction_and_moves_on_markers(make_log):
@@ -95,6 +95,42 @@ def test_stale_marker_is_refused(make_log):
     lg.append_as_leader(marker(7, ControlRecordType.ABORT, epoch=4), origin=AppendOrigin.COORDINATOR)
     lg.update_high_watermark(lg.log_end_offset)
     assert lg.last_stable_offset == 3
+
+
+def test_a_marker_of_an_older_coordinator_is_refused_and_the_epoch_outlives_a_restart(make_log, tmp_path):
+    """Kafka's coordinator-epoch fence: once a partition took a marker from coordinator epoch 5, a marker of the
+    same producer from epoch 4 (a zombie coordinator, or its request still in flight when the coordinator moved)
+    would end the producer's *next* transaction there; it is refused with TRANSACTION_COORDINATOR_FENCED."""
+    from strom.common.error_codes import TransactionCoordinatorFencedError
+
+    coord = AppendOrigin.COORDINATOR
+    lg = make_log()
+    lg.append_as_leader(txn_batch(7, 0, 2))                                                              # 0-1
+    lg.append_as_leader(marker(7, ControlRecordType.COMMIT, coordinator_epoch=5), origin=coord)         # 2
+    lg.append_as_leader(txn_batch(7, 2, 2))                                                              # 3-4
+    with pytest.raises(TransactionCoordinatorFencedError, match="4 \\(zombie\\), 5 \\(current\\)"):
+        lg.append_as_leader(marker(7, ControlRecordType.COMMIT, coordinator_epoch=4), origin=coord)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert (lg.log_end_offset, lg.last_stable_offset) == (5, 3)  # the open transaction stays open
+    assert [p[4] for p in lg.active_producers()] == [5]  # DescribeProducers' coordinator epoch
+    lg.close()
+    for lose_snapshots in (False, True):  # from the snapshot, then by replaying the markers
+        if lose_snapshots:
+            for f in (tmp_path / "topic-0").iterdir():
+                if f.name.endswith(".snapshot"):
+                    f.unlink()
+        again = make_log()
+        with pytest.raises(TransactionCoordinatorFencedError):
+            again.append_as_leader(marker(7, ControlRecordType.ABORT, coordinator_epoch=4), origin=coord)
+        again.close()
+    lg = make_log()
+    # The same or a newer coordinator epoch ends it; the newer one is remembered.
+    lg.append_as_leader(marker(7, ControlRecordType.ABORT, coordinator_epoch=6), origin=coord)         # 5
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 6
+    assert [(a.first_offset, a.last_offset) for a in lg.collect_aborted_transactions(0, 6)] == [(3, 5)]
+    with pytest.raises(TransactionCoordinatorFencedError):
+        lg.append_as_leader(marker(7, ControlRecordType.COMMIT, coordinator_epoch=5), origin=coord)
 
 
 def test_aborted_index_lookup_finds_long_transactions_and_skips_replays(tmp_path):
