@@ -20,6 +20,7 @@ from strom.common.error_codes import KafkaStorageError
 from strom.common.errors import ConfigError
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
+from strom.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from strom.server.admin_manager import AdminManager, StandaloneAdminManager
 from strom.server.broker_config import BrokerConfig
 from strom.server.broker_metrics import BrokerMetrics
@@ -37,6 +38,7 @@ from strom.server.dynamic_broker_config import (
     CLEANER_CONFIGS,
     DEFAULT_ENTITY,
     LOG_CONFIGS,
+    PRODUCER_STATE_CONFIGS,
     REPLICATION_QUOTA_CONFIGS,
     SOCKET_CONFIGS,
     DynamicBrokerConfig,
@@ -215,6 +217,8 @@ class BrokerServer:
         self.txn_coordinator = create_transaction_coordinator(c, self.time, metadata, rm, self.group_coordinator,
                                                               producer_ids, self.inter_broker_listener, inter_broker)
         await self.txn_coordinator.start(load_all=self.zk is None)
+        rm.txn_verifier = AddPartitionsToTxnManager(self.node_id, metadata, self.txn_coordinator,
+                                                    self.inter_broker_listener, security=inter_broker)
         rm.on_leadership_change = self._on_leadership_change
         self.fetch_manager = FetchManager(self.time, FetchSessionCache(
             int(c["max.incremental.fetch.session.cache.slots"]), int(c["min.incremental.fetch.session.eviction.ms"])))
@@ -299,6 +303,12 @@ class BrokerServer:
         dc.add_reconfigurable(CLEANER_CONFIGS, cleaner)
         dc.add_reconfigurable(SOCKET_CONFIGS, connections)
         dc.add_reconfigurable(REPLICATION_QUOTA_CONFIGS, self._update_replication_quotas)
+        dc.add_reconfigurable(PRODUCER_STATE_CONFIGS, self._update_producer_state_configs)
+
+    def _update_producer_state_configs(self, d: DynamicBrokerConfig, _keys: frozenset[str]) -> None:
+        if self.replica_manager is not None:
+            self.replica_manager.transaction_verification_enabled = bool(
+                d.current["transaction.partition.verification.enable"])
 
     def _update_replication_quotas(self, d: DynamicBrokerConfig, _keys: frozenset[str]) -> None:
         if self.replica_manager is not None:
@@ -340,6 +350,7 @@ class BrokerServer:
             replication_quota_window=(int(self.config["replication.quota.window.num"]),
                                       int(self.config["replication.quota.window.size.seconds"])))
         self._update_replication_quotas(self.dynamic_config, frozenset())
+        self._update_producer_state_configs(self.dynamic_config, frozenset())
         self.replica_manager.rack_aware_selector = str(self.config["replica.selector.class"] or "").endswith(
             "RackAwareReplicaSelector")
         return self.replica_manager
@@ -517,6 +528,8 @@ class BrokerServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+            if self.replica_manager.txn_verifier is not None:
+                self.replica_manager.txn_verifier.close()
         if self.controller_channel is not None:
             self.controller_channel.close()
         if self.log_manager is not None:

@@ -22,9 +22,10 @@ from strom.protocol.connection import KafkaConnection
 from strom.security.sasl import AuthenticationError
 
 if TYPE_CHECKING:
+    from strom.server.metadata_cache import MetadataCache
     from strom.server.security.inter_broker import InterBrokerSecurity
 
-__all__ = ["BrokerChannel"]
+__all__ = ["BrokerChannel", "BrokerChannels"]
 
 log = logging.getLogger("strom.server")
 
@@ -109,3 +110,36 @@ class BrokerChannel:
         self._reader = self._writer = None
         self._conn = None
         self._reconnect_at = None
+
+
+class BrokerChannels:
+    """One :class:`BrokerChannel` per peer broker, found by node id in this broker's metadata on ``listener`` (the
+    inter-broker listener); a peer that moved to another address is reconnected there. Event loop only."""
+
+    def __init__(self, metadata: MetadataCache, listener: str | None, client_id: str, *, timeout_s: float = 30.0,
+                 security: InterBrokerSecurity | None = None) -> None:
+        self.metadata = metadata
+        self.listener = listener
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.security = security
+        self._channels: dict[int, BrokerChannel] = {}
+
+    def get(self, node_id: int) -> BrokerChannel | None:
+        """The channel to ``node_id``; None when the metadata knows no such broker (or no such listener of it)."""
+        broker = self.metadata.broker(node_id)
+        ep = broker.endpoint(self.listener) if broker is not None else None
+        if ep is None:
+            return None
+        ch = self._channels.get(node_id)
+        if ch is None:
+            ch = self._channels[node_id] = BrokerChannel(ep[0], ep[1], self.client_id, timeout_s=self.timeout_s,
+                                                         security=self.security)
+        else:
+            ch.retarget(ep[0], ep[1])
+        return ch
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()

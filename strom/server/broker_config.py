@@ -177,6 +177,7 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1), 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1), 3600000),
     "transactional.id.expiration.ms": (_int(1), 604800000),
+    "transaction.partition.verification.enable": (_bool, True),
     "producer.id.expiration.ms": (_int(1), 86400000),
     "connections.max.idle.ms": (_int(1), 600000),
     "queued.max.requests": (_int(1), 500),

@@ -89,7 +89,10 @@ REPLICATION_QUOTA_CONFIGS = frozenset({"leader.replication.throttled.rate", "fol
 replica moves between log dirs (KIP-113, ``--replica-alter-log-dirs-throttle``)."""
 THREAD_CONFIGS = frozenset({"num.io.threads", "num.network.threads", "num.replica.fetchers",
                             "num.recovery.threads.per.data.dir", "background.threads"})
-ALL_DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | SOCKET_CONFIGS | REPLICATION_QUOTA_CONFIGS | THREAD_CONFIGS
+PRODUCER_STATE_CONFIGS = frozenset({"transaction.partition.verification.enable"})
+"""Kafka's ``DynamicProducerStateManagerConfig`` (KIP-890 part 1's verification switch)."""
+ALL_DYNAMIC_CONFIGS = (LOG_CONFIGS | CLEANER_CONFIGS | SOCKET_CONFIGS | REPLICATION_QUOTA_CONFIGS | THREAD_CONFIGS
+                       | PRODUCER_STATE_CONFIGS)
 SSL_RECONFIGURABLE_CONFIGS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",

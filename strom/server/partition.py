@@ -20,6 +20,7 @@ from strom.common.structs import TopicPartition
 from strom.storage.log import Log
 from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_validator import AppendOrigin
+from strom.storage.producer_state import VerificationGuard
 
 __all__ = ["Partition", "ReplicaState", "LeaderAndIsr", "AlterPartitionCallback"]
 
@@ -134,7 +135,8 @@ class Partition:
     # -- leader: appends --------------------------------------------------------------------------------------
     def append_records_to_leader(self, records: memoryview | bytes, required_acks: int, min_isr: int,
                                  now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT, *,
-                                 records_checked: bool = False) -> LogAppendInfo:
+                                 records_checked: bool = False,
+                                 verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         if not self.is_leader:
             raise _err(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                        f"Leader not local for partition {self.tp} on broker {self.local_broker_id}")
@@ -143,7 +145,7 @@ class Partition:
                        f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the min.isr "
                        f"requirement of {min_isr} for partition {self.tp}")
         info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin,
-                                         records_checked=records_checked)
+                                         records_checked=records_checked, verification_guard=verification_guard)
         self.maybe_increment_leader_hw(now_ms)
         return info
 

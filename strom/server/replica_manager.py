@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strom.common.error_codes import ErrorCode, KafkaStorageError
-from strom.common.errors import BrokerResponseError, KafkaError
+from strom.common.errors import BrokerResponseError, KafkaError, error_class
 from strom.common.structs import TopicPartition
 from strom.common.time import Time
+from strom.record.header import HEADER_SIZE, parse_header
 from strom.server.broker_metrics import add_remote_time
 from strom.server.metadata_cache import MetadataCache, TopicInfo
 from strom.server.partition import AlterPartitionCallback, LeaderAndIsr, Partition
@@ -35,14 +36,23 @@ from strom.storage.log_append_info import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 from strom.storage.log_validator import AppendOrigin, check_client_records, needs_worker_check
+from strom.storage.producer_state import ONGOING
 
 if TYPE_CHECKING:
+    from strom.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from strom.server.broker_metrics import BrokerMetrics
     from strom.storage.file_records import FileRegion
+    from strom.storage.producer_state import VerificationGuard
 
 __all__ = ["ReplicaManager", "AppendResult", "FetchPartition", "FetchResult"]
 
 log = logging.getLogger("strom.server")
+
+# What the coordinator answers when it cannot say yet: the producer is told NOT_ENOUGH_REPLICAS, which it retries
+# (Kafka's conversion: clients before KIP-890 part 2 know no other retriable answer for it).
+_VERIFICATION_RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                                     ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
 
 
 @dataclass(slots=True)
@@ -93,6 +103,10 @@ class ReplicaManager:
         self.offline_partitions: set[TopicPartition] = set()  # their log dir failed (KIP-112)
         self.alter_partition: AlterPartitionCallback | None = None
         self.fetcher_manager: ReplicaFetcherManagerLike | None = None
+        # KIP-890 part 1 (transaction.partition.verification.enable): a transaction's first batch in a partition is
+        # appended only once its coordinator confirmed the partition is in the producer's ongoing transaction.
+        self.txn_verifier: AddPartitionsToTxnManager | None = None
+        self.transaction_verification_enabled = True
         self.controller_epoch = -1
         # (partitions this broker now leads, partitions it now follows): the coordinators load / unload.
         self.on_leadership_change: Callable[[list[TopicPartition], list[TopicPartition]], None] | None = None
@@ -318,22 +332,25 @@ class ReplicaManager:
     # -- append -----------------------------------------------------------------------------------------------
     def append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int = 1,
                      origin: AppendOrigin = AppendOrigin.CLIENT, received_bytes: int | None = None,
-                     records_checked: bool = False) -> AppendResult:
+                     records_checked: bool = False, verification_guard: VerificationGuard | None = None,
+                     ) -> AppendResult:
         """``received_bytes``: the size the client sent, when ``records`` were recompressed since (BytesInPerSec
-        counts what came in, as Kafka's); ``records_checked``: ``check_client_records`` made them."""
-        result = self._append_local(tp, records, required_acks, origin, records_checked)
+        counts what came in, as Kafka's); ``records_checked``: ``check_client_records`` made them;
+        ``verification_guard``: see :meth:`_verify_transactions`."""
+        result = self._append_local(tp, records, required_acks, origin, records_checked, verification_guard)
         if self.metrics is not None:
             self.metrics.topic_stats.record_append(tp.topic, result,
                                                    len(records) if received_bytes is None else received_bytes)
         return result
 
     def _append_local(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int,
-                      origin: AppendOrigin, records_checked: bool = False) -> AppendResult:
+                      origin: AppendOrigin, records_checked: bool = False,
+                      verification_guard: VerificationGuard | None = None) -> AppendResult:
         try:
             p = self.leader_partition(tp)
             min_isr = self.log_config(tp.topic).min_insync_replicas
             info = p.append_records_to_leader(records, required_acks, min_isr, self.time.milliseconds(), origin,
-                                              records_checked=records_checked)
+                                              records_checked=records_checked, verification_guard=verification_guard)
         except BrokerResponseError as e:
             if self.maybe_log_dir_failure(tp, e):
                 return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, str(e))
@@ -377,7 +394,7 @@ class ReplicaManager:
 
     async def append_records(self, entries: dict[TopicPartition, memoryview | bytes], required_acks: int,
                              timeout_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
-                             on_parked: Callable[[], None] | None = None,
+                             on_parked: Callable[[], None] | None = None, transactional_id: str | None = None,
                              ) -> dict[TopicPartition, AppendResult]:
         """Append to each leader partition; with acks=-1 wait until the ISR has every record (DelayedProduce).
 
@@ -386,8 +403,12 @@ class ReplicaManager:
         ``on_parked`` is called once the appends are done and the request waits for the ISR: the socket server
         then lets the connection's next Produce append while this one waits. Client records bound for a topic with a
         ``compression.type`` of its own, or with a gzip batch, are checked in a worker thread first
-        (:meth:`_checked_in_worker`)."""
+        (:meth:`_checked_in_worker`). A transactional producer's (``transactional_id``) batches are verified with
+        the coordinator first where their transaction has no batch yet (:meth:`_verify_transactions`)."""
         checked = await self._checked_in_worker(entries) if origin is AppendOrigin.CLIENT else {}
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        if transactional_id is not None and origin is AppendOrigin.CLIENT and self.transaction_verification_enabled:
+            checked.update(await self._verify_transactions(transactional_id, entries, checked, guards))
         results = {}
         for tp, recs in entries.items():
             done = checked.get(tp)
@@ -397,7 +418,8 @@ class ReplicaManager:
                 results[tp] = done
             else:
                 results[tp] = self.append_local(tp, recs if done is None else done, required_acks, origin,
-                                                len(recs), records_checked=done is not None)
+                                                len(recs), records_checked=done is not None,
+                                                verification_guard=guards.get(tp))
         for tp, r in results.items():
             if r.info is not None and r.info.flushed is not None:
                 results[tp] = await self._await_flush(tp, r)
@@ -425,6 +447,45 @@ class ReplicaManager:
                 if code:
                     results[tp] = AppendResult(code, results[tp].info, None)
         return results
+
+    async def _verify_transactions(self, transactional_id: str, entries: dict[TopicPartition, memoryview | bytes],
+                                   checked: dict[TopicPartition, memoryview | bytes | AppendResult],
+                                   guards: dict[TopicPartition, VerificationGuard]) -> dict[TopicPartition, AppendResult]:
+        """KIP-890 part 1 (Kafka's verification in ``ReplicaManager.appendRecords``): for each transactional batch
+        (one per partition, Produce v3+) a guard goes into ``guards``; where the producer has no ongoing
+        transaction the coordinator is asked whether the partition is in its transaction. Returns the refusals:
+        INVALID_TXN_STATE (not in it: a late request of a transaction that ended), NOT_ENOUGH_REPLICAS (the
+        coordinator could not say: retriable), or the coordinator's fencing error. The append itself fails if a
+        marker ended the transaction meanwhile (the guard is gone)."""
+        unverified: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp, recs in entries.items():
+            p = self.partitions.get(tp)
+            if isinstance(checked.get(tp), AppendResult) or p is None or not p.is_leader or len(recs) < HEADER_SIZE:
+                continue  # refused already, or the append answers with the routing error
+            h = parse_header(recs)
+            if not h.is_transactional or h.is_control or h.producer_id < 0:
+                continue
+            guards[tp] = guard = p.log.maybe_start_verification(h.producer_id, h.producer_epoch)
+            if guard is not ONGOING:
+                unverified.setdefault((h.producer_id, h.producer_epoch), []).append(tp)
+        if not unverified:
+            return {}
+        if self.txn_verifier is None:
+            return {tp: AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, "No transaction coordinator to verify "
+                                     "the partition with") for tps in unverified.values() for tp in tps}
+        refused: dict[TopicPartition, AppendResult] = {}
+        for (pid, epoch), tps in unverified.items():
+            codes = await self.txn_verifier.verify(transactional_id, pid, epoch, tps)
+            for tp, code in codes.items():
+                if code == ErrorCode.INVALID_TXN_STATE:
+                    refused[tp] = AppendResult(code, None, "Partition was not added to the transaction")
+                elif code in _VERIFICATION_RETRIABLE:
+                    refused[tp] = AppendResult(
+                        ErrorCode.NOT_ENOUGH_REPLICAS, None, "Unable to verify the partition has been added to the "
+                        f"transaction. Underlying error: {error_class(code).name}")
+                elif code != ErrorCode.NONE:
+                    refused[tp] = AppendResult(code, None, None)
+        return refused
 
     async def _await_flush(self, tp: TopicPartition, r: AppendResult) -> AppendResult:
         assert r.info is not None and r.info.flushed is not None

@@ -53,7 +53,7 @@ from strom.storage.log_validator import (
     validate_and_assign_offsets,
     validate_replicated,
 )
-from strom.storage.producer_state import CompletedTxn, ProducerStateManager, TxnMarker
+from strom.storage.producer_state import CompletedTxn, ProducerStateManager, TxnMarker, VerificationGuard
 from strom.storage.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
@@ -273,13 +273,15 @@ class Log:
         now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         records_checked: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate ``records`` (whole v2 batches), assign offsets from the log end and append them
-        (``records_checked``: see :func:`~strom.storage.log_validator.validate_and_assign_offsets`).
+        (``records_checked``: see :func:`~strom.storage.log_validator.validate_and_assign_offsets`;
+        ``verification_guard``: from :meth:`maybe_start_verification`, when transaction verification is on).
 
         Raises CorruptMessageError, MessageTooLargeError, RecordListTooLargeError, InvalidRecordError,
-        InvalidTimestampError or UnsupportedForMessageFormatError with nothing written; KafkaStorageError when
-        the disk fails.
+        InvalidTimestampError, UnsupportedForMessageFormatError or (a transactional batch whose transaction ended
+        meanwhile) InvalidTxnStateError with nothing written; KafkaStorageError when the disk fails.
         """
         now = self._time.milliseconds() if now_ms is None else now_ms
         with self._lock:
@@ -298,6 +300,8 @@ class Log:
                     # A retried batch already in the log: answer with where it went, write nothing.
                     return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                                          duplicate.last_offset, -1, self._log_start_offset, 0, 0, 0)
+                if verification_guard is not None:
+                    self.producer_state.check_verification(headers, verification_guard)
             self._write(result, now)
             self._next_offset = result.last_offset + 1
             self._index_completed(self.producer_state.update(headers, markers))
@@ -485,6 +489,13 @@ class Log:
         with self._lock:
             unstable = self.producer_state.first_unstable_offset()
             return self._high_watermark if unstable is None else min(unstable, self._high_watermark)
+
+    def maybe_start_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+        """KIP-890 part 1: the guard a transactional append of this producer presents (:data:`ONGOING` when its
+        transaction is ongoing here and needs no verification)."""
+        with self._lock:
+            return self.producer_state.maybe_start_verification(producer_id, producer_epoch,
+                                                                self._time.milliseconds())
 
     def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
         """(producer id, epoch, last sequence, last timestamp, coordinator epoch of its last marker or -1, open

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 
 from strom.common.error_codes import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
     TransactionCoordinatorFencedError,
 )
 from strom.record.header import BatchHeader
 from strom.storage.fs import atomic_write
 
-__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "CompletedTxn", "TxnMarker", "SNAPSHOT_SUFFIX"]
+__all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "CompletedTxn", "TxnMarker", "SNAPSHOT_SUFFIX",
+           "ONGOING", "VerificationGuard"]
 
 log = logging.getLogger("strom.storage")
 
@@ -37,6 +39,22 @@ NUM_BATCHES_TO_RETAIN = 5
 NO_EPOCH = -1
 INT_MAX = 0x7FFFFFFF
 TxnMarker = tuple[int, int]  # a control batch's (control record type: 0 ABORT, 1 COMMIT; coordinator epoch)
+
+
+class VerificationGuard:
+    """KIP-890 part 1 (Kafka's ``VerificationGuard``): what a transactional produce holds while the leader asks the
+    coordinator whether the partition is in the producer's transaction. Its append passes only while the partition
+    still holds the same guard for the producer: a marker written meanwhile (the transaction ended) drops it."""
+
+    __slots__ = ("created_ms",)
+
+    def __init__(self, created_ms: int) -> None:
+        self.created_ms = created_ms
+
+
+ONGOING = VerificationGuard(-1)
+"""Given to the append of a producer whose transaction was ongoing in the partition when its request arrived (so
+it was not verified): the append fails if a marker ended that transaction meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +123,37 @@ class ProducerStateManager:
         self._unstable_dirty = True
         # Snapshots written without fsync (at a roll, with a background flusher): the next log flush syncs them.
         self.unsynced_snapshots: set[str] = set()
+        # KIP-890 part 1: producer id -> the guard of the verification under way for its next transaction here.
+        self.verification_guards: dict[int, VerificationGuard] = {}
+
+    # -- transaction verification (KIP-890 part 1) ----------------------------------------------------------
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        e = self.producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset >= 0 and e.epoch == producer_epoch
+
+    def maybe_start_verification(self, producer_id: int, producer_epoch: int, now_ms: int) -> VerificationGuard:
+        """:data:`ONGOING` when the producer's transaction is ongoing here (no verification needed), else the
+        guard the append must present once the coordinator confirmed the partition (the same one for concurrent
+        requests of the producer; Kafka's ``maybeCreateVerificationStateEntry``)."""
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
+            return ONGOING
+        guard = self.verification_guards.get(producer_id)
+        if guard is None:
+            guard = self.verification_guards[producer_id] = VerificationGuard(now_ms)
+        return guard
+
+    def check_verification(self, headers: Iterable[BatchHeader], guard: VerificationGuard) -> None:
+        """Raise INVALID_TXN_STATE when a transactional batch among ``headers`` belongs to no ongoing transaction
+        here and ``guard`` is not (any longer) the producer's verification guard."""
+        for h in headers:
+            if not h.is_transactional or h.is_control or h.producer_id < 0:
+                continue
+            if self.has_ongoing_transaction(h.producer_id, h.producer_epoch):
+                continue
+            if guard is ONGOING or self.verification_guards.get(h.producer_id) is not guard:
+                raise InvalidTxnStateError(
+                    f"The transaction of producer {h.producer_id} (epoch {h.producer_epoch}) ended before its "
+                    f"batch at offset {h.base_offset} could be appended: the batch is part of no ongoing transaction")
 
     # -- append path --------------------------------------------------------------------------------------
     def check(self, headers: Iterable[BatchHeader], markers: dict[int, TxnMarker] | None = None,
@@ -180,6 +229,7 @@ class ProducerStateManager:
                 ctype, coordinator_epoch = (markers or {}).get(h.base_offset, (-1, -1))
                 if ctype in (0, 1):
                     entry.coordinator_epoch = coordinator_epoch
+                    self.verification_guards.pop(h.producer_id, None)  # a verification under way is outdated
                 if ctype in (0, 1) and entry.current_txn_first_offset >= 0:
                     completed.append(CompletedTxn(h.producer_id, entry.current_txn_first_offset, h.base_offset,
                                                   ctype == 0))
@@ -190,6 +240,7 @@ class ProducerStateManager:
             if h.is_transactional and entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = h.base_offset
                 self._unstable_dirty = True
+                self.verification_guards.pop(h.producer_id, None)  # ongoing now: its next batches need none
             if h.base_sequence >= 0:
                 entry.batches.append(BatchMetadata(h.base_sequence, _last_seq(h), h.base_offset,
                                                    h.base_offset + h.last_offset_delta, h.max_timestamp))
@@ -214,6 +265,8 @@ class ProducerStateManager:
                    if now_ms - e.last_timestamp >= self.expiration_ms and e.current_txn_first_offset < 0]
         for pid in expired:
             del self.producers[pid]
+        for pid in [pid for pid, g in self.verification_guards.items() if now_ms - g.created_ms >= self.expiration_ms]:
+            del self.verification_guards[pid]  # a producer that never came back after its verification
         return len(expired)
 
     def truncate_to(self, offset: int) -> None:

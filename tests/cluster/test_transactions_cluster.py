@@ -208,3 +208,37 @@ def test_a_marker_a_restarting_leader_refuses_is_retried(tmp_path) -> None:  # t
         finally:
             for n, b in cluster.brokers.items():  # shown by pytest when the test failed
                 print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))
+
+
+def test_leaders_verify_a_transactions_first_batch_with_its_coordinator(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """KIP-890 part 1 across brokers: the topic's leader is not the transaction's coordinator, so it asks the
+    coordinator (AddPartitionsToTxn v4, verify_only) before appending a transaction's first batch. A partition
+    never added, and a late batch after the abort, are refused (INVALID_TXN_STATE); with the coordinator gone the
+    leader cannot verify and answers NOT_ENOUGH_REPLICAS, which producers retry."""
+    from tests.integration.test_transactions import _RawTxn
+
+    overrides = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "1",
+                 "transaction.state.log.min.isr": "1", "min.insync.replicas": "1"}
+    with LocalCluster(3, overrides=overrides) as cluster:
+        with RawClient(cluster.bootstrap.split(",")[0]) as rc:
+            fc = wait_until(lambda: (r := rc.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(
+                key="verify-tx", key_type=1))).error_code == 0 and r, 60, "a transaction coordinator")
+        coordinator = fc.node_id
+        leader = next(n for n in (1, 2, 3) if n != coordinator)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for f in admin.create_topics([NewTopic("ver", num_partitions=2, replica_assignment=[[leader], [leader]])],
+                                     operation_timeout=30).values():
+            f.result(60)
+        cluster.wait_for_metadata()
+        with RawClient(cluster.brokers[coordinator].bootstrap) as cc, \
+                RawClient(cluster.brokers[leader].bootstrap) as lc:
+            t = _RawTxn(cc, "verify-tx", "ver", leader=lc)
+            assert t.add(0) == ErrorCode.NONE
+            assert t.produce(0, b"in") == ErrorCode.NONE
+            assert t.produce(1, b"never added") == ErrorCode.INVALID_TXN_STATE
+            assert t.end(commit=False) == ErrorCode.NONE
+            assert t.produce(0, b"late") == ErrorCode.INVALID_TXN_STATE
+            cluster.brokers[coordinator].kill()  # its __transaction_state partition has no other replica
+            assert t.produce(0, b"unverifiable") == ErrorCode.NOT_ENOUGH_REPLICAS
+            assert t.last_produce is not None and "Unable to verify" in (t.last_produce.error_message or "")
+        assert lso(cluster.bootstrap_of(leader), "ver", 0) == hw(cluster.bootstrap_of(leader), "ver", 0) == 2

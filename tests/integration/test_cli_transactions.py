@@ -1,5 +1,6 @@
 """`strom transactions` (kafka-transactions.sh) against a broker subprocess: list, describe, describe-producers,
-and find-hanging + abort of a transaction its coordinator never heard of."""
+and find-hanging + abort of a transaction its coordinator never heard of (made with the leaders' transaction
+verification switched off: with it on, the broker refuses such a batch)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ CLI = [sys.executable, "-m", "strom.cli.main", "transactions"]
 def txns(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, "--bootstrap-server", broker.bootstrap, *args], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
+
+
+def strom_configs(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "strom.cli.main", "configs", "--bootstrap-server", broker.bootstrap,
+                           *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
 def lso(bootstrap: str, topic: str) -> int:
@@ -60,29 +66,53 @@ def test_list_describe_find_hanging_abort(broker: BrokerProcess) -> None:
         assert "Ongoing" in described.stdout and "cli-tx-0" in described.stdout
         p.commit_transaction()
 
-    # A transactional batch whose producer no coordinator knows: it hangs, holding back the LSO. Its earlier
+    # A transactional batch whose producer no coordinator knows hangs, holding back the LSO -- possible only with
+    # the partition leaders' transaction verification (KIP-890) off, as on brokers before Kafka 3.6. Its earlier
     # transaction there was committed by a coordinator at epoch 3, which the partition remembers.
     with RawClient(broker.bootstrap) as c:
         init = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None,
                                                                            transaction_timeout_ms=60000))
 
-        def produce(seq: int, value: bytes) -> int:
+        def produce(seq: int, value: bytes, transactional_id: str | None = "nobody-knows") -> tuple[int, int]:
             b = MemoryRecordsBuilder(producer_id=init.producer_id, producer_epoch=init.producer_epoch,
                                      base_sequence=seq, is_transactional=True)
             b.append(int(time.time() * 1000), None, value)
-            resp = c.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-                ProduceRequest.TopicProduceData(name="cli-tx", partition_data=[
-                    ProduceRequest.PartitionProduceData(index=0, records=b.build())])]))
-            return resp.responses[0].partition_responses[0].base_offset
+            resp = c.request(ApiKey.PRODUCE, 9, ProduceRequest(
+                acks=-1, timeout_ms=5000, transactional_id=transactional_id, topic_data=[
+                    ProduceRequest.TopicProduceData(name="cli-tx", partition_data=[
+                        ProduceRequest.PartitionProduceData(index=0, records=b.build())])]))
+            r = resp.responses[0].partition_responses[0]
+            return r.error_code, r.base_offset
 
-        produce(0, b"committed")
+        # Verification on (the default): the coordinator knows no such transaction; without a transactional id
+        # the request is refused outright, as Kafka does.
+        assert produce(0, b"refused") == (ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1)
+        assert produce(0, b"refused", None) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+        verification = "transaction.partition.verification.enable"
+        off = strom_configs(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+                            f"{verification}=false")
+        assert off.returncode == 0, off.stderr
+        try:
+            assert produce(0, b"committed")[0] == ErrorCode.NONE
+        finally:
+            on = strom_configs(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
+                               verification)
+            assert on.returncode == 0, on.stderr
         marker = c.request(ApiKey.WRITE_TXN_MARKERS, 1, WriteTxnMarkersRequest(markers=[
             WriteTxnMarkersRequest.WritableTxnMarker(
                 producer_id=init.producer_id, producer_epoch=init.producer_epoch, transaction_result=True,
                 coordinator_epoch=3, topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="cli-tx",
                                                                                          partition_indexes=[0])])]))
         assert marker.markers[0].topics[0].partitions[0].error_code == ErrorCode.NONE
-        start = produce(1, b"hanging")
+        assert produce(1, b"hanging")[0] == ErrorCode.INVALID_PRODUCER_ID_MAPPING  # verification is on again
+        assert strom_configs(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+                             f"{verification}=false").returncode == 0
+        try:
+            code, start = produce(1, b"hanging")
+            assert code == ErrorCode.NONE
+        finally:
+            assert strom_configs(broker, "--alter", "--entity-type", "brokers", "--entity-default",
+                                 "--delete-config", verification).returncode == 0
     assert lso(broker.bootstrap, "cli-tx") == start
     producers = txns(broker, "describe-producers", "--topic", "cli-tx", "--partition", "0")
     assert producers.returncode == 0, producers.stderr

@@ -19,6 +19,8 @@ from strom.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequ
 from strom.protocol.messages.end_txn import EndTxnRequest
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest
 from strom.protocol.messages.init_producer_id import InitProducerIdRequest
+from strom.protocol.messages.produce import ProduceRequest, ProduceResponse
+from strom.record.builder import MemoryRecordsBuilder
 from strom.testing.raw_client import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -253,6 +255,90 @@ def test_init_producer_id_with_the_current_epoch_bumps_it_and_fences_the_others(
         old = c.request(ApiKey.INIT_PRODUCER_ID, 2, InitProducerIdRequest(transactional_id="kip360",
                                                                           transaction_timeout_ms=60000))
         assert (old.error_code, old.producer_epoch) == (ErrorCode.NONE, e0 + 5)
+
+
+class _RawTxn:
+    """A transactional producer spoken on the wire, one request at a time (what a client's late or misdirected
+    request looks like to the broker)."""
+
+    def __init__(self, c: RawClient, tid: str, topic: str, leader: RawClient | None = None) -> None:
+        """``c``: a connection to the transaction coordinator; ``leader``: to the topic's leader (default ``c``)."""
+        self.c, self.tid, self.topic = c, tid, topic
+        self.leader = leader or c
+        self.last_produce: ProduceResponse.PartitionProduceResponse | None = None
+        _find_txn_coordinator(c, tid)
+        init = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=tid,
+                                                                           transaction_timeout_ms=60000))
+        assert init.error_code == ErrorCode.NONE
+        self.pid, self.epoch = init.producer_id, init.producer_epoch
+        self.seq: dict[int, int] = {}
+
+    def add(self, partition: int) -> int:
+        r = self.c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=self.tid, v3_and_below_producer_id=self.pid,
+            v3_and_below_producer_epoch=self.epoch, v3_and_below_topics=[
+                AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=self.topic, partitions=[partition])]))
+        return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+    def produce(self, partition: int, value: bytes) -> int:
+        seq = self.seq.get(partition, 0)
+        b = MemoryRecordsBuilder(producer_id=self.pid, producer_epoch=self.epoch, base_sequence=seq,
+                                 is_transactional=True)
+        b.append(int(time.time() * 1000), None, value)
+        resp = self.leader.request(ApiKey.PRODUCE, 9, ProduceRequest(
+            acks=-1, timeout_ms=5000, transactional_id=self.tid, topic_data=[ProduceRequest.TopicProduceData(
+                name=self.topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition,
+                                                                                     records=b.build())])]))
+        self.last_produce = resp.responses[0].partition_responses[0]
+        code = self.last_produce.error_code
+        if code == ErrorCode.NONE:
+            self.seq[partition] = seq + 1
+        return code
+
+    def end(self, commit: bool) -> int:
+        return self.c.request(ApiKey.END_TXN, 3, EndTxnRequest(transactional_id=self.tid, producer_id=self.pid,
+                                                               producer_epoch=self.epoch, committed=commit)).error_code
+
+    def verify(self, *partitions: int, version: int = 4) -> list[int]:
+        r = self.c.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, AddPartitionsToTxnRequest(transactions=[
+            AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id=self.tid, producer_id=self.pid, producer_epoch=self.epoch, verify_only=True,
+                topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=self.topic,
+                                                                          partitions=list(partitions))])]))
+        assert r.error_code == ErrorCode.NONE
+        return [p.partition_error_code for t in r.results_by_transaction[0].topic_results
+                for p in t.results_by_partition]
+
+
+def test_a_batch_outside_the_producers_ongoing_transaction_is_refused(txn_broker: BrokerProcess) -> None:
+    """KIP-890 part 1 (Kafka 3.6+, ``transaction.partition.verification.enable``): a transaction's first batch in a
+    partition is appended only when the coordinator has the partition in the producer's ongoing transaction. A
+    request that arrives after its transaction was aborted -- a client's late retry -- used to be appended and open
+    a transaction nobody would end: the partition's LSO, and every read_committed reader, stuck behind it."""
+    b = txn_broker.bootstrap
+    create_topic(b, "verify-txn", 2)
+    with RawClient(b) as c:
+        t = _RawTxn(c, "verify-1", "verify-txn")
+        assert t.add(0) == ErrorCode.NONE
+        assert t.verify(0, 1) == [ErrorCode.NONE, ErrorCode.INVALID_TXN_STATE]  # the coordinator, asked directly
+        assert t.produce(0, b"in") == ErrorCode.NONE
+        assert t.produce(1, b"never added") == ErrorCode.INVALID_TXN_STATE
+        assert t.end(commit=False) == ErrorCode.NONE
+        assert t.verify(0) == [ErrorCode.INVALID_TXN_STATE]
+        assert t.produce(0, b"late") == ErrorCode.INVALID_TXN_STATE  # after the abort: refused, not hanging
+        fenced = _RawTxn(c, "verify-1", "verify-txn")  # a new incarnation: the old epoch is fenced
+        assert t.produce(0, b"zombie") == ErrorCode.PRODUCER_FENCED
+        assert fenced.add(0) == ErrorCode.NONE and fenced.produce(0, b"next") == ErrorCode.NONE
+        assert fenced.end(commit=True) == ErrorCode.NONE
+    assert read(b, "verify-txn", "read_committed", 1) == [b"next"]
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    cons = Consumer({"bootstrap.servers": b, "group.id": "verify-lso", "isolation.level": "read_committed"})
+    try:  # the LSO is the log end: "in", its ABORT, "next", its COMMIT
+        assert [cons.get_watermark_offsets(CTP("verify-txn", p), timeout=10)[1] for p in (0, 1)] == [4, 0]
+    finally:
+        cons.close()
 
 
 def test_after_a_failed_batch_the_abort_bumps_the_epoch_and_the_producer_goes_on(txn_broker: BrokerProcess) -> None:

@@ -31,6 +31,7 @@ from strom.protocol.messages import (
     SaslHandshakeRequest,
     WriteTxnMarkersRequest,
 )
+from strom.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from strom.testing.broker_process import BrokerProcess, free_port
 from strom.testing.raw_client import RawClient
 
@@ -108,3 +109,15 @@ def test_transactional_id_acls(broker: BrokerProcess) -> None:
                                                      coordinator_epoch=0, topics=[
                 WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="tz", partition_indexes=[0])])]))
         assert markers.markers[0].topics[0].partitions[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # AddPartitionsToTxn v4+ (KIP-890: leaders verifying a transaction) is for brokers: CLUSTER_ACTION.
+        verify = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id="alice-tx", producer_id=0, producer_epoch=0, verify_only=True,
+            topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="tz", partitions=[0])])])
+        refused = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, verify)
+        assert (refused.error_code, refused.results_by_transaction) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    with raw(broker, "admin") as c:  # a super user, as brokers are
+        answered = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, verify)
+        assert answered.error_code == ErrorCode.NONE
+        # alice's transaction (producer 0, epoch 0) was committed: tz-0 is in no ongoing transaction
+        assert answered.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code \
+            == ErrorCode.INVALID_TXN_STATE

@@ -2,6 +2,9 @@
 
 Kafka counterpart: ``KafkaApis.handleProduceRequest`` → ``ReplicaManager.appendRecords``. acks=1 answers once the
 leader has appended; acks=-1 waits (up to the request's timeout) until every in-sync replica has the records.
+Transactional batches need the request's transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in
+Kafka); a transaction's first batch in a partition is appended once its coordinator confirmed the partition is in
+the producer's ongoing transaction (KIP-890 part 1, ``ReplicaManager._verify_transactions``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.produce import ProduceRequest, ProduceResponse
 from strom.record.compression import CompressionType
-from strom.record.header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
+from strom.record.header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_FLAG,
+)
 from strom.server.apis import api
 from strom.server.metadata_cache import validate_topic_name
 from strom.server.security.request_auth import Op, Res, allowed, allowed_cluster, allowed_topics
@@ -42,7 +52,13 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
     entries: dict[TopicPartition, memoryview | bytes] = {}
     denied: set[str] = set()
     denied_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if authorizer is not None:
+    if request.transactional_id is None and any(_is_transactional(pd.records) for td in request.topic_data
+                                                for pd in td.partition_data):
+        # Kafka: transactional batches need the request's transactional id (and WRITE on it), with or without an
+        # authorizer; so no batch can open a transaction past its coordinator's verification (KIP-890).
+        denied = {td.name for td in request.topic_data}
+        denied_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif authorizer is not None:
         txn_id = request.transactional_id
         if txn_id is not None and not allowed(authorizer, ctx, Op.WRITE, (Res.TRANSACTIONAL_ID, txn_id)):
             denied = {td.name for td in request.topic_data}
@@ -87,8 +103,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest, *, metadata: Meta
                                f"zstd-compressed batches need Produce v{_ZSTD_MIN_VERSION} or later")
             else:
                 entries[TopicPartition(name, pd.index)] = pd.records
-    results = await replica_manager.append_records(entries, acks, request.timeout_ms,
-                                                   on_parked=ctx.connection.parked) if entries else {}
+    results = await replica_manager.append_records(entries, acks, request.timeout_ms, on_parked=ctx.connection.parked,
+                                                   transactional_id=request.transactional_id) if entries else {}
     throttle_ms = quotas.record_produce(ctx, request) if quotas is not None else 0  # producer_byte_rate (KIP-13)
     if acks == 0 and not errors and not any(r.error_code for r in results.values()):
         return None
@@ -129,6 +145,11 @@ def _not_one_v2_batch(records: memoryview | bytes, version: int) -> str | None:
     if length >= HEADER_SIZE - LOG_OVERHEAD and len(records) - LOG_OVERHEAD - length >= LOG_OVERHEAD:
         return f"Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
     return None
+
+
+def _is_transactional(records: memoryview | bytes | None) -> bool:
+    return records is not None and len(records) >= HEADER_SIZE and \
+        bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG)
 
 
 _ZSTD_MIN_VERSION = 7  # KIP-110: Produce v7 and Fetch v10 are the first versions that may carry zstd batches

@@ -302,6 +302,24 @@ class TransactionCoordinator:
                 meta.apply(new)
             return code
 
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """KIP-890 part 1 (AddPartitionsToTxn v4+ with verifyOnly, sent by a partition leader before it appends a
+        transaction's first batch): NONE for each partition of the producer's ongoing transaction, INVALID_TXN_STATE
+        for the others; nothing is added (Kafka's ``handleVerifyPartitionsInTransaction``). The state read is the
+        last one persisted, so a partition whose AddPartitionsToTxn is still being written is not in it yet."""
+        err = self._validate(transactional_id)
+        if err is None:
+            meta = self.cache.get(transactional_id)
+            err = self._check_producer(meta, producer_id, producer_epoch)
+            if err is None and meta is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT,
+                                                                   S.PREPARE_EPOCH_FENCE):
+                err = E.CONCURRENT_TRANSACTIONS
+            if err is None and meta is not None:
+                ongoing = meta.partitions if meta.state == S.ONGOING else set()
+                return {tp: E.NONE if tp in ongoing else E.INVALID_TXN_STATE for tp in partitions}
+        return dict.fromkeys(partitions, err)
+
     # -- EndTxn -----------------------------------------------------------------------------------------------
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               commit: bool) -> int:

@@ -23,7 +23,7 @@ from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from strom.record.control import ControlRecordType, build_control_batch
-from strom.server.broker_channel import BrokerChannel
+from strom.server.broker_channel import BrokerChannels
 from strom.server.coordinator.offset_config import GROUP_METADATA_TOPIC_NAME
 from strom.storage.log_validator import AppendOrigin
 
@@ -69,14 +69,13 @@ class TxnMarkerWriter:
                  group_coordinator: GroupCoordinator | None, time: Time, listener: str | None,
                  timeout_ms: int = 30_000, security: InterBrokerSecurity | None = None) -> None:
         self.node_id = node_id
-        self.security = security
         self.metadata = metadata
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
         self.time = time
-        self.listener = listener
         self.timeout_ms = timeout_ms
-        self._channels: dict[int, BrokerChannel] = {}
+        self._channels = BrokerChannels(metadata, listener, f"txn-markers-{node_id}", timeout_s=timeout_ms / 1000,
+                                        security=security)
 
     async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                     partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
@@ -116,16 +115,9 @@ class TxnMarkerWriter:
 
     async def _send(self, leader: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                     tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        broker = self.metadata.broker(leader)
-        ep = broker.endpoint(self.listener) if broker is not None else None
-        if ep is None:
-            return dict.fromkeys(tps, E.BROKER_NOT_AVAILABLE)
         ch = self._channels.get(leader)
         if ch is None:
-            ch = self._channels[leader] = BrokerChannel(ep[0], ep[1], f"txn-markers-{self.node_id}",
-                                                        timeout_s=self.timeout_ms / 1000, security=self.security)
-        else:
-            ch.retarget(ep[0], ep[1])
+            return dict.fromkeys(tps, E.BROKER_NOT_AVAILABLE)
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)
@@ -147,6 +139,4 @@ class TxnMarkerWriter:
         return out
 
     def close(self) -> None:
-        for ch in self._channels.values():
-            ch.close()
-        self._channels.clear()
+        self._channels.close()

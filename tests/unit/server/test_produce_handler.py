@@ -27,7 +27,8 @@ class _ReplicaManager:
         return object() if tp in self.hosted else None
 
     async def append_records(self, entries: dict[TopicPartition, Any], acks: int, timeout_ms: int,
-                             on_parked: Any = None) -> dict[TopicPartition, AppendResult]:
+                             on_parked: Any = None, transactional_id: str | None = None,
+                             ) -> dict[TopicPartition, AppendResult]:
         self.appended += list(entries)
         info = SimpleNamespace(first_offset=0, log_append_time=-1, log_start_offset=0)
         return {tp: AppendResult(ErrorCode.NONE, info) for tp in entries}  # type: ignore[arg-type]

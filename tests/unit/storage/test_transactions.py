@@ -154,3 +154,48 @@ def test_aborted_index_lookup_finds_long_transactions_and_skips_replays(tmp_path
     assert again.collect_aborted(505, 620) == [short[4], short[5], long_txn]
     again.truncate_to(700)
     assert again.collect_aborted(0, 2000) == short[:6]
+
+
+def test_a_verified_first_batch_is_appended_only_while_its_guard_holds(make_log):
+    """KIP-890 part 1 in the log: a transaction's first batch carries the guard its verification began with; a
+    marker written while the coordinator was being asked (the transaction ended) drops the guard and the batch is
+    refused, so it cannot open a transaction no coordinator knows of."""
+    from strom.common.error_codes import InvalidTxnStateError
+    from strom.storage.producer_state import ONGOING
+
+    coord = AppendOrigin.COORDINATOR
+    lg = make_log()
+    guard = lg.maybe_start_verification(7, 0)
+    assert guard is not ONGOING and lg.maybe_start_verification(7, 0) is guard  # concurrent requests share it
+    lg.append_as_leader(txn_batch(7, 0, 2), verification_guard=guard)                  # 0-1: the txn is ongoing
+    assert lg.maybe_start_verification(7, 0) is ONGOING  # its next batches need no verification
+    lg.append_as_leader(txn_batch(7, 2, 1), verification_guard=guard)  # a concurrent request of the same txn
+    lg.append_as_leader(txn_batch(7, 3, 1), verification_guard=ONGOING)                # 3
+    # The next transaction: its verification is under way when a marker ends the producer's transaction.
+    lg.append_as_leader(marker(7, ControlRecordType.COMMIT), origin=coord)             # 4
+    late = lg.maybe_start_verification(7, 0)
+    assert late is not ONGOING and late is not guard
+    lg.append_as_leader(marker(7, ControlRecordType.ABORT), origin=coord)              # 5 (an abort by timeout)
+    with pytest.raises(InvalidTxnStateError, match="part of no ongoing transaction"):
+        lg.append_as_leader(txn_batch(7, 4, 1), verification_guard=late)
+    with pytest.raises(InvalidTxnStateError):  # nor does a batch that found the transaction ongoing, once ended
+        lg.append_as_leader(txn_batch(7, 4, 1), verification_guard=ONGOING)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert (lg.log_end_offset, lg.last_stable_offset) == (6, 6)  # nothing hangs
+    # A fresh verification passes; without a guard (verification off) the log does not check.
+    lg.append_as_leader(txn_batch(7, 4, 1), verification_guard=lg.maybe_start_verification(7, 0))   # 6
+    lg.append_as_leader(marker(7, ControlRecordType.COMMIT), origin=coord)             # 7
+    lg.append_as_leader(txn_batch(7, 5, 1))                                            # 8
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 8
+
+
+def test_verification_guards_of_producers_that_never_came_back_expire(tmp_path):
+    from strom.storage.producer_state import ProducerStateManager
+
+    psm = ProducerStateManager(str(tmp_path), producer_id_expiration_ms=1000)
+    old = psm.maybe_start_verification(7, 0, now_ms=T0)
+    psm.maybe_start_verification(8, 0, now_ms=T0 + 600)
+    psm.remove_expired(T0 + 1000)
+    assert set(psm.verification_guards) == {8}
+    assert psm.maybe_start_verification(7, 0, now_ms=T0 + 1000) is not old
