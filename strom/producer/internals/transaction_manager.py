@@ -685,6 +685,8 @@ class TransactionManager:
             self.transition_to(State.IN_TRANSACTION)
 
     def fail_if_not_ready_for_send(self) -> None:
+        if self._state is State.IN_TRANSACTION:
+            return  # the per-record fast path: no lock (the sender thread may hold it), nothing to raise
         with self._lock:
             if self.has_error():
                 raise KafkaError(f"Cannot perform send because at least one previous transactional or idempotent "
@@ -698,6 +700,9 @@ class TransactionManager:
                                             "begin_transaction() first.")
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
+        if self._state is State.IN_TRANSACTION and (tp in self.partitions_in_transaction
+                                                    or tp in self._pending_partitions or tp in self._new_partitions):
+            return  # the per-record fast path: the partition is known to the transaction already
         with self._lock:
             self.fail_if_not_ready_for_send()
             if tp not in self.partitions_in_transaction and tp not in self._pending_partitions:
