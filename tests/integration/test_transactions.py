@@ -15,11 +15,13 @@ from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.consumer import KafkaConsumer
 from strom.producer import KafkaProducer
 from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from strom.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from strom.protocol.messages.end_txn import EndTxnRequest
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest
 from strom.protocol.messages.init_producer_id import InitProducerIdRequest
 from strom.protocol.messages.produce import ProduceRequest, ProduceResponse
+from strom.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from strom.record.builder import MemoryRecordsBuilder
 from strom.testing.raw_client import RawClient
 
@@ -299,6 +301,18 @@ class _RawTxn:
         return self.c.request(ApiKey.END_TXN, 3, EndTxnRequest(transactional_id=self.tid, producer_id=self.pid,
                                                                producer_epoch=self.epoch, committed=commit)).error_code
 
+    def add_offsets(self, group: str) -> int:
+        return self.c.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, AddOffsetsToTxnRequest(
+            transactional_id=self.tid, producer_id=self.pid, producer_epoch=self.epoch, group_id=group)).error_code
+
+    def commit_offset(self, group: str, partition: int, offset: int) -> int:
+        r = self.c.request(ApiKey.TXN_OFFSET_COMMIT, 3, TxnOffsetCommitRequest(
+            transactional_id=self.tid, group_id=group, producer_id=self.pid, producer_epoch=self.epoch,
+            topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=self.topic, partitions=[
+                TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=partition,
+                                                                       committed_offset=offset)])]))
+        return r.topics[0].partitions[0].error_code
+
     def verify(self, *partitions: int, version: int = 4) -> list[int]:
         r = self.c.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, AddPartitionsToTxnRequest(transactions=[
             AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
@@ -339,6 +353,30 @@ def test_a_batch_outside_the_producers_ongoing_transaction_is_refused(txn_broker
         assert [cons.get_watermark_offsets(CTP("verify-txn", p), timeout=10)[1] for p in (0, 1)] == [4, 0]
     finally:
         cons.close()
+
+
+def test_a_late_transactional_offset_commit_is_refused(txn_broker: BrokerProcess) -> None:
+    """KIP-890 part 1 for offsets (Kafka 3.6+): a TxnOffsetCommit whose transaction ended (aborted) is refused with
+    INVALID_TXN_STATE. Accepted, its offsets waited in the group for the producer's next marker, and the next
+    committed transaction made them the group's committed offsets although they belonged to an aborted one."""
+    b = txn_broker.bootstrap
+    create_topic(b, "verify-offsets", 2)
+    with RawClient(b) as c:
+        assert c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="g-late", key_type=0)).error_code \
+            in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        t = _RawTxn(c, "verify-offsets-1", "verify-offsets")
+        assert t.add_offsets("g-late") == ErrorCode.NONE
+        assert t.commit_offset("g-late", 0, 5) == ErrorCode.NONE
+        assert t.end(commit=False) == ErrorCode.NONE
+        assert t.commit_offset("g-late", 0, 7) == ErrorCode.INVALID_TXN_STATE  # late: after the abort
+        assert t.add_offsets("g-late") == ErrorCode.NONE  # the next transaction, committed
+        assert t.commit_offset("g-late", 1, 9) == ErrorCode.NONE
+        assert t.end(commit=True) == ErrorCode.NONE
+    with KafkaConsumer({"bootstrap.servers": b, "group.id": "g-late", "enable.auto.commit": False,
+                        "key.deserializer": "bytes", "value.deserializer": "bytes"}) as cons:
+        committed = cons.committed({TopicPartition("verify-offsets", 0), TopicPartition("verify-offsets", 1)})
+    assert committed == {TopicPartition("verify-offsets", 0): None,
+                         TopicPartition("verify-offsets", 1): OffsetAndMetadata(9, "")}
 
 
 def test_after_a_failed_batch_the_abort_bumps_the_epoch_and_the_producer_goes_on(txn_broker: BrokerProcess) -> None:

@@ -28,6 +28,7 @@ from strom.server.coordinator.records import (
 
 if TYPE_CHECKING:
     from strom.server.coordinator.group_coordinator import GroupCoordinator
+    from strom.storage.producer_state import VerificationGuard
 
 __all__ = ["TxnOffsetStore"]
 
@@ -51,8 +52,10 @@ class TxnOffsetStore:
 
     def commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                group_instance_id: str | None, generation_id: int,
-               offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, int]:
-        """Write ``offsets`` in the producer's transaction; an error code per partition."""
+               offsets: dict[TopicPartition, CommittedOffset],
+               verification_guard: VerificationGuard | None = None) -> dict[TopicPartition, int]:
+        """Write ``offsets`` in the producer's transaction; an error code per partition (``verification_guard``:
+        from the transaction's verification with its coordinator, KIP-890)."""
         gc = self.coordinator
         err = gc._validate(group_id, non_empty=False)
         if err is not None:
@@ -81,9 +84,12 @@ class TxnOffsetStore:
             records = [(offset_commit_key(group_id, tp.topic, tp.partition), offset_commit_value(off))
                        for tp, off in valid.items()]
             code = gc.manager.log.append(gc.partition_for(group_id), records,  # type: ignore[call-arg]
-                                         producer_id=producer_id, producer_epoch=producer_epoch)
-            if code:
-                code = E.COORDINATOR_NOT_AVAILABLE if code != E.NOT_LEADER_OR_FOLLOWER else E.NOT_COORDINATOR
+                                         producer_id=producer_id, producer_epoch=producer_epoch,
+                                         verification_guard=verification_guard)
+            if code == E.NOT_LEADER_OR_FOLLOWER:
+                code = E.NOT_COORDINATOR
+            elif code not in (E.NONE, E.INVALID_TXN_STATE):  # (the transaction ended while it was verified)
+                code = E.COORDINATOR_NOT_AVAILABLE
             else:
                 self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(valid)
             result.update(dict.fromkeys(valid, code))

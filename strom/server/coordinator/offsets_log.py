@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from strom.server.metadata_cache import MetadataCache
     from strom.server.replica_manager import ReplicaManager
     from strom.storage.log import Log
+    from strom.storage.producer_state import VerificationGuard
 
 __all__ = ["ReplicaOffsetsLog", "create_group_coordinator"]
 
@@ -66,9 +67,10 @@ class ReplicaOffsetsLog:
         return self.replica_manager.get_log(TopicPartition(self.topic, partition)) if self.exists() else None
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
-               producer_epoch: int = -1) -> int:
+               producer_epoch: int = -1, verification_guard: VerificationGuard | None = None) -> int:
         """Append ``records`` as one batch; with a producer id, as part of that producer's transaction
-        (TxnOffsetCommit: the records count once the transaction's COMMIT marker follows them)."""
+        (TxnOffsetCommit: the records count once the transaction's COMMIT marker follows them; with the guard of
+        its verification, KIP-890)."""
         if not self.exists():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         builder = MemoryRecordsBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
@@ -78,7 +80,7 @@ class ReplicaOffsetsLog:
             builder.append(now, key, value)
         # (the coordinator's own writes, as Kafka's: a transactional batch here has no sequence numbers)
         r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build(),
-                                              origin=AppendOrigin.COORDINATOR)
+                                              origin=AppendOrigin.COORDINATOR, verification_guard=verification_guard)
         if r.error_code == ErrorCode.NONE and r.info is not None:
             self._appended[partition] = r.info.last_offset + 1
         if r.error_code:
