@@ -188,7 +188,7 @@ class Member:
         assert not self.thread.is_alive(), f"member {self.name} did not finish"
 
 
-def _coordinator(c: LocalCluster, group: str) -> int | None:
+def group_coordinator(c: LocalCluster, group: str) -> int | None:
     try:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         return admin.describe_consumer_groups([group], request_timeout=10)[group].result().coordinator.id
@@ -196,7 +196,7 @@ def _coordinator(c: LocalCluster, group: str) -> int | None:
         return None
 
 
-def _committed(c: LocalCluster, group: str) -> dict[int, int]:
+def committed_offsets(c: LocalCluster, group: str) -> dict[int, int]:
     reader = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         return {tp.partition: tp.offset for tp in reader.committed([CTP(TOPIC, p) for p in range(PARTITIONS)],
@@ -225,7 +225,7 @@ def test_consumer_groups_process_every_record_through_broker_kills() -> None:
             if kind == "leader":
                 victims = [partition_meta(c, TOPIC, rnd.randrange(PARTITIONS)).leader]
             elif kind == "coordinator":
-                victims = [_coordinator(c, rnd.choice([STROM_GROUP, CONFLUENT_GROUP])) or rnd.choice(c.alive())]
+                victims = [group_coordinator(c, rnd.choice([STROM_GROUP, CONFLUENT_GROUP])) or rnd.choice(c.alive())]
             else:
                 victims = rnd.sample(sorted(c.alive()), 2)
             steps: list[str] = []
@@ -267,7 +267,7 @@ def test_consumer_groups_process_every_record_through_broker_kills() -> None:
                 wrong = [(p, o, v) for p, o, v in m.delivered if at.get((p, o)) != v]
                 assert not wrong, f"{m.name} was given records that are not the log's: {wrong[:5]} ({summary})"
                 assert not m.gaps, f"{m.gaps[:5]} ({summary})"
-            committed = _committed(c, group)
+            committed = committed_offsets(c, group)
             assert committed == ends, f"group {group} committed {committed}, the log ends at {ends} ({summary})"
         duplicates = {m.name: len(m.delivered) - len({(p, o) for p, o, _ in m.delivered}) for m in members}
         print(f"{len(acked)} acknowledged records, each read by both groups; {summary}; "
