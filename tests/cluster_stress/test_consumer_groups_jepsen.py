@@ -196,10 +196,11 @@ def group_coordinator(c: LocalCluster, group: str) -> int | None:
         return None
 
 
-def committed_offsets(c: LocalCluster, group: str) -> dict[int, int]:
+def committed_offsets(c: LocalCluster, group: str, topic: str = TOPIC, partitions: int = PARTITIONS,
+                      ) -> dict[int, int]:
     reader = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        return {tp.partition: tp.offset for tp in reader.committed([CTP(TOPIC, p) for p in range(PARTITIONS)],
+        return {tp.partition: tp.offset for tp in reader.committed([CTP(topic, p) for p in range(partitions)],
                                                                    timeout=30)}
     finally:
         reader.close()
