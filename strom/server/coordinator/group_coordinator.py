@@ -107,6 +107,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
                 group.maybe_invoke_join_callback(member, JoinResult(E.NOT_COORDINATOR, member.member_id))
                 group.maybe_invoke_sync_callback(member, SyncResult(E.NOT_COORDINATOR))
             self.manager.groups.pop(gid, None)
+        self.txn_offsets.unload(partition)
         log.info("no longer coordinating the groups of %s partition %d", "__consumer_offsets", partition)
 
     def shutdown(self) -> None:

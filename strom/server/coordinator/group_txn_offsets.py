@@ -95,6 +95,19 @@ class TxnOffsetStore:
             result.update(dict.fromkeys(valid, code))
         return {tp: result[tp] for tp in offsets}
 
+    def unload(self, partition: int) -> None:
+        """The coordinator resigned ``__consumer_offsets`` partition ``partition``: forget its groups' pending
+        offsets (Kafka keeps them in the group object, unloaded with it). Kept, the marker a later coordinator
+        wrote never reached them, and once this broker coordinated the partition again its OffsetFetch with
+        require_stable answered UNSTABLE_OFFSET_COMMIT for ever; what is still open is loaded from the log again."""
+        gc = self.coordinator
+        for producer_id in list(self.pending):
+            groups = self.pending[producer_id]
+            for group_id in [g for g in groups if gc.partition_for(g) == partition]:
+                del groups[group_id]
+            if not groups:
+                del self.pending[producer_id]
+
     def complete(self, producer_id: int, partition: int, committed: bool) -> None:
         """The transaction's marker was written to ``__consumer_offsets`` partition ``partition``."""
         gc = self.coordinator

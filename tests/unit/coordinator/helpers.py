@@ -21,7 +21,7 @@ class MemoryOffsetsLog:
         self.fail_with = 0
         self.appends = 0
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], **_transactional: object) -> int:
         if self.fail_with:
             return self.fail_with
         self.appends += 1

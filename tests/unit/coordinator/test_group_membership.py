@@ -310,3 +310,23 @@ def test_a_resigned_partitions_old_group_objects_do_nothing_after_it_is_coordina
     again = join(coord, "g", leader, session_ms=10_000, rebalance_ms=20_000)
     coord.poll()
     assert newcomer.value.error == 0 and again.value.generation_id == gen + 2  # the real group rebalances
+
+
+def test_a_resigned_partitions_pending_transactional_offsets_are_forgotten() -> None:
+    """A TxnOffsetCommit's offsets wait for their transaction's marker. The coordinator resigns the partition; the
+    marker is written under the next coordinator; leadership comes back. The offsets pending here before must
+    not be: kept, OffsetFetch with require_stable (KIP-447, read_committed consumers) answered
+    UNSTABLE_OFFSET_COMMIT for ever, and the group's consumers never started."""
+    from strom.common.error_codes import ErrorCode
+    from strom.common.structs import TopicPartition
+    from strom.server.coordinator.group_metadata import CommittedOffset
+
+    coord, _time, _log = make_coordinator()
+    coord.owned_partitions = set(range(5))
+    tp = TopicPartition("t", 0)
+    partition = coord.partition_for("g")
+    assert coord.txn_offsets.commit("g", 7, 0, "", None, -1, {tp: CommittedOffset(offset=5)}) == {tp: 0}
+    assert coord.handle_fetch_offsets("g", [tp], require_stable=True)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+    coord.on_resignation(partition)
+    coord.on_election(partition)  # (the transaction ended meanwhile, under another coordinator)
+    assert coord.handle_fetch_offsets("g", [tp], require_stable=True)[0] == ErrorCode.NONE
