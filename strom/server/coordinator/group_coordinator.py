@@ -65,9 +65,12 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
     def startup(self, load: bool = True) -> None:
         """Replay ``__consumer_offsets`` and start expiring members that were in groups when the broker stopped."""
         if load:
-            for group in self.manager.load(range(self.offset_config.offsets_topic_num_partitions)):
+            partitions = range(self.offset_config.offsets_topic_num_partitions)
+            for group in self.manager.load(partitions):
                 for member in group.members.values():
                     self._schedule_heartbeat(group, member)
+            for partition in partitions:
+                self.txn_offsets.load(partition)
         self._schedule_retention_check()
         self.active = True
 
@@ -86,6 +89,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         for group in self.manager.load([partition]):
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
+        self.txn_offsets.load(partition)
         self.owned_partitions.add(partition)
         log.info("now coordinating the groups of %s partition %d", "__consumer_offsets", partition)
 

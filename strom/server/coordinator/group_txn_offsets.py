@@ -4,8 +4,10 @@ Kafka counterpart: ``GroupMetadata.pendingTransactionalOffsetCommits`` with ``Gr
 and ``handleTxnCompletion``. A TxnOffsetCommit writes the offsets to the group's ``__consumer_offsets`` partition
 as part of the producer's transaction (a transactional batch with its producer id and epoch) and keeps them
 aside; when the transaction coordinator's COMMIT marker lands in that partition they become the group's committed
-offsets, an ABORT marker drops them. After a reload the records of a transaction whose marker is not yet written
-come from :attr:`ReplicaOffsetsLog.open_txn_records`, so a commit decided after a restart still applies them.
+offsets, an ABORT marker drops them. A load of a partition puts the records of transactions still open at its end
+(:attr:`ReplicaOffsetsLog.open_txn_records`) back among the pending offsets, as Kafka's ``loadGroupsAndOffsets``
+does: a marker decided after a restart or a coordinator move still applies them, and ``require_stable`` OffsetFetch
+answers UNSTABLE_OFFSET_COMMIT until it comes.
 Event loop only.
 """
 
@@ -95,6 +97,21 @@ class TxnOffsetStore:
             result.update(dict.fromkeys(valid, code))
         return {tp: result[tp] for tp in offsets}
 
+    def load(self, partition: int) -> None:
+        """``__consumer_offsets`` partition ``partition`` was just loaded: the offsets of transactions still open at
+        its end become pending again (their marker comes later)."""
+        gc = self.coordinator
+        open_txns = getattr(gc.manager.log, "open_txn_records", {}).pop(partition, {})
+        for producer_id, records in open_txns.items():
+            for key, value in records:
+                try:
+                    k = read_key(key) if key is not None else None
+                    if isinstance(k, OffsetKey) and value is not None and gc.partition_for(k.group) == partition:
+                        self.pending.setdefault(producer_id, {}).setdefault(k.group, {})[
+                            TopicPartition(k.topic, k.partition)] = read_offset_value(value)
+                except ProtocolError as e:
+                    log.warning("skipping an unreadable transactional offset record: %s", e)
+
     def unload(self, partition: int) -> None:
         """The coordinator resigned ``__consumer_offsets`` partition ``partition``: forget its groups' pending
         offsets (Kafka keeps them in the group object, unloaded with it). Kept, the marker a later coordinator
@@ -118,20 +135,6 @@ class TxnOffsetStore:
                 self._apply(group_id, offsets)
         if not groups:
             self.pending.pop(producer_id, None)
-        # Offsets written before a restart whose marker comes only now.
-        leftovers = getattr(gc.manager.log, "open_txn_records", {}).get(partition, {}).pop(producer_id, None)
-        if leftovers and committed:
-            by_group: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-            for key, value in leftovers:
-                try:
-                    k = read_key(key) if key is not None else None
-                    if isinstance(k, OffsetKey) and value is not None:
-                        by_group.setdefault(k.group, {})[TopicPartition(k.topic, k.partition)] = \
-                            read_offset_value(value)
-                except ProtocolError as e:
-                    log.warning("skipping an unreadable transactional offset record: %s", e)
-            for group_id, offsets in by_group.items():
-                self._apply(group_id, offsets)
 
     def _apply(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
         gc = self.coordinator

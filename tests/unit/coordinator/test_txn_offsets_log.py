@@ -49,3 +49,42 @@ def test_replay_holds_transactional_records_until_their_marker(tmp_path) -> None
         assert ol.open_txn_records[0] == {}
     finally:
         lg.close()
+
+
+def test_a_loaded_open_transactions_offsets_are_pending_until_its_marker(tmp_path) -> None:
+    """A TxnOffsetCommit written before a restart (or under the previous coordinator) whose transaction is still open
+    when the partition is loaded: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT until the marker
+    (KIP-447: a read_committed consumer must not start from the offsets committed before it), and the COMMIT marker
+    then makes the transaction's offsets -- the latest of them -- the group's committed offsets."""
+    from strom.common.error_codes import ErrorCode
+    from strom.common.structs import TopicPartition
+    from strom.server.coordinator.group_coordinator import GroupCoordinator
+    from strom.server.coordinator.group_metadata import CommittedOffset
+    from strom.server.coordinator.offset_config import GroupConfig, OffsetConfig
+    from strom.server.coordinator.records import offset_commit_key, offset_commit_value
+    from strom.testing.mock_time import MockTime
+
+    tp = TopicPartition("t", 0)
+
+    def commit(offset: int) -> tuple[bytes, bytes]:
+        return offset_commit_key("g", "t", 0), offset_commit_value(CommittedOffset(offset=offset, commit_timestamp=T0))
+
+    lg = Log(str(tmp_path / "__consumer_offsets-0"), LogConfig.from_props({}))
+    try:
+        lg.append_as_leader(_batch([commit(3)]))
+        lg.append_as_leader(_batch([commit(8)], pid=7), origin=AppendOrigin.COORDINATOR)
+        lg.append_as_leader(_batch([commit(9)], pid=7), origin=AppendOrigin.COORDINATOR)
+        lg.update_high_watermark(lg.log_end_offset)
+        coord = GroupCoordinator(GroupConfig(), OffsetConfig(offsets_topic_num_partitions=1), MockTime(),
+                                 _offsets_log(lg))
+        coord.startup()
+        assert coord.handle_fetch_offsets("g", [tp], require_stable=True)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+        err, offsets = coord.handle_fetch_offsets("g", [tp])
+        assert err == ErrorCode.NONE and offsets[tp].offset == 3  # (without require_stable: the last committed)
+        lg.append_as_leader(build_control_batch(ControlRecordType.COMMIT, 0, 7, 0, T0),
+                            origin=AppendOrigin.COORDINATOR)
+        coord.txn_offsets.complete(7, 0, committed=True)
+        err, offsets = coord.handle_fetch_offsets("g", [tp], require_stable=True)
+        assert err == ErrorCode.NONE and offsets[tp].offset == 9
+    finally:
+        lg.close()
