@@ -41,8 +41,10 @@ class TransactionalWriter:
     ``outcome[n]`` is what the producer was told: committed, aborted, or unknown (an error in the middle: then the
     transaction is aborted, or the producer made again when the abort fails too, which fences the old one)."""
 
-    def __init__(self, client: str, prefix: int, bootstrap: str, rnd: random.Random) -> None:
+    def __init__(self, client: str, prefix: int, bootstrap: str, rnd: random.Random, max_records: int = 12) -> None:
+        assert max_records < PER_TXN
         self.client = client
+        self.max_records = max_records  # records per transaction: 1 to this many
         self.prefix = prefix
         self.bootstrap = bootstrap
         self.rnd = rnd
@@ -85,7 +87,7 @@ class TransactionalWriter:
             txn += 1
             try:
                 p.begin_transaction()
-                for i in range(self.rnd.randint(1, 12)):
+                for i in range(self.rnd.randint(1, self.max_records)):
                     self._send(p, self.prefix * 10**9 + txn * PER_TXN + i, i % PARTITIONS)
                 if self.rnd.random() < 0.3:
                     p.flush(60)  # in the log before the abort (an abort purges what is still queued)
