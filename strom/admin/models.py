@@ -240,6 +240,15 @@ class AlterConfigOp:
     value: str | None
     op_type: AlterConfigOpType = AlterConfigOpType.SET
 
+    def __post_init__(self) -> None:
+        # Checked here: a wrong type found only while the request is encoded fails in the admin client's thread.
+        if not isinstance(self.name, str):
+            raise TypeError(f"AlterConfigOp name must be a str, not {type(self.name).__name__}")
+        if self.value is not None and not isinstance(self.value, str):
+            raise TypeError(f"AlterConfigOp value must be a str or None, not {type(self.value).__name__}")
+        if not isinstance(self.op_type, AlterConfigOpType):
+            raise TypeError(f"AlterConfigOp op_type must be an AlterConfigOpType, not {self.op_type!r}")
+
 
 # ------------------------------------------------------------------------------------------------ groups
 

@@ -125,16 +125,19 @@ def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     for t, _ in given:
         if t not in ENTITY_TYPES:
             raise CliError(f"Invalid entity type {t}, the entity type must be one of {', '.join(ENTITY_TYPES)}", 2)
-        if t not in ("topics", "brokers", "broker-loggers", "users", "clients", "ips"):
-            raise CliError(f"strom supports the entity types topics, brokers, broker-loggers, users, clients and "
-                           f"ips; {t} is not implemented", 2)
+        if t not in ("topics", "brokers", "broker-loggers", "users", "clients", "ips", "client-metrics"):
+            raise CliError(f"strom supports the entity types topics, brokers, broker-loggers, users, clients, ips "
+                           f"and client-metrics; {t} is not implemented", 2)
     kinds = [t for t, _ in given]
     if len(given) > 1 and (sorted(kinds) != ["clients", "users"]):
         raise CliError("Only the entity types users and clients may be combined, each once: "
                        f"{', '.join(kinds)}", 2)
     for t, n in given:
-        if n == "" and t in ("topics", "broker-loggers"):
+        if n == "" and t in ("topics", "broker-loggers", "client-metrics"):
             raise CliError("--entity-default may only be used with --entity-type brokers, users or clients", 2)
+        if n is None and t == "client-metrics":
+            raise CliError("An entity name must be specified with --entity-type client-metrics (the name of a "
+                           "client metrics subscription)", 2)
     return sorted(given, key=lambda e: e[0] != "users")  # users first, as Kafka's paths are
 
 
@@ -430,11 +433,12 @@ def _check_broker(admin: Any, name: str) -> None:
 def _resource(entity_type: str, name: str) -> Any:
     from strom.admin import ConfigResource, ConfigResourceType
 
-    kind = {"topics": ConfigResourceType.TOPIC, "broker-loggers": ConfigResourceType.BROKER_LOGGER}
+    kind = {"topics": ConfigResourceType.TOPIC, "broker-loggers": ConfigResourceType.BROKER_LOGGER,
+            "client-metrics": ConfigResourceType.CLIENT_METRICS}
     return ConfigResource(kind.get(entity_type, ConfigResourceType.BROKER), name)
 
 
-_KIND = {"topics": "topic", "brokers": "broker", "broker-loggers": "broker-logger"}
+_KIND = {"topics": "topic", "brokers": "broker", "broker-loggers": "broker-logger", "client-metrics": "client-metric"}
 
 
 def _label(entity_type: str, name: str) -> str:
@@ -474,6 +478,8 @@ def _describe(admin: Any, entity_type: str, name: str | None, describe_all: bool
     result = admin.describe_configs(list(resources.values()), include_synonyms=True)
     if entity_type == "topics":
         wanted = ConfigSource.DYNAMIC_TOPIC_CONFIG
+    elif entity_type == "client-metrics":
+        wanted = ConfigSource.DYNAMIC_CLIENT_METRICS_CONFIG
     else:
         wanted = ConfigSource.DYNAMIC_BROKER_CONFIG
     for n in names:
@@ -497,9 +503,10 @@ def _alter(admin: Any, args: argparse.Namespace, entity_type: str, name: str) ->
     if overlap:
         raise CliError(f"Config(s) {', '.join(overlap)} cannot be both added and deleted")
     resource = _resource(entity_type, name)
-    if entity_type in ("topics", "brokers") and to_delete:  # Kafka's ConfigCommand: only set keys can go
+    if entity_type in ("topics", "brokers", "client-metrics") and to_delete:  # Kafka's: only set keys can go
         current = wait(admin.describe_configs([resource])[resource])
         source = (ConfigSource.DYNAMIC_TOPIC_CONFIG if entity_type == "topics" else
+                  ConfigSource.DYNAMIC_CLIENT_METRICS_CONFIG if entity_type == "client-metrics" else
                   ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else ConfigSource.DYNAMIC_BROKER_CONFIG)
         dynamic = {e.name for e in current if e.source == source}
         invalid = [k for k in to_delete if k not in dynamic]

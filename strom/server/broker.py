@@ -24,6 +24,8 @@ from strom.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from strom.server.admin_manager import AdminManager, StandaloneAdminManager
 from strom.server.broker_config import BrokerConfig
 from strom.server.broker_metrics import BrokerMetrics
+from strom.server.client_metrics_manager import ClientMetricsConfigError, ClientMetricsManager
+from strom.server.client_metrics_store import FileClientMetricsStore, ZkClientMetricsStore
 from strom.server.controller.kafka_controller import KafkaController
 from strom.server.controller_channel import ControllerChannel
 from strom.server.coordinator.group_coordinator import GroupCoordinator
@@ -64,7 +66,7 @@ from strom.server.security.zk_credentials import ZkCredentialStore
 from strom.server.socket_server import ConnectionContext, SocketServer
 from strom.server.zk.config_change import ConfigChangeWatcher
 from strom.server.zk.kafka_zk_client import KafkaZkClient
-from strom.server.zk.znodes import BrokerRegistration, EndPoint
+from strom.server.zk.znodes import BrokerRegistration, EndPoint, desanitize
 from strom.server.zk_admin_manager import ZkAdminManager
 from strom.server.zk_metadata_cache import ZkMetadataCache
 from strom.storage.fs import raise_open_file_limit
@@ -106,6 +108,7 @@ class BrokerServer:
         self.credentials: Any = None
         self._acl_store: ZkAclStore | None = None
         self.quotas = ClientQuotaManagers(config, time)
+        self.client_metrics: ClientMetricsManager | None = None  # KIP-714 subscriptions, built at start
         self.log_dir_failures = LogDirFailureChannel()  # log dirs that failed (KIP-112)
         self.halt: Callable[[int], None] = os._exit  # all log dirs failed (Kafka's Exit.halt)
         self.socket_servers: list[SocketServer] = []
@@ -227,7 +230,8 @@ class BrokerServer:
             group_coordinator=self.group_coordinator, producer_ids=producer_ids,
             dynamic_config=self.dynamic_config, controller=self.controller,
             authorizer=self._authorizer(), credentials=self.credentials, txn_coordinator=self.txn_coordinator,
-            metrics=self.metrics, quotas=await self._client_quotas(), fetch_manager=self.fetch_manager))
+            metrics=self.metrics, quotas=await self._client_quotas(), fetch_manager=self.fetch_manager,
+            client_metrics=await self._client_metrics()))
         failures.add_listener(lambda d: loop.call_soon_threadsafe(self._on_log_dir_failure, d))
         for d in self.log_manager.offline_log_dirs:  # failed while loading, before the listener: nothing to move
             log.error("log dir %s is offline: %s", d, failures.reason(d))
@@ -332,6 +336,35 @@ class BrokerServer:
             self._acl_store.start(authorizer.reload)
         return authorizer
 
+    async def _client_metrics(self) -> ClientMetricsManager:
+        """Client metrics subscriptions (KIP-714) from ``<data dir>/client-metrics.json`` or ZooKeeper's
+        ``/config/client-metrics``; pushed metrics go to the Prometheus endpoint and ``metric.reporters``."""
+        cm = self.client_metrics = ClientMetricsManager(self.metrics.telemetry_receivers(),
+                                                        int(self.config["telemetry.max.bytes"]), self.time)
+        cm.store = ZkClientMetricsStore(self.zk) if self.zk is not None else FileClientMetricsStore(self.log_dirs[0])
+        cm.load_subscriptions(await asyncio.get_running_loop().run_in_executor(None, cm.store.subscriptions))
+        self.metrics.add_client_metrics(cm)
+        return cm
+
+    def _on_client_metrics_notification(self, name: str) -> None:
+        """A ``client-metrics/<name>`` change notification (kazoo's thread): read it, apply it on the event loop."""
+        cm = self.client_metrics
+        loop = self._config_watch.loop if self._config_watch is not None else None
+        if cm is None or cm.store is None or loop is None or loop.is_closed():
+            return
+        try:
+            configs = cm.store.read(desanitize(name))
+        except Exception as e:  # ZooKeeper unreachable: a restart reads it again
+            log.error("cannot read client metrics subscription %s: %s", name, e)
+            return
+
+        def apply() -> None:
+            try:
+                cm.update_subscription(desanitize(name), configs)
+            except ClientMetricsConfigError as e:
+                log.warning("skipping client metrics subscription %s: %s", name, e)
+        loop.call_soon_threadsafe(apply)
+
     async def _client_quotas(self) -> ClientQuotaManagers:
         """Client quotas from ``<data dir>/client-quotas.json``, or from ZooKeeper's ``/config`` (every broker
         applies a change when it sees the notification)."""
@@ -387,11 +420,15 @@ class BrokerServer:
         self._config_watch = ConfigChangeWatcher(
             zk, loop, self._apply_topic_config, on_broker_change=self._on_broker_config_notification,
             on_user_change=credentials.refresh if isinstance(credentials, ZkCredentialStore) else None,
-            on_quota_change=self.quotas.store.on_notification)
+            on_quota_change=self.quotas.store.on_notification,
+            on_client_metrics_change=self._on_client_metrics_notification)
         self._config_watch.start()
         # A quota or broker config changed between the first read and the watch is in ZooKeeper by now: read
         # them once more.
         self.quotas.load(await loop.run_in_executor(None, self.quotas.store.entities))
+        if self.client_metrics is not None and self.client_metrics.store is not None:
+            self.client_metrics.load_subscriptions(
+                await loop.run_in_executor(None, self.client_metrics.store.subscriptions))
         await self._load_dynamic_configs()
 
         def after_new_session() -> None:

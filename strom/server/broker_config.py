@@ -216,6 +216,8 @@ _DEFS: dict[str, tuple[Callable[[str, str], Any], Any]] = {
     "metrics.sample.window.ms": (_int(1), 30000),
     "metrics.recording.level": (_choice("INFO", "DEBUG", "TRACE"), "INFO"),
     "metrics.prometheus.listener": (_prometheus_listener, ""),
+    # Client metrics (KIP-714): the largest PushTelemetry payload taken, compressed and decompressed.
+    "telemetry.max.bytes": (_int(1), 1048576),
 }
 
 # Keys a real Kafka server.properties carries that strom accepts and ignores (threads, ZooKeeper, KRaft quorum,

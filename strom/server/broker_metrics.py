@@ -47,6 +47,7 @@ from strom.metrics import (
 )
 from strom.metrics.prometheus import MetricsHttpServer, parse_listener, prometheus_name
 from strom.protocol.messages import REQUESTS
+from strom.server.client_telemetry import ClientTelemetryStore, reporter_receivers
 from strom.server.socket_server import ConnectionClosed
 from strom.storage.log_validator import VALIDATION_METERS
 
@@ -476,6 +477,8 @@ class BrokerMetrics:
         self.requests = RequestMetrics(self.metrics, time)
         self.partition_series = PartitionSeriesCollector()
         self.prometheus_listener = parse_listener(prometheus_listener)  # ValueError for a bad value
+        # Clients' pushed metrics (KIP-714), served with the broker's own when the endpoint is on.
+        self.client_telemetry = ClientTelemetryStore() if self.prometheus_listener is not None else None
         self.http: MetricsHttpServer | None = None
         self._probe: asyncio.Task[None] | None = None
         m = self.metrics
@@ -542,6 +545,25 @@ class BrokerMetrics:
         for d in lm.log_dirs:
             self._gauge("LogDirectoryOffline", "LogManager", "1 when this log dir failed",
                         lambda d=d: int(lm.failure_channel.has_offline_log_dir(d)), {"logDirectory": d})
+
+    def telemetry_receivers(self) -> list[Any]:
+        """Who takes clients' pushed metrics (KIP-714): the Prometheus endpoint's store, and ``metric.reporters``
+        plug-ins with ``client_receiver()``. None of them: the broker does not offer the telemetry APIs."""
+        out: list[Any] = reporter_receivers(list(self.metrics._reporters))
+        if self.client_telemetry is not None:
+            out.insert(0, self.client_telemetry.receive)
+        return out
+
+    def add_client_metrics(self, manager: Any) -> None:
+        """Kafka's ``client-metrics`` group: client instances known, pushes refused for a stale subscription id
+        and requests throttled (early); a forgotten instance's pushed series go with it."""
+        g = "client-metrics"
+        self._gauge("instance-count", g, "client metrics instances the broker knows", lambda: len(manager.instances))
+        self._gauge("unknown-subscription-request-count", g, "pushes with an unknown subscription id",
+                    lambda: manager.unknown_subscription_requests)
+        self._gauge("throttle-count", g, "telemetry requests before their push interval", lambda: manager.throttled)
+        if self.client_telemetry is not None:
+            manager.on_instance_removed.append(self.client_telemetry.forget)
 
     def add_fetch_session_cache(self, cache: Any) -> None:
         """``kafka.server:type=FetchSessionCache``: sessions and partitions cached, evictions (a meter's Count)."""
@@ -639,6 +661,8 @@ class BrokerMetrics:
         server = MetricsHttpServer(None, host, port)
         server.add(self.metrics, "kafka.server", GROUP_DOMAINS)
         server.register(self.partition_series)  # type: ignore[arg-type]
+        if self.client_telemetry is not None:
+            server.register(self.client_telemetry)  # type: ignore[arg-type]
         self.http = server
         log.info("serving Prometheus metrics on %s", server.url)
 

@@ -60,6 +60,8 @@ class ApiCollaborators:
     metrics: Any = None  # the BrokerMetrics (strom.server.broker_metrics); None: nothing is measured
     quotas: Any = None  # the ClientQuotaManagers (produce / fetch byte rates, request time), None: no quotas
     fetch_manager: FetchManager | None = None  # the fetch session cache (KIP-227), None: no sessions are opened
+    # client metrics subscriptions and telemetry pushes (KIP-714); None or not enabled: the APIs are not advertised
+    client_metrics: Any = None
     supported_apis: dict[int, ApiSpec] = field(default_factory=dict)
 
 

@@ -81,7 +81,8 @@ class ConnectionContext:
     """
 
     __slots__ = ("peer", "connection_id", "closed", "listener_name", "security_protocol", "principal",
-                 "client_host", "sasl_mechanism", "received_ns", "throttle_ms", "zero_copy", "on_parked")
+                 "client_host", "sasl_mechanism", "received_ns", "throttle_ms", "zero_copy", "on_parked",
+                 "client_software_name", "client_software_version")
 
     def __init__(self, peer: str, connection_id: int, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -93,6 +94,9 @@ class ConnectionContext:
         self.principal: KafkaPrincipal = ANONYMOUS
         self.client_host = peer.rpartition(":")[0] if ":" in peer else peer
         self.sasl_mechanism: str | None = None
+        # What the client named itself in its ApiVersions request (v3+; KIP-511), for client-metrics selectors.
+        self.client_software_name = ""
+        self.client_software_version = ""
         self.received_ns = 0  # when the request being handled arrived (RequestQueueTimeMs starts there)
         # Set by a handler whose request broke a client quota: after the response is written the connection is not
         # read for this long (KIP-219: the client is told throttle_time_ms and the broker mutes the channel).

@@ -60,7 +60,9 @@ def test_strom_broker(broker: BrokerProcess) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == f"{broker.bootstrap} (id: 1 rack: null) -> ("
     entries = _blocks(r.stdout)[1]
-    offered = {key: (spec.min_version, spec.max_version) for key, spec in load_all().items()}
+    # (the telemetry APIs, KIP-714, only with somewhere to put clients' metrics: this broker has none)
+    telemetry = {ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY}
+    offered = {key: (spec.min_version, spec.max_version) for key, spec in load_all().items() if key not in telemetry}
     for key, (lo, hi) in offered.items():
         client_hi = CLIENT_VERSIONS[key][1]
         versions = str(lo) if lo == hi else f"{lo} to {hi}"
@@ -69,6 +71,7 @@ def test_strom_broker(broker: BrokerProcess) -> None:
     unsupported = {name for name, rest in entries.items() if rest == "UNSUPPORTED"}
     assert len(unsupported) == len(CLIENT_VERSIONS) - len(offered)
     assert "Produce(0)" not in unsupported and "ApiVersions(18)" not in unsupported
+    assert {"GetTelemetrySubscriptions(71)", "PushTelemetry(72)"} <= unsupported
 
 
 def test_mock_cluster_and_a_silent_broker(tmp_path: Path) -> None:

@@ -73,6 +73,7 @@ _MODULES = (
     "list_transactions",
     "describe_producers",
     "client_quotas",
+    "telemetry",
 )
 
 

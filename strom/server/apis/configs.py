@@ -7,6 +7,8 @@ default; keys that cannot change at runtime are refused as Kafka refuses them (I
 BROKER_LOGGER resource (this broker's id) lists and sets log levels (``strom.server.broker_loggers``). With an
 authorizer, a topic needs DESCRIBE_CONFIGS / ALTER_CONFIGS on it (TOPIC_AUTHORIZATION_FAILED), the broker and its
 loggers the same on the cluster (CLUSTER_AUTHORIZATION_FAILED), checked before anything else about the resource.
+A CLIENT_METRICS resource is a client-metrics subscription (KIP-714, :mod:`strom.server.client_metrics_manager`):
+cluster-wide, stored in the data dir or ZooKeeper, the same cluster permissions.
 """
 
 from __future__ import annotations
@@ -47,18 +49,20 @@ from strom.storage.log_config import (
 
 if TYPE_CHECKING:
     from strom.server.admin_manager import AdminManager
+    from strom.server.client_metrics_manager import ClientMetricsManager
     from strom.server.metadata_cache import MetadataCache
     from strom.server.request_context import RequestContext
 
 log = logging.getLogger("strom.server")
 
 # ConfigResource types and DescribeConfigs enums (Kafka's ConfigResource.Type, ConfigSource, ConfigType).
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_CONFIG = ErrorCode.INVALID_CONFIG
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
+DYNAMIC_CLIENT_METRICS_CONFIG = 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                  "password": 9}
@@ -155,7 +159,7 @@ def _refusal(authorizer: Any, ctx: RequestContext, op: Op, resource_type: int, n
     if resource_type == TOPIC:
         if not allowed(authorizer, ctx, op, (Res.TOPIC, name)):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
-    elif resource_type in (BROKER, BROKER_LOGGER):
+    elif resource_type in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
         if not allowed(authorizer, ctx, op, CLUSTER):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     return None
@@ -163,7 +167,8 @@ def _refusal(authorizer: Any, ctx: RequestContext, op: Op, resource_type: int, n
 
 @api(ApiKey.DESCRIBE_CONFIGS, 1)
 async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, metadata: MetadataCache,
-                   node_id: int, dynamic_config: DynamicBrokerConfig, authorizer: Any) -> DescribeConfigsResponse:
+                   node_id: int, dynamic_config: DynamicBrokerConfig, authorizer: Any,
+                   client_metrics: ClientMetricsManager | None) -> DescribeConfigsResponse:
     md = metadata
     R = DescribeConfigsResponse.DescribeConfigsResult
     C = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -182,6 +187,16 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
                                  "does not exist.", resource_type=TOPIC, resource_name=res.resource_name, configs=[]))
                 continue
             rows = _topic_rows(dynamic_config, info.configs)
+        elif res.resource_type == CLIENT_METRICS and client_metrics is not None:
+            sub = client_metrics.subscription_configs(res.resource_name)
+            results.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=CLIENT_METRICS,
+                             resource_name=res.resource_name, configs=[
+                                 C(name=n, value=v, read_only=False, is_default=False,
+                                   config_source=DYNAMIC_CLIENT_METRICS_CONFIG, is_sensitive=False, synonyms=[],
+                                   config_type=_CONFIG_TYPES["int" if n == "interval.ms" else "list"],
+                                   documentation=None)
+                                 for n, v in sorted(sub.items()) if keys is None or n in keys]))
+            continue
         elif res.resource_type in (BROKER, BROKER_LOGGER):
             refused = _broker_id_error(res.resource_name, node_id, empty_allowed=res.resource_type == BROKER)
             if refused is not None:
@@ -250,10 +265,36 @@ def _broker_id_error(name: str, node_id: int, empty_allowed: bool = True) -> tup
     return None
 
 
+async def _apply_client_metrics(client_metrics: ClientMetricsManager, name: str, new: dict[str, str],
+                                validate_only: bool) -> tuple[int, str | None]:
+    """Validate and store subscription ``name`` (no configs: removed), then apply it here (other brokers apply it
+    when they see the change notification)."""
+    from strom.server.client_metrics_manager import ClientMetricsConfigError, validate_client_metrics_configs
+
+    try:
+        validate_client_metrics_configs(name, new or {"metrics": ""})
+    except ClientMetricsConfigError as e:
+        return e.error_code, str(e)
+    if validate_only:
+        return ErrorCode.NONE, None
+    store = client_metrics.store
+    if store is not None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, store.write, name, new)
+        except Exception as e:
+            log.error("cannot store client metrics subscription %s: %s", name, e)
+            return ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot store the client metrics subscription: {e}"
+    client_metrics.update_subscription(name, new)
+    return ErrorCode.NONE, None
+
+
 async def _apply(metadata: MetadataCache, admin: AdminManager, dynamic_config: DynamicBrokerConfig,
-                 resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+                 resource_type: int, name: str, new: dict[str, str], validate_only: bool,
+                 client_metrics: ClientMetricsManager | None = None) -> tuple[int, str | None]:
     """Validate and store ``new`` (the resource's complete override set)."""
     md = metadata
+    if resource_type == CLIENT_METRICS and client_metrics is not None:
+        return await _apply_client_metrics(client_metrics, name, new, validate_only)
     if resource_type == BROKER:
         return _broker_id_error(name, dynamic_config.node_id) or await _apply_broker(
             dynamic_config, name, new, validate_only)
@@ -307,7 +348,8 @@ def _alter_loggers(name: str, node_id: int, configs: Any, validate_only: bool) -
 
 @api(ApiKey.ALTER_CONFIGS, 0)
 async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: MetadataCache,
-                admin: AdminManager, dynamic_config: DynamicBrokerConfig, authorizer: Any) -> AlterConfigsResponse:
+                admin: AdminManager, dynamic_config: DynamicBrokerConfig, authorizer: Any,
+                client_metrics: ClientMetricsManager | None) -> AlterConfigsResponse:
     out = []
     for res in request.resources:
         new = {}
@@ -319,7 +361,7 @@ async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: 
                 break
             new[c.name] = c.value
         code, msg = err or await _apply(metadata, admin, dynamic_config, res.resource_type, res.resource_name, new,
-                                        request.validate_only)
+                                        request.validate_only, client_metrics)
         out.append(AlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)
@@ -328,7 +370,7 @@ async def alter(ctx: RequestContext, request: AlterConfigsRequest, *, metadata: 
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0)
 async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfigsRequest, *, metadata: MetadataCache,
                             admin: AdminManager, dynamic_config: DynamicBrokerConfig, authorizer: Any,
-                            ) -> IncrementalAlterConfigsResponse:
+                            client_metrics: ClientMetricsManager | None) -> IncrementalAlterConfigsResponse:
     md = metadata
     out = []
     for res in request.resources:
@@ -340,6 +382,8 @@ async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfig
             continue
         if res.resource_type == BROKER:
             new = dynamic_config.entity_configs(res.resource_name)
+        elif res.resource_type == CLIENT_METRICS and client_metrics is not None:
+            new = client_metrics.subscription_configs(res.resource_name)
         else:
             info = md.topic(res.resource_name) if res.resource_type == TOPIC else None
             new = dict(info.configs) if info else {}
@@ -363,7 +407,7 @@ async def incremental_alter(ctx: RequestContext, request: IncrementalAlterConfig
                 err = (INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
                 break
         code, msg = err or await _apply(metadata, admin, dynamic_config, res.resource_type, res.resource_name, new,
-                                        request.validate_only)
+                                        request.validate_only, client_metrics)
         out.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -1,5 +1,6 @@
 """Dynamic config changes as every broker learns them (``/config/changes/config_change_<seq>``): topics, brokers
-(dynamic broker configs), users (SCRAM credentials, quotas), clients and ips (quotas).
+(dynamic broker configs), users (SCRAM credentials, quotas), clients and ips (quotas), client-metrics (KIP-714
+subscriptions).
 
 Kafka counterpart: ``ZkConfigManager`` + ``ZkNodeChangeNotificationListener``: an admin writes the new overrides to
 ``/config/topics/<t>`` and appends a sequential notification naming ``topics/<t>``; each broker watches the
@@ -30,13 +31,15 @@ class ConfigChangeWatcher:
                  apply: Callable[[str, dict[str, str]], None],
                  on_user_change: Callable[[str], None] | None = None,
                  on_quota_change: Callable[[str, str], None] | None = None,
-                 on_broker_change: Callable[[str], None] | None = None) -> None:
+                 on_broker_change: Callable[[str], None] | None = None,
+                 on_client_metrics_change: Callable[[str], None] | None = None) -> None:
         self.zk = zk
         self.loop = loop
         self.apply = apply
         self.on_user_change = on_user_change  # SCRAM credentials (runs on kazoo's thread; must be quick)
         self.on_quota_change = on_quota_change  # client quotas: (users | clients, sanitized rest of the path)
         self.on_broker_change = on_broker_change  # dynamic broker configs: a broker id or <default>
+        self.on_client_metrics_change = on_client_metrics_change  # KIP-714 subscriptions: a sanitized name
         self._last_seen: str | None = None
         self._handle = None
 
@@ -63,6 +66,9 @@ class ConfigChangeWatcher:
                 continue
             if kind == "brokers" and entity_name and self.on_broker_change is not None:
                 self.on_broker_change(entity_name)
+                continue
+            if kind == "client-metrics" and entity_name and self.on_client_metrics_change is not None:
+                self.on_client_metrics_change(entity_name)
                 continue
             if kind != "topics" or not entity_name:
                 continue

@@ -80,7 +80,8 @@ class ConfigType:
     USER = "users"
     BROKER = "brokers"
     IP = "ips"
-    ALL = (TOPIC, CLIENT, USER, BROKER, IP)
+    CLIENT_METRICS = "client-metrics"  # KIP-714 subscriptions
+    ALL = (TOPIC, CLIENT, USER, BROKER, IP, CLIENT_METRICS)
 
 
 def _json(value: Mapping[str, Any]) -> bytes:

@@ -1,0 +1,139 @@
+"""Client metrics (KIP-714) with librdkafka as the judge: a subscription set with ``strom configs --entity-type
+client-metrics`` makes confluent-kafka clients that match it push their metrics, which the broker serves on its
+Prometheus endpoint labelled by client; a client that does not match pushes nothing; a closed client's series go.
+Without a metrics endpoint the broker does not offer the telemetry APIs."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from strom.common.error_codes import ErrorCode
+from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.api_versions import ApiVersionsRequest
+from strom.protocol.messages.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest
+from strom.testing.broker_process import BrokerProcess, free_port
+from strom.testing.cluster import wait_until
+from strom.testing.raw_client import RawClient
+from tests.integration.test_broker_metrics import Series, scrape
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
+
+CLI = [sys.executable, "-m", "strom.cli.main"]
+
+
+def configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, "configs", "--bootstrap-server", bootstrap, "--entity-type", "client-metrics",
+                           *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def metrics_broker(tmp_path) -> Iterator[BrokerProcess]:  # type: ignore[no-untyped-def]
+    b = BrokerProcess(data_dir=tmp_path / "data",
+                      overrides={"metrics.prometheus.listener": f"http://127.0.0.1:{free_port()}"})
+    b.start()
+    b.metrics_url = b.overrides["metrics.prometheus.listener"] + "/metrics"  # type: ignore[attr-defined]
+    yield b
+    b.stop()
+    b.cleanup()
+
+
+def _client_series(series: Series, client_id: str) -> dict[str, dict[str, str]]:
+    """Pushed series of one client: name -> labels."""
+    return {name: dict(labels) for (name, labels), _v in series.items()
+            if name.startswith("org_apache_kafka_") and ("client_id", client_id) in labels}
+
+
+def test_confluent_kafka_pushes_the_metrics_it_is_subscribed_to(metrics_broker: BrokerProcess) -> None:
+    b = metrics_broker
+    url = b.metrics_url  # type: ignore[attr-defined]
+    r = configs(b.bootstrap, "--entity-name", "producers", "--alter", "--add-config",
+                "metrics=[org.apache.kafka.producer.],interval.ms=500,match=[client_id=tele-.*]")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Completed updating config for client-metric producers."
+    r = configs(b.bootstrap, "--entity-name", "producers", "--describe")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "Dynamic configs for client-metric producers are:",
+        "  interval.ms=500 sensitive=false synonyms={}",
+        "  match=client_id=tele-.* sensitive=false synonyms={}",
+        "  metrics=org.apache.kafka.producer. sensitive=false synonyms={}"]
+
+    producers = [Producer({"bootstrap.servers": b.bootstrap, "client.id": "tele-p", "linger.ms": 0})]
+    p = producers[0]
+    c = Consumer({"bootstrap.servers": b.bootstrap, "client.id": "other-c", "group.id": "g-tele"})
+    try:
+        c.subscribe(["tele"])
+        for i in range(50):
+            p.produce("tele", b"v%d" % i)
+            p.poll(0)
+        assert p.flush(30) == 0
+        pushed: dict[str, dict[str, str]] = {}
+
+        def producer_pushed() -> bool:
+            nonlocal pushed
+            producers[0].poll(0.1)
+            c.poll(0.1)
+            pushed = _client_series(scrape(url), "tele-p")
+            return any(n.startswith("org_apache_kafka_producer_") for n in pushed)
+
+        wait_until(producer_pushed, 30, "the producer's pushed metrics on the broker's /metrics")
+        labels = next(iter(pushed.values()))
+        assert labels["client_software_name"] == "confluent-kafka-python"
+        uuid.UUID(labels["client_instance_id"])  # the instance id the broker gave it
+        assert all(n.startswith("org_apache_kafka_producer_") for n in pushed), sorted(pushed)
+        latency = pushed.get("org_apache_kafka_producer_node_request_latency_avg")
+        assert latency is not None and latency["node_id"] == "1", sorted(pushed)
+        # The consumer (client id other-c) matches no subscription: it was asked for nothing, so it pushed nothing.
+        for _ in range(10):
+            c.poll(0.1)
+        series = scrape(url)
+        assert _client_series(series, "other-c") == {}
+        assert series[("kafka_server_client_metrics_instance_count", frozenset())] == 2.0  # both asked
+    finally:
+        c.close()
+    # A producer's destruction sends its last push, "terminating": the broker forgets it and its series go.
+    del p
+    producers.clear()
+    gc.collect()
+    wait_until(lambda: not _client_series(scrape(url), "tele-p"), 30, "the closed producer's series to go")
+
+
+def test_subscriptions_are_validated_and_survive_a_restart(fresh_broker: BrokerProcess) -> None:
+    b = fresh_broker
+    b.start()
+    r = configs(b.bootstrap, "--entity-name", "s", "--alter", "--add-config", "interval.ms=5")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == "Error while executing config command: INVALID_REQUEST: Invalid value 5 for " \
+        "interval.ms, interval must be between 100 and 3600000"
+    r = configs(b.bootstrap, "--entity-name", "s", "--alter", "--add-config", "match=[colour=red]")
+    assert r.returncode == 1 and "INVALID_CONFIG: Invalid client matching key colour" in r.stderr
+    r = configs(b.bootstrap, "--describe")
+    assert r.returncode == 2 and "An entity name must be specified" in r.stderr
+    assert configs(b.bootstrap, "--entity-name", "s", "--alter", "--add-config",
+                   "metrics=[org.apache.kafka.],interval.ms=1000").returncode == 0
+    b.stop()
+    b.start()
+    r = configs(b.bootstrap, "--entity-name", "s", "--describe")
+    assert r.returncode == 0 and "  interval.ms=1000 sensitive=false synonyms={}" in r.stdout.splitlines(), r.stdout
+    assert configs(b.bootstrap, "--entity-name", "s", "--alter", "--delete-config",
+                   "metrics,interval.ms").returncode == 0
+    r = configs(b.bootstrap, "--entity-name", "s", "--describe")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["Dynamic configs for client-metric s are:"]
+    b.stop()
+
+
+def test_without_a_metrics_endpoint_the_telemetry_apis_are_not_offered(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as rc:
+        keys = {k.api_key for k in rc.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1")).api_keys}
+        assert ApiKey.PRODUCE in keys and ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in keys
+        assert ApiKey.PUSH_TELEMETRY not in keys
+        r = rc.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest())
+        assert r.error_code == ErrorCode.UNSUPPORTED_VERSION
