@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
@@ -71,7 +73,7 @@ from strom.admin.results import (
 )
 from strom.admin.runnable import AdminClientRunnable
 from strom.common.acl import AclBinding, AclBindingFilter
-from strom.common.errors import KafkaError
+from strom.common.errors import IllegalStateError, KafkaError
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
@@ -82,6 +84,7 @@ from strom.network.channel_builder import ClientChannelBuilder
 from strom.network.kafka_client import KafkaClient
 from strom.network.network_client import NetworkClient
 from strom.network.selector import Selector
+from strom.network.telemetry_sender import ClientTelemetrySender
 
 __all__ = ["AdminClient", "KafkaAdminClient", "NETWORK_THREAD_PREFIX"]
 
@@ -144,7 +147,8 @@ class AdminClient:
             values["reconnect.backoff.max.ms"], values["send.buffer.bytes"], values["receive.buffer.bytes"],
             values["request.timeout.ms"], values["socket.connection.setup.timeout.ms"],
             values["socket.connection.setup.timeout.max.ms"], self._time, True, ApiVersions(),
-            log_context=self._log_context)
+            log_context=self._log_context,
+            telemetry=ClientTelemetrySender(self._metrics, self._time) if values["enable.metrics.push"] else None)
 
     # ------------------------------------------------------------------------------------------ topics
 
@@ -379,12 +383,30 @@ class AdminClient:
         with self._close_lock:
             self._closed = True
         timeout_ms = _ms(timeout)
+        telemetry = getattr(self._runnable.client, "telemetry", None)
+        thread = self._thread
+        if telemetry is not None and thread is not None and thread.is_alive():
+            # KIP-714: the last push of the client's metrics, marked terminating, while the I/O thread runs
+            started = time.monotonic()
+            telemetry.initiate_close()
+            limit = self._runnable.client.default_request_timeout_ms if timeout_ms is None else timeout_ms
+            telemetry.wait_terminated(limit / 1000)
+            if timeout_ms is not None:
+                timeout_ms = max(0, timeout_ms - int((time.monotonic() - started) * 1000))
         self._runnable.initiate_close(2**62 if timeout_ms is None else timeout_ms)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         self._metrics.close()
         log.debug("%sKafka admin client closed.", self._log_context)
+
+    def client_instance_id(self, timeout: float) -> uuid.UUID:
+        """The id the cluster gave this client for its metrics (KIP-714, Java's ``clientInstanceId``): waits up to
+        ``timeout`` seconds; :class:`IllegalStateError` when the client does not push metrics."""
+        telemetry = getattr(self._runnable.client, "telemetry", None)
+        if telemetry is None:
+            raise IllegalStateError("Telemetry is not enabled. Set config enable.metrics.push to true.")
+        return telemetry.client_instance_id(int(timeout * 1000))
 
     def metrics(self) -> dict[MetricName, KafkaMetric]:
         """The admin client's metrics by :class:`MetricName` (Kafka's ``metrics()``): ``admin-client-metrics``

@@ -161,7 +161,7 @@ def define_common_client_configs(
     d.define("auto.include.jmx.reporter", ConfigType.BOOLEAN, True, None, Importance.LOW,
              "Deprecated in Kafka 3.x; accepted and ignored (there is no JMX).")
     d.define("enable.metrics.push", ConfigType.BOOLEAN, True, None, Importance.LOW,
-             "Push client metrics to the cluster (KIP-714); accepted, not implemented.")
+             "Push the client's metrics to the cluster when a broker asks for them (KIP-714).")
     d.define("metadata.recovery.strategy", ConfigType.STRING, "none",
              CaseInsensitiveValidString.in_("none", "rebootstrap"), Importance.LOW,
              "What to do when no broker the client knows of can be reached (KIP-899, Kafka 3.8+): 'rebootstrap' "

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -182,6 +183,7 @@ class KafkaConsumer:
         from strom.network.channel_builder import ClientChannelBuilder
         from strom.network.network_client import NetworkClient
         from strom.network.selector import Selector
+        from strom.network.telemetry_sender import ClientTelemetrySender
         from strom.network.transport import ReusingMemoryPool
 
         selector = Selector(c["connections.max.idle.ms"], time, log_context=self._log_context,
@@ -191,7 +193,8 @@ class KafkaConsumer:
             selector, self._metadata, self.client_id, 100, c["reconnect.backoff.ms"], c["reconnect.backoff.max.ms"],
             c["send.buffer.bytes"], c["receive.buffer.bytes"], self._request_timeout_ms,
             c["socket.connection.setup.timeout.ms"], c["socket.connection.setup.timeout.max.ms"], time, True,
-            log_context=self._log_context)
+            log_context=self._log_context,
+            telemetry=ClientTelemetrySender(self._metrics, time) if c["enable.metrics.push"] else None)
 
     # ------------------------------------------------------------------------------ thread guard
 
@@ -502,12 +505,44 @@ class KafkaConsumer:
                 self._fetcher.close_fetch_sessions(timer)
             except Exception:
                 log.debug("%sFailed to close the fetch sessions", self._log_context, exc_info=True)
+            self._close_telemetry(timer)
             self._close_quietly()
             if error is not None:
                 raise KafkaError("Failed to close kafka consumer") from error
         finally:
             self._closed = True
             self._release()
+
+    def _close_telemetry(self, timer: Timer) -> None:
+        """KIP-714: the last push of the consumer's metrics, marked terminating (within the close's timer)."""
+        telemetry = getattr(getattr(self._client, "client", None), "telemetry", None)
+        if telemetry is None:
+            return
+        telemetry.initiate_close()
+        try:
+            while not telemetry.wait_terminated(0) and not timer.is_expired():
+                self._client.poll(min(timer.remaining_ms(), 100))
+                timer.update()
+        except Exception:
+            log.debug("%sFailed to send the last telemetry push", self._log_context, exc_info=True)
+
+    def client_instance_id(self, timeout: float | timedelta) -> uuid.UUID:
+        """The id the cluster gave this client for its metrics (KIP-714, Java's ``clientInstanceId``): waits up to
+        ``timeout`` for the first GetTelemetrySubscriptions answer (the consumer's network I/O runs in ``poll()``
+        and its heartbeat thread); :class:`IllegalStateError` when the client does not push metrics."""
+        telemetry = getattr(getattr(self._client, "client", None), "telemetry", None)
+        if telemetry is None:
+            raise IllegalStateError("Telemetry is not enabled. Set config enable.metrics.push to true.")
+        timeout_ms = to_ms(timeout, None, 0)
+        timer = Timer(self._time, timeout_ms)
+        while not telemetry.instance_known() and not timer.is_expired():
+            self._acquire()
+            try:
+                self._client.poll(min(timer.remaining_ms(), 100))
+            finally:
+                self._release()
+            timer.update()
+        return telemetry.client_instance_id(0)
 
     def _close_quietly(self) -> None:
         self._closed = True

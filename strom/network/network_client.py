@@ -44,6 +44,7 @@ from strom.network.metadata import Metadata
 from strom.network.metadata_updater import DefaultMetadataUpdater
 from strom.network.network_receive import NetworkSend
 from strom.network.selector import Selector
+from strom.network.telemetry_sender import ClientTelemetrySender
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.connection import decode_response_frame, encode_request_frame
 from strom.protocol.headers import RequestHeader
@@ -57,6 +58,7 @@ CLIENT_SOFTWARE_NAME = "strom"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _METADATA = int(ApiKey.METADATA)
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
+_TELEMETRY = (int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), int(ApiKey.PUSH_TELEMETRY))
 # KIP-219: from these versions on the client, not the broker, delays requests after a throttle.
 _CLIENT_THROTTLE_FROM = {0: 6, 1: 8, 3: 6, 18: 2, 22: 1}
 
@@ -83,6 +85,7 @@ class NetworkClient:
         *,
         log_context: str = "",
         rng: random.Random | None = None,
+        telemetry: ClientTelemetrySender | None = None,
     ) -> None:
         self.selector = selector
         # Per-node request latency goes to the selector's metrics (a test selector may have none).
@@ -112,6 +115,10 @@ class NetworkClient:
         self._aborted_sends: list[ClientResponse] = []
         self._state = "ACTIVE"
         self._addresses: dict[Any, tuple[Any, ...]] = {}
+        # KIP-714: pushes the client's metrics when the cluster asks for them (None: enable.metrics.push=false)
+        self.telemetry = telemetry
+        if telemetry is not None:
+            telemetry.bind(self)
 
     # ------------------------------------------------------------------------------ connection state
 
@@ -255,6 +262,8 @@ class NetworkClient:
                     self._aborted_sends.append(response)
                 elif request.api_key == _METADATA:
                     self.metadata_updater.handle_failed_request(now, e)
+                elif request.api_key in _TELEMETRY and self.telemetry is not None:
+                    self.telemetry.handle_failed_request(request.api_key, now)
                 return
         header = request.make_header(version)
         out = encode_request_frame(RequestHeader(request.api_key, version, request.correlation_id, self.client_id),
@@ -275,6 +284,8 @@ class NetworkClient:
             self._complete_responses(responses)
             return responses
         metadata_timeout = self.metadata_updater.maybe_update(now)
+        if self.telemetry is not None:
+            metadata_timeout = min(metadata_timeout, self.telemetry.maybe_update(now))
         try:
             self.selector.poll(max(0, min(timeout_ms, metadata_timeout, self.default_request_timeout_ms)))
         except OSError:
@@ -328,6 +339,8 @@ class NetworkClient:
                 self.metadata_updater.handle_successful_response(request.header, now, body)
             elif request.is_internal and request.header.api_key == _API_VERSIONS:
                 self._handle_api_versions_response(responses, request, now, body)
+            elif request.is_internal and request.header.api_key in _TELEMETRY and self.telemetry is not None:
+                self.telemetry.handle_response(request.header.api_key, body, now)
             else:
                 responses.append(request.completed(body, now))
             if self._sensors is not None:
@@ -394,6 +407,8 @@ class NetworkClient:
                     responses.append(request.disconnected(now, auth_error, timed_out))
             elif request.header.api_key == _METADATA:
                 self.metadata_updater.handle_failed_request(now, None)
+            elif request.header.api_key in _TELEMETRY and self.telemetry is not None:
+                self.telemetry.handle_failed_request(request.header.api_key, now)
 
     def _handle_connections(self) -> None:
         for node in self.selector.connected:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +40,7 @@ from strom.network.cluster import Cluster, PartitionInfo
 from strom.network.kafka_client import KafkaClient
 from strom.network.network_client import NetworkClient
 from strom.network.selector import Selector
+from strom.network.telemetry_sender import ClientTelemetrySender
 from strom.producer.config import ENABLE_IDEMPOTENCE_CONFIG, ProducerConfig
 from strom.producer.interceptors import InterceptorCallback, ProducerInterceptors, make_interceptors
 from strom.producer.internals.buffer_pool import BufferPool
@@ -199,7 +202,8 @@ class KafkaProducer:
             values["reconnect.backoff.ms"], values["reconnect.backoff.max.ms"], values["send.buffer.bytes"],
             values["receive.buffer.bytes"], values["request.timeout.ms"],
             values["socket.connection.setup.timeout.ms"], values["socket.connection.setup.timeout.max.ms"], time,
-            True, self._api_versions, log_context=log_context)
+            True, self._api_versions, log_context=log_context,
+            telemetry=ClientTelemetrySender(self._metrics, time) if values["enable.metrics.push"] else None)
 
     # ------------------------------------------------------------------------------------------ send
 
@@ -635,6 +639,26 @@ class KafkaProducer:
         incomplete when the timeout passes are aborted; ``close(0)`` aborts at once."""
         self._close(timeout, swallow=False)
 
+    def _close_telemetry(self, timeout: float | None) -> None:
+        """KIP-714: the last push of the client's metrics, marked terminating, while the I/O thread still runs
+        (bounded by ``timeout``, or by ``request.timeout.ms`` for an unbounded close)."""
+        client = getattr(self, "_client", None)
+        telemetry = getattr(client, "telemetry", None)
+        thread = getattr(self, "_io_thread", None)
+        if telemetry is None or thread is None or not thread.is_alive():
+            return
+        telemetry.initiate_close()
+        telemetry.wait_terminated(client.default_request_timeout_ms / 1000 if timeout is None else timeout)
+
+    def client_instance_id(self, timeout: float) -> uuid.UUID:
+        """The id the cluster gave this client for its metrics (KIP-714, Java's ``clientInstanceId``): waits up to
+        ``timeout`` seconds for the first GetTelemetrySubscriptions answer; :class:`IllegalStateError` when the
+        client does not push metrics (``enable.metrics.push=false``, or no broker offers it)."""
+        telemetry = getattr(self._client, "telemetry", None)
+        if telemetry is None:
+            raise IllegalStateError("Telemetry is not enabled. Set config enable.metrics.push to true.")
+        return telemetry.client_instance_id(int(timeout * 1000))
+
     def _close(self, timeout: float | None, swallow: bool) -> None:
         if timeout is not None and timeout < 0:
             raise ValueError("The timeout cannot be negative.")
@@ -648,10 +672,12 @@ class KafkaProducer:
                             "self-join. This means you have incorrectly invoked close with a non-zero timeout from "
                             "the producer call-back.", timeout)
             else:
+                started = time.monotonic()
+                self._close_telemetry(timeout)
                 if sender is not None:
                     sender.initiate_close()
                 if thread is not None and thread.ident is not None:
-                    thread.join(timeout)
+                    thread.join(None if timeout is None else max(0.0, timeout - (time.monotonic() - started)))
         if sender is not None and thread is not None and thread.is_alive():
             log.info("Proceeding to force close the producer since pending requests could not be completed within "
                      "timeout %s.", timeout)
