@@ -67,6 +67,10 @@ class InFlightRequests:
         queue = self._requests.get(node)
         return not queue or (queue[-1].send.completed() and len(queue) < self.max_in_flight_per_connection)
 
+    def last_send_completed(self, node: Any) -> bool:
+        queue = self._requests.get(node)
+        return not queue or queue[-1].send.completed()
+
     def count(self, node: Any = None) -> int:
         if node is None:
             return self._count

@@ -141,6 +141,13 @@ class NetworkClient:
         return (self.connection_states.is_ready(node_id, now) and self.selector.is_channel_ready(node_id)
                 and self.in_flight_requests.can_send_more(node_id))
 
+    def can_send_beyond_in_flight_limit(self, node_id: Any, now: int) -> bool:
+        """Whether a request that does not count against ``max.in.flight.requests.per.connection`` can go now (a
+        ready connection whose last send is written): client telemetry, which a busy producer's requests would
+        otherwise keep out for as long as it is busy."""
+        return (self.connection_states.is_ready(node_id, now) and self.selector.is_channel_ready(node_id)
+                and self.in_flight_requests.last_send_completed(node_id))
+
     def connection_delay(self, node: Node, now: int) -> int:
         return self.connection_states.connection_delay(node.node_id, now)
 
@@ -300,6 +307,8 @@ class NetworkClient:
         self._handle_timed_out_connections(responses, updated_now)
         self._handle_timed_out_requests(responses, updated_now)
         self._handle_expired_sessions(responses, updated_now)
+        if self.telemetry is not None and self.telemetry.due(updated_now):
+            self.telemetry.maybe_update(updated_now)  # (now, while the connection's last send is written)
         self._complete_responses(responses)
         return responses
 

@@ -118,6 +118,11 @@ class ClientTelemetrySender:
         return self._terminated.wait(max(0.0, timeout_s))
 
     # -- I/O thread -----------------------------------------------------------------------------------------------
+    def due(self, now: int) -> bool:
+        """Whether a request is due now (cheap: the client's poll asks after its I/O, when a busy connection's
+        last send has just been written, so a busy producer cannot keep the push out)."""
+        return now >= self._next_ms and self.state in (SUBSCRIPTION_NEEDED, PUSH_NEEDED, TERMINATING_PUSH_NEEDED)
+
     def maybe_update(self, now: int) -> int:
         """Send what is due; how long until this needs another look."""
         client = self.client
@@ -134,7 +139,8 @@ class ClientTelemetrySender:
         if now < self._next_ms:
             return self._next_ms - now
         node = client.least_loaded_node(now)
-        if node is None or not client.can_send_request(node.node_id, now):
+        # (not counted against max.in.flight.requests.per.connection: a busy producer keeps every slot full)
+        if node is None or not client.can_send_beyond_in_flight_limit(node.node_id, now):
             if self.state == TERMINATING_PUSH_NEEDED:  # a close does not wait for a connection
                 self._set(TERMINATED)
                 return 1 << 30

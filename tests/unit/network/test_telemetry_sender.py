@@ -49,7 +49,7 @@ class FakeClient:
     def least_loaded_node(self, now: int) -> Node | None:
         return self.node if self.connected else None
 
-    def can_send_request(self, node_id: Any, now: int) -> bool:
+    def can_send_beyond_in_flight_limit(self, node_id: Any, now: int) -> bool:
         return self.connected
 
     def ready(self, node: Node, now: int) -> bool:
