@@ -1,6 +1,7 @@
 """Exactly-once processing under failover, Jepsen-style (``make test-cluster``): while a producer writes an input
-topic -- confluent-kafka's idempotent producer, or with ``STROM_EOS_INPUT=transactional`` a transactional one that
-commits and aborts transactions as in ``test_transactions_jepsen`` -- two consume-transform-produce processors
+topic -- confluent-kafka's idempotent producer in one run, in the other a transactional one that commits and
+aborts transactions as in ``test_transactions_jepsen`` (``STROM_EOS_INPUT=idempotent|transactional`` runs one of
+them) -- two consume-transform-produce processors
 reading it with read_committed -- strom's consumer and transactional producer, and
 confluent-kafka's -- copy it to an output topic each, committing their group's offsets inside each transaction
 (``send_offsets_to_transaction``, KIP-447), while brokers are kill -9'd and restarted (partition leaders, the
@@ -22,6 +23,7 @@ import random
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -38,27 +40,43 @@ from strom.testing.cluster import LocalCluster, wait_until
 from strom.testing.raw_client import RawClient
 from tests.cluster.test_replication import create_topic, partition_meta
 from tests.cluster_stress.rounds import kill_round
+from tests.cluster_stress.test_consumer_groups_jepsen import PARTITIONS as CG_PARTITIONS
+from tests.cluster_stress.test_consumer_groups_jepsen import TOPIC as CG_TOPIC
 from tests.cluster_stress.test_consumer_groups_jepsen import Writer, committed_offsets, group_coordinator
+from tests.cluster_stress.test_transactions_jepsen import PARTITIONS as TXN_PARTITIONS
 from tests.cluster_stress.test_transactions_jepsen import PER_TXN, TransactionalWriter
+from tests.cluster_stress.test_transactions_jepsen import TOPIC as TXN_TOPIC
 
 pytestmark = [pytest.mark.cluster, pytest.mark.stress, pytest.mark.timeout(900)]
 
 ROUNDS = int(os.environ.get("STROM_JEPSEN_ROUNDS", "8"))
-INPUT = os.environ.get("STROM_EOS_INPUT", "idempotent")
-if INPUT == "transactional":  # the input topic of the writer used
-    from tests.cluster_stress.test_transactions_jepsen import PARTITIONS, TOPIC
-else:
-    from tests.cluster_stress.test_consumer_groups_jepsen import PARTITIONS, TOPIC
-BATCH = 20 if INPUT == "transactional" else 200  # records per transaction at most (the transactional input is slow)
+
+
+@dataclass(frozen=True)
+class Input:
+    """The input topic as its writer makes it; ``batch``: records per processor transaction at most."""
+
+    kind: str
+    topic: str
+    partitions: int
+    batch: int
+
+
+INPUTS = {"idempotent": Input("idempotent", CG_TOPIC, CG_PARTITIONS, 200),
+          # (the transactional input is slower: smaller processor transactions, so there are enough to judge)
+          "transactional": Input("transactional", TXN_TOPIC, TXN_PARTITIONS, 20)}
+# STROM_EOS_INPUT=idempotent or =transactional runs one of the two
+RUN_INPUTS = [k for k in INPUTS if os.environ.get("STROM_EOS_INPUT", k) == k]
 OFFSET_BEGINNING = -2  # librdkafka's logical offset
 
 
 class Processor:
-    """One consume-transform-produce loop in a thread: poll the input (up to ``BATCH`` records), send each value to
-    the same partition of ``eos-out-<client>``, commit the offsets in the transaction."""
+    """One consume-transform-produce loop in a thread: poll the input (up to ``inp.batch`` records), send each value
+    to the same partition of ``eos-out-<client>``, commit the offsets in the transaction."""
 
-    def __init__(self, client: str, bootstrap: str, rnd: random.Random) -> None:
+    def __init__(self, client: str, bootstrap: str, rnd: random.Random, inp: Input) -> None:
         self.client = client
+        self.inp = inp
         self.bootstrap = bootstrap
         self.rnd = rnd
         self.group = f"eos-{client}"
@@ -81,9 +99,9 @@ class Processor:
                 if self.client == "strom":
                     c = KafkaConsumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                                        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                       "isolation.level": "read_committed", "max.poll.records": BATCH,
+                                       "isolation.level": "read_committed", "max.poll.records": self.inp.batch,
                                        "key.deserializer": "bytes", "value.deserializer": "bytes"})
-                    c.subscribe([TOPIC])
+                    c.subscribe([self.inp.topic])
                     p = KafkaProducer({"bootstrap.servers": self.bootstrap, "transactional.id": f"{self.group}-tx",
                                        "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 60000,
                                        "transaction.timeout.ms": 60000, "max.block.ms": 60000,
@@ -92,7 +110,7 @@ class Processor:
                     c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "isolation.level": "read_committed"})
-                    c.subscribe([TOPIC])
+                    c.subscribe([self.inp.topic])
                     p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"{self.group}-tx",
                                   "linger.ms": 5, "message.timeout.ms": 60000, "transaction.timeout.ms": 60000})
                 p.init_transactions(60)
@@ -112,7 +130,7 @@ class Processor:
         if self.client == "strom":
             records = [(r.partition, r.value) for r in c.poll(0.2)]
         else:
-            records = [(m.partition(), m.value()) for m in c.consume(BATCH, 0.2) if m.error() is None]
+            records = [(m.partition(), m.value()) for m in c.consume(self.inp.batch, 0.2) if m.error() is None]
         self.last_poll, self.last_records = time.monotonic(), len(records)
         self.assignment = sorted(tp.partition for tp in c.assignment())
         return records
@@ -203,16 +221,16 @@ def _name(e: BaseException) -> str:
     return type(e).__name__
 
 
-def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     """The log end of each partition (its high watermark: every transaction of the input has ended)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-ends-{time.monotonic_ns()}"})
     try:
-        return {p: c.get_watermark_offsets(CTP(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
+        return {p: c.get_watermark_offsets(CTP(topic, p), timeout=30)[1] for p in range(partitions)}
     finally:
         c.close()
 
 
-def _close_input(bootstrap: str) -> dict[int, int]:
+def _close_input(bootstrap: str, inp: Input) -> dict[int, int]:
     """One plain record at the end of each input partition; the offset after it, by partition."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
     after: dict[int, int] = {}
@@ -221,9 +239,9 @@ def _close_input(bootstrap: str) -> dict[int, int]:
         assert err is None, f"a closing record failed: {err}"
         after[msg.partition()] = msg.offset() + 1
 
-    for partition in range(PARTITIONS):
-        p.produce(TOPIC, str(9 * 10**9 + partition).encode(), partition=partition, on_delivery=delivered)
-    assert p.flush(60) == 0 and len(after) == PARTITIONS, f"closing records not delivered: {after}"
+    for partition in range(inp.partitions):
+        p.produce(inp.topic, str(9 * 10**9 + partition).encode(), partition=partition, on_delivery=delivered)
+    assert p.flush(60) == 0 and len(after) == inp.partitions, f"closing records not delivered: {after}"
     return after
 
 
@@ -258,13 +276,13 @@ def _txn_coordinator(c: LocalCluster, transactional_id: str) -> int | None:
         return None
 
 
-def _read_committed(bootstrap: str, topic: str) -> dict[int, list[int]]:
+def _read_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[int]]:
     """Every partition's values as a read_committed consumer sees them, until 10 s pass without a record."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-judge-{time.monotonic_ns()}",
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
-        c.assign([CTP(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        out: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+        c.assign([CTP(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: dict[int, list[int]] = {p: [] for p in range(partitions)}
         quiet_since = time.monotonic()
         while time.monotonic() - quiet_since < 10:
             msgs = [m for m in c.consume(1000, 0.5) if m.error() is None]
@@ -277,20 +295,23 @@ def _read_committed(bootstrap: str, topic: str) -> dict[int, list[int]]:
         c.close()
 
 
-def test_consume_transform_produce_is_exactly_once_through_broker_kills() -> None:
+@pytest.mark.parametrize("input_kind", RUN_INPUTS)
+def test_consume_transform_produce_is_exactly_once_through_broker_kills(input_kind: str) -> None:
+    inp = INPUTS[input_kind]
+    TOPIC, PARTITIONS = inp.topic, inp.partitions  # noqa: N806 - the input topic of this run
     rnd = random.Random(int(os.environ.get("STROM_JEPSEN_SEED", "20261129")))
     overrides = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
                  "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
                  "transaction.state.log.min.isr": "2", "transaction.state.log.num.partitions": "3"}
     with LocalCluster(3, overrides=overrides) as c:
         create_topic(c, TOPIC, partitions=PARTITIONS)
-        processors = [Processor("strom", c.bootstrap, random.Random(rnd.random())),
-                      Processor("confluent", c.bootstrap, random.Random(rnd.random()))]
+        processors = [Processor("strom", c.bootstrap, random.Random(rnd.random()), inp),
+                      Processor("confluent", c.bootstrap, random.Random(rnd.random()), inp)]
         for proc in processors:
             create_topic(c, proc.output, partitions=PARTITIONS)
         writer: Writer | TransactionalWriter = \
             TransactionalWriter("confluent", 1, c.bootstrap, random.Random(rnd.random()), max_records=100) \
-            if INPUT == "transactional" else Writer(c.bootstrap)
+            if inp.kind == "transactional" else Writer(c.bootstrap)
         writer.start()
         for proc in processors:
             proc.start()
@@ -326,8 +347,8 @@ def test_consume_transform_produce_is_exactly_once_through_broker_kills() -> Non
         # A transactional input may end with an aborted transaction or a marker, which a read_committed processor
         # passes over without a record to commit its offset with: a plain closing record per partition ends it, and
         # each group must commit the offset after it.
-        ends = _close_input(c.bootstrap) if isinstance(writer, TransactionalWriter) else None
-        expected = _read_committed(c.bootstrap, TOPIC)
+        ends = _close_input(c.bootstrap, inp) if isinstance(writer, TransactionalWriter) else None
+        expected = _read_committed(c.bootstrap, TOPIC, PARTITIONS)
         if isinstance(writer, TransactionalWriter):
             told = writer.outcome
             aborted = [v for vs in expected.values() for v in vs if told.get(v % 10**9 // PER_TXN) == "aborted"]
@@ -335,7 +356,7 @@ def test_consume_transform_produce_is_exactly_once_through_broker_kills() -> Non
         else:
             assert not writer.errors, f"input records failed back to the producer: {sorted(set(writer.errors))}"
         assert sum(map(len, expected.values())) > 300, f"too little input to judge anything ({summary})"
-        ends = ends or _end_offsets(c.bootstrap, TOPIC)
+        ends = ends or _end_offsets(c.bootstrap, TOPIC, PARTITIONS)
         for proc in processors:
             try:
                 wait_until(lambda g=proc.group: committed_offsets(c, g, TOPIC, PARTITIONS) == ends, 240,
@@ -346,7 +367,7 @@ def test_consume_transform_produce_is_exactly_once_through_broker_kills() -> Non
             proc.stop()
         report = []
         for proc in processors:
-            got = _read_committed(c.bootstrap, proc.output)
+            got = _read_committed(c.bootstrap, proc.output, PARTITIONS)
             for p in range(PARTITIONS):
                 if got[p] != expected[p]:
                     twice = [v for v, n in Counter(got[p]).items() if n > 1]
@@ -361,5 +382,5 @@ def test_consume_transform_produce_is_exactly_once_through_broker_kills() -> Non
                 f"{proc.client}: too little to judge: {proc.committed} committed, {proc.aborted} aborted"
             report.append(f"{proc.client}: {proc.committed} transactions committed, {proc.aborted} aborted, made "
                           f"again {proc.remade} times, errors {Counter(proc.errors).most_common(4)}")
-    print(f"{sum(map(len, expected.values()))} input records ({INPUT} producer), each in both outputs once and in "
+    print(f"{sum(map(len, expected.values()))} input records ({inp.kind} producer), each in both outputs once and in "
           f"order; {'; '.join(report)}; {summary}")
