@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,7 @@ CONFIG_NAMES = (METRICS_CONFIG, INTERVAL_MS_CONFIG, MATCH_CONFIG)
 # What the broker accepts for PushTelemetry, most preferred first (a client takes the first it has): Kafka's order.
 ACCEPTED_COMPRESSION_TYPES = (CompressionType.ZSTD, CompressionType.LZ4, CompressionType.GZIP, CompressionType.SNAPPY)
 CACHE_EXPIRY_MS = 60 * 1000
+MAX_INSTANCES = 16384  # client instances kept at most (Kafka's cache size)
 
 
 class ClientMetricsConfigError(ValueError):
@@ -193,7 +195,7 @@ class ClientMetricsManager:
 
     def __init__(self, receivers: list[TelemetryReceiver], telemetry_max_bytes: int, time: Time = SYSTEM_TIME,
                  decompress: Callable[[int, bytes, int], bytes] | None = None,
-                 cache_expiry_ms: int = CACHE_EXPIRY_MS) -> None:
+                 cache_expiry_ms: int = CACHE_EXPIRY_MS, max_instances: int = MAX_INSTANCES) -> None:
         from strom.record.compression import decompress as _decompress
 
         self.receivers = receivers
@@ -204,7 +206,10 @@ class ClientMetricsManager:
         self.subscriptions: dict[str, SubscriptionInfo] = {}
         self._configs: dict[str, dict[str, str]] = {}  # each subscription's configs as given
         self.store: Any = None  # the ClientMetricsStore subscriptions are written to (strom.server.client_metrics_store)
-        self.instances: dict[uuid.UUID, ClientMetricsInstance] = {}
+        # in order of their last request, least recent first
+        self.instances: OrderedDict[uuid.UUID, ClientMetricsInstance] = OrderedDict()
+        self.max_instances = max_instances
+        self._evicting = False
         self._version = 0
         self.unknown_subscription_requests = 0
         self.throttled = 0
@@ -246,9 +251,13 @@ class ClientMetricsManager:
 
     # -- instances ------------------------------------------------------------------------------------------------
     def _expire(self, now: int) -> None:
-        for iid, inst in list(self.instances.items()):
-            if now - inst.last_seen_ms > max(self.cache_expiry_ms, 3 * inst.push_interval_ms):
-                self._remove(iid)
+        """Forget instances idle past their time, oldest first (``instances`` is in order of last request: the scan
+        stops at the first one still wanted, so a request costs what it expires)."""
+        while self.instances:
+            iid, inst = next(iter(self.instances.items()))
+            if now - inst.last_seen_ms <= max(self.cache_expiry_ms, 3 * inst.push_interval_ms):
+                return
+            self._remove(iid)
 
     def _remove(self, iid: uuid.UUID) -> None:
         if self.instances.pop(iid, None) is not None:
@@ -285,6 +294,14 @@ class ClientMetricsManager:
             fresh.terminating = inst.terminating
             inst = self.instances[md.client_instance_id] = fresh
         inst.last_seen_ms = now
+        self.instances.move_to_end(md.client_instance_id)
+        while len(self.instances) > self.max_instances:  # (Kafka's LRU cache of 16,384 instances)
+            oldest = next(iter(self.instances))
+            if not self._evicting:
+                log.warning("more than %d client metrics instances: forgetting the least recently seen",
+                            self.max_instances)
+                self._evicting = True
+            self._remove(oldest)
         return inst
 
     def get_subscriptions(self, client_instance_id: uuid.UUID, client_id: str, software_name: str,

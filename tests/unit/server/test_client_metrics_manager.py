@@ -197,3 +197,17 @@ def test_the_store_keeps_gauges_and_adds_up_delta_sums() -> None:
     families = {f.name: f for f in store.collect()}
     latency = families["org_apache_kafka_producer_node_request_latency_avg"]
     assert [(s.labels["node_id"], s.labels["client_id"], s.value) for s in latency.samples] == [("1", "app-1", 1.5)]
+
+
+def test_instances_are_capped_least_recently_seen_first() -> None:
+    """A flood of new client instances (each GetTelemetrySubscriptions with a zero id makes one) cannot grow the
+    broker's memory past the cap: the least recently seen go first, their series with them."""
+    time = MockTime()
+    forgotten: list[uuid.UUID] = []
+    m = ClientMetricsManager([lambda md, payload, interval: None], 1 << 20, time, max_instances=3)
+    m.on_instance_removed.append(forgotten.append)
+    ids = [m.get_subscriptions(ZERO, f"c{i}", *CLIENT[1:]).client_instance_id for i in range(3)]
+    time.sleep(1)
+    m.get_subscriptions(ids[0], "c0", *CLIENT[1:])  # c0 is seen again: c1 is now the least recent
+    fourth = m.get_subscriptions(ZERO, "c3", *CLIENT[1:]).client_instance_id
+    assert forgotten == [ids[1]] and list(m.instances) == [ids[2], ids[0], fourth]
