@@ -8,7 +8,8 @@ become ``_``: ``org.apache.kafka.producer.record.queue.time.avg`` →
 ``client_id``, ``client_software_name`` and ``client_software_version`` and the data point's own attributes.
 Gauges and cumulative sums are served as pushed; delta sums (what the broker asks for, as Kafka's) are added up
 into a running total. A client instance's series go when the broker forgets the instance (its terminating push,
-or no request for ``max(60 s, 3 × push interval)``).
+or no request for ``max(60 s, 3 × push interval)``). A client instance keeps at most 10,000 series; data points of
+further series are dropped (counted in ``dropped``).
 
 A ``metric.reporters`` plug-in receives pushes too when it has ``client_receiver()`` (Kafka's ``ClientTelemetry``):
 the object it returns gets ``export_metrics(metadata, payload)`` with the client's
@@ -30,6 +31,7 @@ __all__ = ["ClientTelemetryStore", "prometheus_metric_name", "reporter_receivers
 
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_:]")
 _NOT_LABEL = re.compile(r"[^a-zA-Z0-9_]")
+MAX_SERIES_PER_CLIENT = 10_000
 _CLIENT_LABELS = ("client_instance_id", "client_id", "client_software_name", "client_software_version")
 
 
@@ -47,8 +49,10 @@ class ClientTelemetryStore:
     """The latest pushed value of each client series. ``receive`` runs on the event loop, ``collect`` on the
     metrics endpoint's thread: a lock keeps them apart."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_series_per_client: int = MAX_SERIES_PER_CLIENT) -> None:
         self._lock = threading.Lock()
+        self.max_series_per_client = max_series_per_client
+        self.dropped = 0  # data points of series over the cap, not kept
         # client instance id -> (metric name, label names, label values) -> value
         self._series: dict[uuid.UUID, dict[tuple[str, tuple[str, ...], tuple[str, ...]], float]] = {}
         self.pushes = 0
@@ -68,6 +72,9 @@ class ClientTelemetryStore:
                     for k, v in p.attributes:
                         labels.setdefault(_label(k), v)
                     key = (name, tuple(labels), tuple(labels.values()))
+                    if key not in series and len(series) >= self.max_series_per_client:
+                        self.dropped += 1  # (a client cannot grow the broker's memory without bound)
+                        continue
                     series[key] = series.get(key, 0.0) + p.value if accumulate else p.value
             self.pushes += 1
 

@@ -211,3 +211,14 @@ def test_instances_are_capped_least_recently_seen_first() -> None:
     m.get_subscriptions(ids[0], "c0", *CLIENT[1:])  # c0 is seen again: c1 is now the least recent
     fourth = m.get_subscriptions(ZERO, "c3", *CLIENT[1:]).client_instance_id
     assert forgotten == [ids[1]] and list(m.instances) == [ids[2], ids[0], fourth]
+
+
+def test_a_client_cannot_push_more_series_than_the_cap() -> None:
+    store = ClientTelemetryStore(max_series_per_client=3)
+    md = ClientInstanceMetadata(uuid.uuid4(), *CLIENT)
+    for i in range(5):
+        store.receive(md, _payload(float(i), name=f"org.apache.kafka.producer.m{i}"), 1000)
+    store.receive(md, _payload(9.0, name="org.apache.kafka.producer.m0"), 1000)  # a kept series still updates
+    kept = store.values()
+    assert len(kept) == 3 and store.dropped == 2
+    assert [v for k, v in kept.items() if k.startswith("org_apache_kafka_producer_m0{")] == [9.0]
