@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "transactions": ("strom.cli.transactions", "list, describe and abort transactions (kafka-transactions.sh)"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
+    "client-metrics": ("strom.cli.client_metrics",
+                       "set, describe and delete client metrics subscriptions, KIP-714 (kafka-client-metrics.sh)"),
     "reassign-partitions": ("strom.cli.reassign_partitions",
                             "move partition replicas between brokers (kafka-reassign-partitions.sh)"),
     "leader-election": ("strom.cli.leader_election",

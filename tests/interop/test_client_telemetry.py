@@ -198,3 +198,42 @@ def test_strom_clients_push_their_metrics_and_a_last_one_on_close(metrics_broker
     # Each close sent a terminating push: the broker forgot the instances and their series.
     series = scrape(url)
     assert {c: _client_series(series, c) for c in expected} == {c: {} for c in expected}
+
+
+def client_metrics(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, "client-metrics", "--bootstrap-server", bootstrap, *args], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_the_client_metrics_tool(broker: BrokerProcess) -> None:
+    """``strom client-metrics`` (kafka-client-metrics.sh): alter keeps the keys it is not given, describe shows the
+    subscription, delete removes it; mistakes are one line and exit 2 (or 1 for what the broker refuses)."""
+    b = broker
+    r = client_metrics(b.bootstrap, "--alter", "--name", "cm", "--metrics", "org.apache.kafka.producer., "
+                       "org.apache.kafka.consumer.", "--interval", "2000")
+    assert (r.returncode, r.stdout) == (0, "Altered client metrics config for cm.\n"), r.stderr
+    assert client_metrics(b.bootstrap, "--alter", "--name", "cm", "--match", "client_id=app.*").returncode == 0
+    r = client_metrics(b.bootstrap, "--describe", "--name", "cm")
+    assert r.returncode == 0 and r.stdout.splitlines() == [
+        "Client metrics configs for cm are:", "  interval.ms=2000", "  match=client_id=app.*",
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer."]
+    # the same resource as configs --entity-type client-metrics sees
+    assert "  interval.ms=2000 sensitive=false synonyms={}" in configs(
+        b.bootstrap, "--entity-name", "cm", "--describe").stdout.splitlines()
+    r = client_metrics(b.bootstrap, "--alter", "--generate-name", "--metrics", "*")
+    assert r.returncode == 0
+    generated = r.stdout.strip().removeprefix("Altered client metrics config for ").removesuffix(".")
+    assert client_metrics(b.bootstrap, "--describe", "--name", generated).stdout.splitlines()[1:] == ["  metrics=*"]
+    r = client_metrics(b.bootstrap, "--delete", "--name", "cm")
+    assert (r.returncode, r.stdout) == (0, "Deleted client metrics config for cm.\n")
+    assert client_metrics(b.bootstrap, "--describe", "--name", "cm").stdout.splitlines() == [
+        "Client metrics configs for cm are:"]
+    for bad, needle in ((["--list"], "ListClientMetricsResources"), (["--describe"], "ListClientMetricsResources"),
+                        (["--alter", "--name", "x"], "at least one of --metrics"),
+                        (["--delete", "--name", "x", "--metrics", "a"], "go with --alter"),
+                        (["--alter", "--metrics", "a"], "--name"), (["--name", "x"], "exactly one action")):
+        r = client_metrics(b.bootstrap, *bad)
+        assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
+    r = client_metrics(b.bootstrap, "--alter", "--name", "x", "--interval", "1")
+    assert r.returncode == 1 and r.stderr.strip() == "Error while executing client metrics command: " \
+        "INVALID_REQUEST: Invalid value 1 for interval.ms, interval must be between 100 and 3600000"
