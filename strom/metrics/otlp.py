@@ -16,6 +16,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from strom.record.varint import decode_uvarint64, uvarint64_bytes
+
 __all__ = ["OtlpError", "DataPoint", "MetricPoints", "parse_metrics_data", "encode_metrics_data",
            "DELTA", "CUMULATIVE", "GAUGE", "SUM"]
 
@@ -47,18 +49,12 @@ class MetricPoints:
 
 
 def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise OtlpError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise OtlpError("varint too long")
+    try:
+        return decode_uvarint64(buf, pos)
+    except IndexError:
+        raise OtlpError("truncated varint") from None
+    except ValueError:
+        raise OtlpError("varint too long") from None
 
 
 def _fields(buf: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
@@ -193,23 +189,11 @@ def parse_metrics_data(payload: bytes | memoryview) -> list[MetricPoints]:
 
 # -- writing (strom's tests and clients) -----------------------------------------------------------------------------
 def _key(number: int, wire: int) -> bytes:
-    return _enc_varint(number << 3 | wire)
-
-
-def _enc_varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return uvarint64_bytes(number << 3 | wire)
 
 
 def _len_field(number: int, data: bytes) -> bytes:
-    return _key(number, _LEN) + _enc_varint(len(data)) + data
+    return _key(number, _LEN) + uvarint64_bytes(len(data)) + data
 
 
 def _enc_kv(key: str, value: str) -> bytes:
@@ -232,7 +216,7 @@ def encode_metrics_data(metrics: list[MetricPoints]) -> bytes:
                 dp += _key(3, _I64) + p.time_unix_nano.to_bytes(8, "little") + _key(4, _I64) + struct.pack("<d", p.value)
                 points += _len_field(1, dp)
             if m.kind == SUM:
-                points += _key(2, _VARINT) + _enc_varint(m.temporality) + _key(3, _VARINT) + _enc_varint(int(m.monotonic))
+                points += _key(2, _VARINT) + uvarint64_bytes(m.temporality) + _key(3, _VARINT) + uvarint64_bytes(int(m.monotonic))
             scope += _len_field(2, _len_field(1, m.name.encode()) + _len_field(5 if m.kind == GAUGE else 7, points))
         out += _len_field(1, _len_field(1, res) + _len_field(2, bytes(scope)))
     return bytes(out)

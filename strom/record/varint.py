@@ -26,9 +26,11 @@ __all__ = [
     "encode_varint",
     "encode_varlong",
     "unsigned_varint_bytes",
+    "uvarint64_bytes",
     "varint_bytes",
     "varlong_bytes",
     "decode_unsigned_varint",
+    "decode_uvarint64",
     "decode_varint",
     "decode_varlong",
     "size_of_unsigned_varint",
@@ -67,6 +69,15 @@ def unzigzag(u: int) -> int:
 
 
 # -- encoding ---------------------------------------------------------------------------------------
+
+
+def uvarint64_bytes(value: int) -> bytes:
+    """The 64-bit unsigned base-128 varint of ``0 <= value < 2**64`` (protobuf's)."""
+    if 0 <= value < CACHE_SIZE:
+        return UVARINT_TABLE[value]
+    if value < 0 or value >= 1 << 64:
+        raise ValueError(f"unsigned 64-bit varint out of range: {value}")
+    return _encode_uvarint_slow(value)
 
 
 def unsigned_varint_bytes(value: int) -> bytes:
@@ -132,6 +143,12 @@ def _decode_uvarint(buf: bytes | bytearray | memoryview, pos: int, max_bytes: in
             return result, pos
         shift += 7
     raise ValueError(f"varint longer than {max_bytes} bytes")
+
+
+def decode_uvarint64(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
+    """Decode a 64-bit unsigned base-128 varint (protobuf's, at most 10 bytes) at ``pos``; ``(value, new_pos)``.
+    ``IndexError`` when the buffer ends inside it, ``ValueError`` when it is too long."""
+    return _decode_uvarint(buf, pos, 10)
 
 
 def decode_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
