@@ -23,7 +23,7 @@ import argparse
 import sys
 from typing import Any
 
-from strom.cli.common import add_connection_options, error_message, new_admin, wait
+from strom.cli.common import add_connection_options, named_error_message, new_admin, wait
 from strom.cli.errors import CliError
 from strom.common.acl import (
     SUPPORTED_OPERATIONS,
@@ -39,7 +39,6 @@ from strom.common.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
-from strom.common.errors import BrokerResponseError
 
 __all__ = ["add_arguments", "run"]
 
@@ -231,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:
         if getattr(args, "verbose", False):
             raise
-        text = f"{e.name}: {error_message(e)}" if isinstance(e, BrokerResponseError) else error_message(e)
+        text = named_error_message(e)
         raise CliError(f"Error while executing ACL command: {text}", 1, plain=True) from None
     finally:
         admin.close(timeout=5)

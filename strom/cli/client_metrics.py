@@ -19,9 +19,8 @@ import argparse
 import uuid
 from typing import Any
 
-from strom.cli.common import add_connection_options, error_message, new_admin, wait
+from strom.cli.common import add_connection_options, named_error_message, new_admin, wait
 from strom.cli.errors import CliError
-from strom.common.errors import BrokerResponseError
 
 __all__ = ["add_arguments", "run"]
 
@@ -92,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:  # noqa: BLE001 - one line
         if args.verbose:
             raise
-        text = f"{e.name}: {error_message(e)}" if isinstance(e, BrokerResponseError) else error_message(e)
+        text = named_error_message(e)
         raise CliError(f"Error while executing client metrics command: {text}", 1, plain=True) from None
     finally:
         admin.close(timeout=5)

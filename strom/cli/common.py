@@ -27,6 +27,7 @@ __all__ = [
     "check_reachable",
     "new_admin",
     "error_message",
+    "named_error_message",
     "wait",
     "silence_stdout",
     "CLI_ADMIN_DEFAULTS",
@@ -140,6 +141,12 @@ def error_message(e: BaseException) -> str:
         cause = e.__cause__
         return f"{e}: {error_message(cause)}" if cause is not None and str(cause) else str(e)
     return str(e) or type(e).__name__
+
+
+def named_error_message(e: BaseException) -> str:
+    """:func:`error_message` led by the error code's name for a broker's error (``INVALID_REQUEST: ...``), as
+    Kafka's config and ACL tools print them."""
+    return f"{e.name}: {error_message(e)}" if isinstance(e, BrokerResponseError) else error_message(e)
 
 
 def silence_stdout() -> None:

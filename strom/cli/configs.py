@@ -32,9 +32,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from strom.cli.common import add_connection_options, error_message, load_config_file, new_admin, wait
+from strom.cli.common import (
+    add_connection_options,
+    error_message,
+    load_config_file,
+    named_error_message,
+    new_admin,
+    wait,
+)
 from strom.cli.errors import CliError
-from strom.common.errors import BrokerResponseError
 
 __all__ = ["add_arguments", "run", "parse_add_config", "format_entry"]
 
@@ -205,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:
         if args.verbose:
             raise
-        text = f"{e.name}: {error_message(e)}" if isinstance(e, BrokerResponseError) else error_message(e)
+        text = named_error_message(e)
         raise CliError(f"Error while executing config command: {text}", 1, plain=True) from None
     finally:
         admin.close(timeout=5)
