@@ -229,6 +229,19 @@ async def describe(ctx: RequestContext, request: DescribeConfigsRequest, *, meta
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
+async def _store(store: Any, name: str, new: dict[str, str], what: str) -> tuple[int, str] | None:
+    """``store.write(name, new)`` off the event loop (ZooKeeper round trips, or a file's fsync); the error to answer
+    when it fails (None: written, or no store)."""
+    if store is None:
+        return None
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, store.write, name, new)
+    except Exception as e:
+        log.error("cannot store %s of %s: %s", what, name or "<default>", e)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot store {what}: {e}"
+    return None
+
+
 async def _apply_broker(dynamic_config: DynamicBrokerConfig, name: str, new: dict[str, str], validate_only: bool,
                         ) -> tuple[int, str | None]:
     """Validate and store ``new`` (the complete dynamic config of this broker, or of the cluster default), then
@@ -239,13 +252,9 @@ async def _apply_broker(dynamic_config: DynamicBrokerConfig, name: str, new: dic
         return INVALID_REQUEST, f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {e}"
     if validate_only:
         return ErrorCode.NONE, None
-    store = dynamic_config.store
-    if store is not None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, store.write, name, new)
-        except Exception as e:
-            log.error("cannot store the dynamic config of broker %s: %s", name or "<default>", e)
-            return ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot store the dynamic broker config: {e}"
+    refused = await _store(dynamic_config.store, name, new, "the dynamic broker config")
+    if refused is not None:
+        return refused
     # Kafka reloads a listener's keystore and truststore on any per-broker alter that names them, changed or not,
     # so a certificate rewritten in place is picked up
     dynamic_config.update(name, new, reload=[k for k in new if listener_ssl_config(k) is not None])
@@ -277,13 +286,9 @@ async def _apply_client_metrics(client_metrics: ClientMetricsManager, name: str,
         return e.error_code, str(e)
     if validate_only:
         return ErrorCode.NONE, None
-    store = client_metrics.store
-    if store is not None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, store.write, name, new)
-        except Exception as e:
-            log.error("cannot store client metrics subscription %s: %s", name, e)
-            return ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot store the client metrics subscription: {e}"
+    refused = await _store(client_metrics.store, name, new, "the client metrics subscription")
+    if refused is not None:
+        return refused
     client_metrics.update_subscription(name, new)
     return ErrorCode.NONE, None
 
