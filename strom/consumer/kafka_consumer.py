@@ -58,7 +58,7 @@ from strom.consumer.internals.offset_fetcher import (
 )
 from strom.consumer.internals.subscription_state import OffsetResetStrategy, SubscriptionState
 from strom.consumer.internals.timer import Timer
-from strom.metrics import KafkaMetric, MetricName, Metrics, SampledStats
+from strom.metrics import Avg, CumulativeSum, KafkaMetric, MetricName, Metrics, SampledStats, Sensor
 from strom.metrics.client_metrics import new_client_metrics
 
 __all__ = ["KafkaConsumer", "DEFAULT_CLOSE_TIMEOUT_MS"]
@@ -138,6 +138,13 @@ class KafkaConsumer:
                                                "The number of seconds since the last poll() invocation."),
                            lambda _c, now: float((now - self._last_poll_ms) // 1000) if self._last_poll_ms >= 0
                            else -1.0)
+        self._since_last_poll_ms = 0
+        self._poll_idle = metrics.sensor("poll-idle-ratio-avg")
+        self._poll_idle.add(metrics.metric_name("poll-idle-ratio-avg", "consumer-metrics",
+                                                "The average fraction of time the consumer's poll() is idle as "
+                                                "opposed to waiting for the user code to process records."), Avg())
+        self._commit_sync_time, self._committed_time = (
+            self._total_time_sensor(metrics, call) for call in ("commit-sync", "committed"))
         self._interceptors = self.config.make_interceptors()
         key_deserializer = self.config.make_key_deserializer()
         value_deserializer = self.config.make_value_deserializer()
@@ -326,6 +333,15 @@ class KafkaConsumer:
         records = ConsumerRecords(fetched)
         return self._interceptors.on_consume(records) if self._interceptors else records
 
+    @staticmethod
+    def _total_time_sensor(metrics: Metrics, call: str) -> Sensor:
+        """Kafka's ``KafkaConsumerMetrics`` ``<call>-time-ns-total``: the time spent in one API call."""
+        method = {"commit-sync": "commitSync", "committed": "committed"}[call]
+        sensor = metrics.sensor(f"{call}-time-ns-total")
+        sensor.add(metrics.metric_name(f"{call}-time-ns-total", "consumer-metrics", f"The total time the consumer "
+                                       f"has spent in {method} in nanoseconds"), CumulativeSum())
+        return sensor
+
     def _update_assignment_metadata_if_needed(self, timer: Timer, wait_for_join_group: bool) -> bool:
         if self._coordinator is not None and not self._coordinator.poll(timer, wait_for_join_group):
             return False
@@ -383,23 +399,31 @@ class KafkaConsumer:
                 raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
             timer = Timer(self._time, timeout_ms)
             now = timer.current_ms
+            self._since_last_poll_ms = now - self._last_poll_ms if self._last_poll_ms >= 0 else 0
             if self._last_poll_ms >= 0:
-                self._poll_gap.record(now - self._last_poll_ms, now)
+                self._poll_gap.record(self._since_last_poll_ms, now)
             self._last_poll_ms = now
             client = self._client
             assert client is not None
-            while True:
-                client.maybe_trigger_wakeup()
-                self._update_assignment_metadata_if_needed(timer, wait_for_join_group=False)
-                fetched = self._poll_for_fetches(timer, columnar, max_records)
-                if fetched:
-                    # pipelining: the next fetches go out while the caller processes these records
-                    if self._fetcher.send_fetches() > 0 or client.has_pending_requests():
-                        client.transmit_sends()
-                    return fetched
-                timer.update()
-                if timer.is_expired():
-                    return {}
+            try:
+                while True:
+                    client.maybe_trigger_wakeup()
+                    self._update_assignment_metadata_if_needed(timer, wait_for_join_group=False)
+                    fetched = self._poll_for_fetches(timer, columnar, max_records)
+                    if fetched:
+                        # pipelining: the next fetches go out while the caller processes these records
+                        if self._fetcher.send_fetches() > 0 or client.has_pending_requests():
+                            client.transmit_sends()
+                        return fetched
+                    timer.update()
+                    if timer.is_expired():
+                        return {}
+            finally:
+                # Kafka's recordPollEnd: the share of the time since the last poll spent inside this one (undefined,
+                # so not recorded, for a first poll that took no time)
+                poll_ms = timer.update() - now
+                if poll_ms + self._since_last_poll_ms > 0:
+                    self._poll_idle.record(poll_ms / (poll_ms + self._since_last_poll_ms), timer.current_ms)
         finally:
             self._release()
 
@@ -440,6 +464,7 @@ class KafkaConsumer:
                     timeout: float | timedelta | None = None) -> None:
         """Commit ``offsets`` (default: the positions of every assigned partition) and wait."""
         self._acquire_and_ensure_open()
+        start = self._time.nanoseconds()
         try:
             coordinator = self._require_group()
             commit = (self._subscriptions.all_consumed() if offsets is None else self._normalize_offsets(offsets))
@@ -448,6 +473,7 @@ class KafkaConsumer:
                 raise KafkaTimeoutError(f"Timeout of {timer.timeout_ms}ms expired before successfully committing "
                                         f"offsets {commit}")
         finally:
+            self._commit_sync_time.record(self._time.nanoseconds() - start)  # failed calls too, as in Java
             self._release()
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
@@ -642,6 +668,7 @@ class KafkaConsumer:
         """The last committed offsets: ``{partition: OffsetAndMetadata | None}`` for a collection, or one
         ``OffsetAndMetadata | None`` for a single partition."""
         self._acquire_and_ensure_open()
+        start = self._time.nanoseconds()
         try:
             coordinator = self._require_group()
             wanted = {partitions} if isinstance(partitions, TopicPartition) else set(partitions)
@@ -653,6 +680,7 @@ class KafkaConsumer:
             result = {tp: offsets.get(tp) for tp in wanted}
             return result[partitions] if isinstance(partitions, TopicPartition) else result
         finally:
+            self._committed_time.record(self._time.nanoseconds() - start)
             self._release()
 
     # ------------------------------------------------------------------------------ offset lookups

@@ -32,7 +32,7 @@ from strom.common.serialization import ByteArraySerializer, SerializationError, 
 from strom.common.structs import TopicPartition
 from strom.common.time import SYSTEM_TIME, Time
 from strom.config.common_client_configs import parse_bootstrap_servers
-from strom.metrics import KafkaMetric, MetricName, Metrics
+from strom.metrics import KafkaMetric, MetricName, Metrics, Sensor
 from strom.metrics.client_metrics import new_client_metrics
 from strom.network.api_versions import ApiVersions
 from strom.network.channel_builder import ClientChannelBuilder
@@ -575,43 +575,54 @@ class KafkaProducer:
                                     "transactional.id.")
         return tm
 
-    def _await_result(self, result: TransactionalRequestResult, timeout: float | None) -> None:
+    def _await_result(self, result: TransactionalRequestResult, timeout: float | None, sensor: Sensor,
+                      start_ns: int) -> None:
         self._sender.wakeup()  # type: ignore[union-attr]
         result.await_(self._max_block_time_ms if timeout is None else int(timeout * 1000))
+        sensor.record(self._time.nanoseconds() - start_ns)  # (a call that raised is not counted, as in Java)
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Register the ``transactional.id`` with its coordinator: get the producer id and a new epoch, which
         fences every older producer with the same id and aborts its open transaction. Call once, first.
         Waits ``timeout`` seconds (default ``max.block.ms``); calling again after a timeout resumes the wait."""
         self._throw_if_producer_closed()
-        self._await_result(self._require_transactional().initialize_transactions(), timeout)
+        start = self._time.nanoseconds()
+        self._await_result(self._require_transactional().initialize_transactions(), timeout,
+                           self._producer_metrics.txn_init, start)
 
     def begin_transaction(self) -> None:
         """Start a transaction: the records sent until commit/abort are written atomically."""
         self._throw_if_producer_closed()
+        start = self._time.nanoseconds()
         self._require_transactional().begin_transaction()
+        self._producer_metrics.txn_begin.record(self._time.nanoseconds() - start)
 
     def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, Any], group_metadata: Any,
                                     timeout: float | None = None) -> None:
         """Commit the consumer's ``offsets`` (the next offsets to read: ``{TopicPartition: OffsetAndMetadata or
         int}``) as part of this transaction; ``group_metadata`` is ``consumer.group_metadata()``."""
         self._throw_if_producer_closed()
+        start = self._time.nanoseconds()
         self._await_result(self._require_transactional().send_offsets_to_transaction(dict(offsets), group_metadata),
-                           timeout)
+                           timeout, self._producer_metrics.txn_send_offsets, start)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Send every buffered record of the transaction, then commit it. Raises the error that made the
         transaction fail (then call :meth:`abort_transaction`), or ProducerFencedError (close the producer).
         Waits ``timeout`` seconds (default ``max.block.ms``); calling again after a timeout resumes the wait."""
         self._throw_if_producer_closed()
-        self._await_result(self._require_transactional().begin_commit(), timeout)
+        start = self._time.nanoseconds()
+        self._await_result(self._require_transactional().begin_commit(), timeout, self._producer_metrics.txn_commit,
+                           start)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: unsent records fail with TransactionAbortedError, sent ones are never seen by
         read_committed consumers. After a failed record batch the producer's epoch is bumped too (KIP-360), so
         that the next transaction starts clean. Calling again after a timeout resumes the wait."""
         self._throw_if_producer_closed()
-        self._await_result(self._require_transactional().begin_abort(), timeout)
+        start = self._time.nanoseconds()
+        self._await_result(self._require_transactional().begin_abort(), timeout, self._producer_metrics.txn_abort,
+                           start)
 
     def partitions_for(self, topic: str) -> list[PartitionInfo]:
         """The topic's partitions, waiting up to ``max.block.ms`` for its metadata (raises on timeout)."""

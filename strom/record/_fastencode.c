@@ -19,12 +19,13 @@
  *   writable, ValueError for a pos outside the target or an offset delta that is not an int32, OverflowError for
  *   a timestamp delta that is not an int64.
  *
- * encode_records(target, pos, room, timestamp_delta, offset_delta, keys, values, start, stop) -> (count, size, why)
+ * encode_records(target, pos, room, timestamp_delta, offset_delta, keys, values, start, stop)
+ *     -> (count, size, why, largest)
  *   The bulk path (MemoryRecordsBuilder.try_append_many): records start..stop-1 of the lists `values` and `keys`
  *   (None: no keys), all with `timestamp_delta` and no headers, offset deltas from `offset_delta` on, written one
  *   after the other at pos while each fits: `room` is what the batch's write limit leaves (the first record of a
  *   batch, offset delta 0, always fits it), and each must also fit the buffer. Returns how many were written,
- *   their bytes, and why it stopped: 0 all written, 1 the next one is over room (the batch is full), 2 the next
+ *   their bytes, why it stopped and the size of the largest one written: 0 all written, 1 the next one is over room (the batch is full), 2 the next
  *   one fits room but not the buffer (the caller grows its buffer), 3 the next key or value is neither bytes nor
  *   None (the caller's general path takes it). Raises TypeError for lists that are not lists, BufferError for a
  *   target that is not writable, ValueError for a position or range outside the buffer or the lists.
@@ -237,7 +238,7 @@ static PyObject *encode_records(PyObject *self, PyObject *const *args, Py_ssize_
     }
     /* Only bytes and None are read here, and nothing here runs Python code: the lists cannot change meanwhile. */
     uint64_t ts_zz = zigzag((int64_t)ts_delta);
-    Py_ssize_t ts_size = uvarint_size(ts_zz), written = 0, i = start;
+    Py_ssize_t ts_size = uvarint_size(ts_zz), written = 0, largest = 0, i = start;
     int why = RUN_DONE;
     uint8_t *base = (uint8_t *)target.buf + pos;
     Py_ssize_t space = target.len - pos;
@@ -282,9 +283,11 @@ static PyObject *encode_records(PyObject *self, PyObject *const *args, Py_ssize_
         }
         *p = 0; /* no headers */
         written += total;
+        if (total > largest)
+            largest = total;
     }
     PyBuffer_Release(&target);
-    return Py_BuildValue("(nni)", i - start, written, why);
+    return Py_BuildValue("(nnin)", i - start, written, why, largest);
 }
 
 /* The bytes subclass strom.record.sizes.EncodedHeaders (set once at import by sizes.py). */
@@ -381,7 +384,7 @@ changed:
 static PyMethodDef methods[] = {
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,
      "encode_records(target, pos, room, timestamp_delta, offset_delta, keys, values, start, stop) -> (count, size, "
-     "why): the bulk path's records written at pos while they fit (see the C source)."},
+     "why, largest): the bulk path's records written at pos while they fit (see the C source)."},
     {"set_encoded_headers_type", set_encoded_headers_type, METH_O,
      "set_encoded_headers_type(type): the bytes subclass encode_headers returns."},
     {"encode_headers", encode_headers, METH_O,

@@ -149,6 +149,7 @@ class MemoryRecordsBuilder:
         "_n",
         "_base_ts",
         "_max_ts",
+        "_max_record",
         "_built",
     )
 
@@ -200,6 +201,7 @@ class MemoryRecordsBuilder:
         self._n = 0
         self._base_ts = 0
         self._max_ts = -1
+        self._max_record = 0  # the largest record's encoded size (length varint included)
         self._built: bytes | memoryview | None = None
 
     # -- appending ------------------------------------------------------------------------------
@@ -247,6 +249,8 @@ class MemoryRecordsBuilder:
         data = b"%b\x00%b%b%b%b%b%b%b" % (lb, tsb, od, kb, key, vb, value, hb)
         pos = self._pos
         end = pos + len(data)
+        if end - pos > self._max_record:
+            self._max_record = end - pos
         mv = self._mv
         if mv is None:
             self._buf += data
@@ -298,6 +302,8 @@ class MemoryRecordsBuilder:
             # -2: it fits the write limit but not the pooled buffer: `_write` moves to a growing buffer.
             return -1 if size == -1 else self._write(timestamp, key, value, hb, room)
         self._pos = pos + size
+        if size > self._max_record:
+            self._max_record = size
         if delta == 0:
             self._base_ts = timestamp
         if timestamp > self._max_ts:
@@ -343,9 +349,12 @@ class MemoryRecordsBuilder:
             # it stops at the write limit, at the end of the buffer or at a key or value that is not bytes or None.
             timestamp_delta = 0 if n0 == 0 else timestamp - self._base_ts
             room = _UNBOUNDED if limit is None else limit - self._pos
-            count, size, why = _encode_records(mv, self._pos, room, timestamp_delta, n0, keys, values, start, stop)
+            count, size, why, largest = _encode_records(mv, self._pos, room, timestamp_delta, n0, keys, values,
+                                                        start, stop)
             if count:
                 self._pos += size
+                if largest > self._max_record:
+                    self._max_record = largest
                 if n0 == 0:
                     self._base_ts = timestamp
                 if timestamp > self._max_ts:
@@ -404,6 +413,9 @@ class MemoryRecordsBuilder:
                 del vals[count:], lbs[count:], vbs[count:]
                 if ks is not None:
                     del ks[count:], kbs[count:]
+        largest = _FIELD[max(bodies[:count])]
+        if largest > self._max_record:
+            self._max_record = largest
         ods = _ODS[n0:n0 + count]
         head = b"\x00" + tsb
         if ks is None:
@@ -511,6 +523,11 @@ class MemoryRecordsBuilder:
     def uncompressed_bytes_written(self) -> int:
         """Header plus records as encoded before compression."""
         return self._raw_size or self._pos
+
+    @property
+    def max_record_size(self) -> int:
+        """The encoded size of the largest record appended so far (0 while empty)."""
+        return self._max_record
 
     @property
     def num_records(self) -> int:

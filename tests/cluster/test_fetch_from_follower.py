@@ -12,6 +12,7 @@ from confluent_kafka import Consumer
 from strom import KafkaConsumer
 from strom.common.error_codes import ErrorCode
 from strom.common.structs import TopicPartition
+from strom.metrics import metric_values
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.fetch import FetchRequest
 from strom.testing.cluster import LocalCluster, wait_until
@@ -85,6 +86,10 @@ def test_consumer_reads_from_the_replica_in_its_rack() -> None:
             # the leader answered metadata-free requests only (ApiVersions, the redirecting empty fetch); the
             # follower sent the records (seen: follower 1,426 bytes, leader 487)
             assert received.get(f"node-{other}", 0) > received.get(f"node-{leader}", 0)
+            # ... and the partition's preferred-read-replica metric names the follower (-1: the leader)
+            replica = metric_values(consumer.metrics(), "consumer-fetch-manager-metrics", topic="near",
+                                    partition="0")["preferred-read-replica"]
+            assert replica == other
 
 
 def test_without_a_selector_followers_do_not_redirect() -> None:

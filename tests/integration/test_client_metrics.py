@@ -91,6 +91,9 @@ def test_producer_metrics_count_a_known_workload(broker: BrokerProcess) -> None:
         assert 100_000 < topic["byte-total"] < 100_000 + 1000 * 20 + 61 * 1000
         assert client["record-error-total"] == 0 and client["record-retry-total"] == 0
         assert client["batch-size-max"] >= client["batch-size-avg"] > 100
+        # record-size: a batch of one 100-byte value alone: 61 bytes of batch header, the value and 8 to 21 bytes
+        # of record framing (21: the most Kafka's estimate allows for)
+        assert 61 + 100 + 8 <= client["record-size-avg"] <= client["record-size-max"] <= 61 + 100 + 21
         assert client["request-latency-max"] >= client["request-latency-avg"] >= 0
         assert client["records-per-request-avg"] >= 1
         assert client["buffer-available-bytes"] == client["buffer-total-bytes"] == 1 << 20
@@ -154,6 +157,7 @@ def test_consumer_lag_fetch_and_prometheus(broker: BrokerProcess) -> None:
         assert manager["bytes-consumed-total"] > 500 * 100  # the whole response was fetched
         topic = metric_values(consumer.metrics(), "consumer-fetch-manager-metrics", topic="metrics-lag")
         assert topic["records-consumed-total"] == 200
+        assert fetch["preferred-read-replica"] == -1  # read from the leader
         with MetricsHttpServer(consumer, "127.0.0.1", 0, domain="kafka.consumer") as server:
             series = scrape(server.url)
         key = ("kafka_consumer_consumer_fetch_manager_metrics_records_lag",
@@ -180,7 +184,17 @@ def test_consumer_group_coordinator_metrics(broker: BrokerProcess) -> None:
         while got < 10:
             assert time.monotonic() < deadline
             got += consumer.poll(0.5).count()
+        start = time.monotonic_ns()
         consumer.commit_sync()
+        commit_sync_ns = time.monotonic_ns() - start
+        start = time.monotonic_ns()
+        assert consumer.committed(TopicPartition("metrics-group", 0)).offset >= 0
+        committed_ns = time.monotonic_ns() - start
+        # Kafka's commit-sync-time-ns-total / committed-time-ns-total: each call's time, a round trip at least
+        calls = metric_values(consumer.metrics(), "consumer-metrics")
+        assert 10_000 < calls["commit-sync-time-ns-total"] <= commit_sync_ns
+        assert 10_000 < calls["committed-time-ns-total"] <= committed_ns
+        assert 0 < calls["poll-idle-ratio-avg"] <= 1
 
         def coordinator() -> dict[str, Any]:
             return metric_values(consumer.metrics(), "consumer-coordinator-metrics")

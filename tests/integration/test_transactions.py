@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from strom.common.error_codes import ErrorCode, InvalidProducerEpochError, Produ
 from strom.common.errors import IllegalStateError, KafkaError
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.consumer import KafkaConsumer
+from strom.metrics import metric_values
 from strom.producer import KafkaProducer
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
@@ -153,20 +155,27 @@ def test_consume_transform_produce_with_strom_clients(txn_broker: BrokerProcess)
                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
                         "key.deserializer": "bytes", "value.deserializer": "bytes"}) as c, producer(b, "st-eos") as p:
         c.subscribe(["st-in"])
-        p.init_transactions()
+        spent: dict[str, int] = dict.fromkeys(("init", "begin", "send-offsets", "commit", "abort"), 0)
+
+        def timed(call: str, fn: Any, *args: Any) -> None:
+            start = time.monotonic_ns()
+            fn(*args)
+            spent[call] += time.monotonic_ns() - start
+
+        timed("init", p.init_transactions)
         batch_no = 0
         deadline = time.monotonic() + 60
         while seen < 100 and time.monotonic() < deadline:
             records = list(c.poll(0.5))
             if not records:
                 continue
-            p.begin_transaction()
+            timed("begin", p.begin_transaction)
             for r in records:
                 p.send("st-out", value=b"y" + r.value, partition=r.partition)
             offsets = {tp: OffsetAndMetadata(c.position(tp)) for tp in c.assignment()}
-            p.send_offsets_to_transaction(offsets, c.group_metadata())
+            timed("send-offsets", p.send_offsets_to_transaction, offsets, c.group_metadata())
             if batch_no == 0:
-                p.abort_transaction()  # processed again from the committed offsets
+                timed("abort", p.abort_transaction)  # processed again from the committed offsets
                 for tp in c.assignment():
                     committed = c.committed({tp}).get(tp)
                     if committed is None:
@@ -174,10 +183,17 @@ def test_consume_transform_produce_with_strom_clients(txn_broker: BrokerProcess)
                     else:
                         c.seek(tp, committed.offset)
             else:
-                p.commit_transaction()
+                timed("commit", p.commit_transaction)
                 seen += len(records)
             batch_no += 1
         assert seen == 100
+        # Kafka's txn-*-time-ns-total: the time spent in each call, within what the calls took from outside; the
+        # calls that wait for the coordinator take a round trip at least (nanoseconds, not milliseconds)
+        values = metric_values(p.metrics(), "producer-metrics")
+        for call, outside in spent.items():
+            assert 0 < values[f"txn-{call}-time-ns-total"] <= outside, call
+            if call != "begin":  # (begin_transaction is local)
+                assert values[f"txn-{call}-time-ns-total"] > 10_000, call
         committed = c.committed({TopicPartition("st-in", 0), TopicPartition("st-in", 1)})
         assert {tp: om.offset for tp, om in committed.items()} == {TopicPartition("st-in", 0): 50,
                                                                     TopicPartition("st-in", 1): 50}

@@ -73,7 +73,8 @@ class CompletedFetch:
     fetcher handles it; a completed fetch with an error holds no records).
     """
 
-    __slots__ = ("tp", "fetch_offset", "next_fetch_offset", "error_code", "high_watermark", "last_stable_offset",
+    __slots__ = ("aggregator", "records_read",
+                 "tp", "fetch_offset", "next_fetch_offset", "error_code", "high_watermark", "last_stable_offset",
                  "log_start_offset", "is_consumed", "initialized", "_started", "size_in_bytes", "_records_buf", "_batches",
                  "_current", "_index", "_pending_error", "_check_crcs", "_read_committed", "_aborted",
                  "_aborted_pids", "_converter", "last_epoch", "preferred_read_replica", "_batch_next_offset",
@@ -85,6 +86,9 @@ class CompletedFetch:
                  aborted_transactions: list[tuple[int, int]] | None = None,
                  preferred_read_replica: int = -1) -> None:
         self.tp = tp
+        self.aggregator: Any = None
+        """The response's ``FetchResponseMetricAggregator`` (the fetcher's), told ``records_read`` once consumed."""
+        self.records_read = 0
         self.fetch_offset = fetch_offset
         self.next_fetch_offset = fetch_offset
         self.error_code = error_code

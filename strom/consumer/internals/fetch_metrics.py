@@ -1,14 +1,16 @@
 """The consumer's fetch metrics: Kafka's ``FetchMetricsManager`` / ``FetchMetricsRegistry``.
 
 Group ``consumer-fetch-manager-metrics`` (tag ``client-id``): fetch-latency-avg/max and fetch-rate/total (per
-FetchRequest, from send to response), fetch-size-avg/max and bytes-consumed-rate/total (record bytes per
+FetchRequest, from send to response), records-per-request-avg (records of a response handed out, recorded
+once all its partitions are consumed, as Kafka's ``FetchMetricsAggregator`` does), fetch-size-avg/max and bytes-consumed-rate/total (record bytes per
 response), records-consumed-rate/total (records handed to the application), records-lag-max,
 records-lead-min, fetch-throttle-time-avg/max. Per topic (tags ``client-id``, ``topic``): fetch-size-avg/max,
 bytes-consumed-rate/total, records-consumed-rate/total. Per partition (tags ``client-id``, ``topic``,
 ``partition``): records-lag, records-lag-avg, records-lag-max, records-lead, records-lead-avg,
 records-lead-min — recorded, as in Kafka, each time the application is handed a partition's fetched data
 (lag = high watermark, or last stable offset under read_committed, minus the new position), and removed
-when the partition is no longer assigned.
+when the partition is no longer assigned; preferred-read-replica (the replica the partition is read from, -1
+for its leader: KIP-392), from the moment the partition is assigned until it is not.
 
 Kafka counts bytes when a partition's data is consumed; here bytes are counted when the response arrives
 (the consumer keeps whole responses, so the two differ only while a response is buffered).
@@ -20,14 +22,36 @@ thread), records and lag on the consumer's thread; the sensors are thread-safe.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from strom.common.structs import TopicPartition
 from strom.consumer.internals.subscription_state import SubscriptionState
-from strom.metrics import Avg, Max, Meter, Metrics, Min, SampledStats, Sensor
+from strom.metrics import Avg, Max, Meter, MetricName, Metrics, Min, SampledStats, Sensor
 
-__all__ = ["FetchMetricsManager", "GROUP"]
+__all__ = ["FetchMetricsManager", "FetchResponseMetricAggregator", "GROUP"]
 
 GROUP = "consumer-fetch-manager-metrics"
+
+
+class FetchResponseMetricAggregator:
+    """Kafka's ``FetchMetricsAggregator``: the records of one fetch response, counted as each of its partitions is
+    consumed (drained, or found unusable); once the last one is, records-per-request-avg gets the response's total.
+    Consumer thread only (a partition told twice counts once)."""
+
+    __slots__ = ("_sensor", "_unrecorded", "_records")
+
+    def __init__(self, manager: FetchMetricsManager, partitions: set[TopicPartition]) -> None:
+        self._sensor = manager.records_per_request
+        self._unrecorded = partitions
+        self._records = 0
+
+    def record(self, tp: TopicPartition, records: int) -> None:
+        unrecorded = self._unrecorded
+        if tp in unrecorded:
+            unrecorded.discard(tp)
+            self._records += records
+            if not unrecorded:
+                self._sensor.record(self._records)
 
 
 class FetchMetricsManager:
@@ -52,6 +76,8 @@ class FetchMetricsManager:
         self.records_lead = s = m.sensor("records-lead")
         s.add(name("records-lead-min", GROUP, "The minimum lead in terms of number of records for any partition "
                                               "in this window"), Min())
+        self.records_per_request = s = m.sensor("records-per-request")
+        s.add(name("records-per-request-avg", GROUP, "The average number of records in each request"), Avg())
         self.throttle_time = s = m.sensor("fetch-throttle-time")
         s.add(name("fetch-throttle-time-avg", GROUP, "The average throttle time in ms"), Avg())
         s.add(name("fetch-throttle-time-max", GROUP, "The maximum throttle time in ms"), Max())
@@ -59,6 +85,7 @@ class FetchMetricsManager:
         self._topics: dict[str, tuple[Sensor, Sensor]] = {}
         self._partitions: dict[TopicPartition, tuple[Sensor, Sensor]] = {}
         self._assignment_token: object = None
+        self._assigned: set[TopicPartition] = set()
 
     def _add_bytes_stats(self, s: Sensor, topic: str | None) -> None:
         name = self.metrics.metric_name
@@ -149,18 +176,32 @@ class FetchMetricsManager:
     def record_partition_lead(self, tp: TopicPartition, lead: int, now_ms: int) -> None:
         self._partition(tp)[1].record(lead, now_ms)
 
-    def maybe_update_assignment(self, subscriptions: SubscriptionState) -> None:
-        """Drop the per-partition sensors of partitions no longer assigned (Kafka's ``maybeUpdateAssignment``).
-        Consumer thread only."""
-        partitions = self._partitions
-        if not partitions:
-            return
+    def maybe_update_assignment(self, subscriptions: SubscriptionState,
+                                read_replica: Callable[[TopicPartition], int]) -> None:
+        """Kafka's ``maybeUpdateAssignment``, when the assignment changed: the per-partition sensors and the
+        preferred-read-replica gauges of partitions no longer assigned go, newly assigned partitions get their
+        gauge (``read_replica(tp)``: the node it is read from, -1 for the leader). Consumer thread only."""
         token = subscriptions.assignment_token()
         if token is self._assignment_token:
             return
         self._assignment_token = token
-        is_assigned = subscriptions.is_assigned
-        for tp in [tp for tp in partitions if not is_assigned(tp)]:
+        assigned = subscriptions.assigned_partitions()
+        m = self.metrics
+        partitions = self._partitions
+        for tp in self._assigned - assigned:
+            m.remove_metric(self._read_replica_name(tp))
+            if partitions.pop(tp, None) is not None:
+                m.remove_sensor(f"{tp}.records-lag")
+                m.remove_sensor(f"{tp}.records-lead")
+        for tp in [tp for tp in partitions if tp not in assigned]:  # (recorded while not assigned: seek races)
             del partitions[tp]
-            self.metrics.remove_sensor(f"{tp}.records-lag")
-            self.metrics.remove_sensor(f"{tp}.records-lead")
+            m.remove_sensor(f"{tp}.records-lag")
+            m.remove_sensor(f"{tp}.records-lead")
+        for tp in assigned - self._assigned:
+            m.add_metric_if_absent(self._read_replica_name(tp), lambda _c, _now, tp=tp: float(read_replica(tp)))
+        self._assigned = assigned
+
+    def _read_replica_name(self, tp: TopicPartition) -> MetricName:
+        return self.metrics.metric_name("preferred-read-replica", GROUP, "The current read replica for the "
+                                        "partition, or -1 if reading from leader",
+                                        {"topic": tp.topic, "partition": str(tp.partition)})

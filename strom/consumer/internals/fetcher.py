@@ -47,7 +47,7 @@ from strom.common.time import Time
 from strom.consumer.errors import offset_out_of_range
 from strom.consumer.internals.completed_fetch import CompletedFetch, RecordConverter
 from strom.consumer.internals.consumer_network_client import ConsumerNetworkClient
-from strom.consumer.internals.fetch_metrics import FetchMetricsManager
+from strom.consumer.internals.fetch_metrics import FetchMetricsManager, FetchResponseMetricAggregator
 from strom.consumer.internals.offset_fetcher import current_leader
 from strom.consumer.internals.subscription_state import SubscriptionState
 from strom.consumer.internals.timer import Timer
@@ -194,6 +194,15 @@ class Fetcher:
             return leader
         return node
 
+    def read_replica(self, tp: TopicPartition) -> int:
+        """The node ``tp`` is read from while the leader's choice holds (Java's ``preferredReadReplica``), -1 for
+        the leader (the preferred-read-replica metric). Any thread."""
+        with self._lock:
+            preferred = self._preferred_read_replicas.get(tp)
+        if preferred is None or self.time.milliseconds() >= preferred[1]:
+            return -1
+        return preferred[0]
+
     def clear_preferred_read_replica(self, tp: TopicPartition) -> int | None:
         """Fetch ``tp`` from its leader again; returns the replica it was read from, if any."""
         with self._lock:
@@ -269,6 +278,10 @@ class Fetcher:
                     read_committed=self.read_committed, high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
                     aborted_transactions=[(a.producer_id, a.first_offset) for a in aborted] if aborted else None))
+        if fetched:
+            aggregator = FetchResponseMetricAggregator(self.metrics_manager, {cf.tp for cf in fetched})
+            for cf in fetched:
+                cf.aggregator = aggregator
         now = self.time.milliseconds()
         with self._lock:
             self._completed.extend(fetched)
@@ -340,12 +353,14 @@ class Fetcher:
         ConsumerRecords, or with ``columnar`` lists of Arrow record batches (``CompletedFetch.fetch_columns``)."""
         fetched: dict[TopicPartition, list[Any]] = {}
         remaining = self.max_poll_records if max_records is None else max_records
-        self.metrics_manager.maybe_update_assignment(self.subscriptions)
+        self.metrics_manager.maybe_update_assignment(self.subscriptions, self.read_replica)
         paused: list[CompletedFetch] = []
         try:
             while remaining > 0:
                 nil = self._next_in_line
                 if nil is None or nil.is_consumed:
+                    if nil is not None:
+                        _report_consumed(nil)
                     with self._lock:
                         cf = self._completed.popleft() if self._completed else None
                     if cf is None:
@@ -361,6 +376,7 @@ class Fetcher:
                                 break
                             raise
                         if not usable:
+                            _report_consumed(cf)
                             continue
                     self._next_in_line = cf
                 elif self.subscriptions.is_paused(nil.tp):
@@ -377,6 +393,9 @@ class Fetcher:
                     if count:
                         fetched.setdefault(nil.tp, []).extend(records)
                         remaining -= count
+                        nil.records_read += count
+                    if nil.is_consumed:
+                        _report_consumed(nil)
         finally:
             if paused:
                 with self._lock:
@@ -471,6 +490,7 @@ class Fetcher:
             nil = self._next_in_line
             if nil is not None and nil.tp not in assigned:
                 nil.drain()
+                _report_consumed(nil)
                 self._next_in_line = None
 
     def clear_buffered_data_for(self, tp: TopicPartition) -> None:
@@ -480,3 +500,11 @@ class Fetcher:
             nil = self._next_in_line
             if nil is not None and nil.tp == tp:
                 nil.drain()
+                _report_consumed(nil)
+
+
+def _report_consumed(cf: CompletedFetch) -> None:
+    """A partition of a response is consumed: its records count towards the response's records-per-request."""
+    aggregator = cf.aggregator
+    if aggregator is not None:
+        aggregator.record(cf.tp, cf.records_read)

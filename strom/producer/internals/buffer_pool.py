@@ -37,7 +37,8 @@ _MAX_WAIT_MS = 24 * 3600 * 1000  # one wait at most (a huge max.block.ms would o
 
 
 class BufferPoolMetrics(Protocol):
-    """Optional metrics sink (``metrics`` argument); receives Kafka's ``bufferpool-wait-time`` samples."""
+    """Optional metrics sink (``metrics`` argument): receives Kafka's ``bufferpool-wait-time`` samples (ns) and a
+    ``buffer-exhausted-records`` of 1 for each allocation that timed out."""
 
     def record(self, group: str, name: str, value: float) -> None:
         """Record ``value`` for metric ``name`` of ``group``."""
@@ -143,6 +144,7 @@ class BufferPool:
                 if self._closed:
                     raise KafkaError(CLOSED_MESSAGE)
                 if not waiter.signalled and elapsed_ns >= remaining_ns:
+                    self._record_metric("buffer-exhausted-records", 1)
                     raise KafkaTimeoutError(
                         f"Failed to allocate memory within the configured max blocking time "
                         f"{max_time_to_block_ms} ms."
@@ -183,9 +185,12 @@ class BufferPool:
 
     def _record_wait_time(self, time_ns: int) -> None:
         self.wait_time_ns_total += time_ns
+        self._record_metric("bufferpool-wait-time-ns-total", time_ns)
+
+    def _record_metric(self, name: str, value: float) -> None:
         if self._metrics is not None:
             try:
-                self._metrics.record(self._metric_grp_name, "bufferpool-wait-time-ns-total", time_ns)
+                self._metrics.record(self._metric_grp_name, name, value)
             except Exception:  # a broken metrics sink must not break allocation
                 log.debug("metrics sink failed", exc_info=True)
 

@@ -37,6 +37,7 @@ from strom.producer.internals.record_accumulator import RecordAccumulator
 from strom.producer.internals.sender_metrics import SenderMetrics
 from strom.producer.internals.transaction_manager import TransactionAbortedError, TransactionManager
 from strom.protocol.messages import ProduceRequest, ProduceResponse
+from strom.record.sizes import RECORD_BATCH_OVERHEAD
 
 __all__ = ["Sender"]
 
@@ -289,8 +290,11 @@ class Sender:
             data.partition_data.append(_PartitionData(index=tp.partition, records=batch_records))
             by_partition[tp] = batch
             records += batch.record_count
+            builder = batch.records_builder
+            # record-size: as Kafka's estimate, the size of a batch holding the largest record alone
             record_batch_sent(tp.topic, batch.record_count, len(batch_records), batch.queue_time_ms(),
-                              batch.records_builder.compression_ratio if batch.compression_type else None, now)
+                              builder.compression_ratio if batch.compression_type else None, now,
+                              builder.max_record_size + RECORD_BATCH_OVERHEAD)
         tm = self.transaction_manager
         request = ProduceRequest(transactional_id=tm.transactional_id if tm is not None and tm.is_transactional()
                                  else None, acks=self.acks, timeout_ms=self.request_timeout_ms,

@@ -2,11 +2,14 @@
 sensors of ``KafkaProducer`` and ``BufferPool``.
 
 Group ``producer-metrics`` (tag ``client-id``): batch-size-avg/max (bytes of a built batch),
-compression-rate-avg, record-queue-time-avg/max, request-latency-avg/max, produce-throttle-time-avg/max,
+record-size-avg/max (the largest record of each batch sent, as Kafka's Sender records it), compression-rate-avg, record-queue-time-avg/max, request-latency-avg/max, produce-throttle-time-avg/max,
 record-send-rate/total and records-per-request-avg (counted when a request is sent, as Kafka does: a retried
 record counts again), record-retry-rate/total, record-error-rate/total, batch-split-rate/total,
-requests-in-flight, metadata-age, flush-time-ns-total, metadata-wait-time-ns-total, bufferpool-wait-ratio,
-bufferpool-wait-time-ns-total, buffer-total-bytes, buffer-available-bytes, waiting-threads.
+requests-in-flight, metadata-age, flush-time-ns-total, metadata-wait-time-ns-total, txn-init-time-ns-total,
+txn-begin-time-ns-total, txn-send-offsets-time-ns-total, txn-commit-time-ns-total, txn-abort-time-ns-total (Kafka's
+``KafkaProducerMetrics``: the time of each call that returned), bufferpool-wait-ratio,
+bufferpool-wait-time-ns-total, buffer-exhausted-rate/total (sends that failed waiting for buffer memory),
+buffer-total-bytes, buffer-available-bytes, waiting-threads.
 Group ``producer-topic-metrics`` (tags ``client-id``, ``topic``): record-send-rate/total, byte-rate/total,
 compression-rate, record-retry-rate/total, record-error-rate/total — registered when a topic is first sent to.
 
@@ -71,6 +74,9 @@ class SenderMetrics:
         m = metrics
         self.batch_size = m.sensor("batch-size")
         _avg_max(m, self.batch_size, "batch-size", GROUP, "number of bytes sent per partition per-request")
+        self.max_record_size = m.sensor("record-size")
+        self.max_record_size.add(m.metric_name("record-size-avg", GROUP, "The average record size"), Avg())
+        self.max_record_size.add(m.metric_name("record-size-max", GROUP, "The maximum record size"), Max())
         self.compression_rate = m.sensor("compression-rate")
         self.compression_rate.add(m.metric_name("compression-rate-avg", GROUP,
                                                 "The average compression rate of record batches"), Avg())
@@ -103,12 +109,13 @@ class SenderMetrics:
         return sensors
 
     def record_batch_sent(self, topic: str, record_count: int, size: int, queue_time_ms: int,
-                          compression_ratio: float | None, now: int) -> None:
+                          compression_ratio: float | None, now: int, max_record_size: int = 0) -> None:
         """Kafka's ``updateProduceRequestMetrics`` for one batch of a request."""
         t = self.topic(topic)
         t.records.record(record_count, now)
         t.bytes.record(size, now)
         self.batch_size.record(size, now)
+        self.max_record_size.record(max_record_size, now)
         self.queue_time.record(queue_time_ms, now)
         if compression_ratio is not None:
             t.compression.record(compression_ratio, now)
@@ -136,6 +143,14 @@ class ProducerMetrics:
         self.metadata_wait = m.sensor("metadata-wait-time")
         self.metadata_wait.add(m.metric_name("metadata-wait-time-ns-total", GROUP, "Total time producer has spent "
                                              "waiting on topic metadata in nanoseconds."), CumulativeSum())
+        self.txn_init, self.txn_begin, self.txn_send_offsets, self.txn_commit, self.txn_abort = (
+            self._total_time(key, call) for key, call in (
+                ("txn-init", "initTransactions"), ("txn-begin", "beginTransaction"),
+                ("txn-send-offsets", "sendOffsetsToTransaction"), ("txn-commit", "commitTransaction"),
+                ("txn-abort", "abortTransaction")))
+        self.buffer_exhausted = m.sensor("buffer-exhausted-records")
+        _meter(m, self.buffer_exhausted, "buffer-exhausted", GROUP, "record sends that are dropped due to buffer "
+                                                                     "exhaustion")
         self.buffer_pool_wait = m.sensor("bufferpool-wait-time")
         self.buffer_pool_wait.add(m.metric_name("bufferpool-wait-ratio", GROUP, "The fraction of time an appender "
                                                 "waits for space allocation."), Rate(unit_ms=1 / 1_000_000))
@@ -150,9 +165,18 @@ class ProducerMetrics:
             m.add_metric(m.metric_name(key, GROUP, description),
                          lambda _c, _n, k=key: float(buffer_pool_values()[k]))
 
+    def _total_time(self, key: str, call: str) -> Sensor:
+        sensor = self.metrics.sensor(f"{key}-time")
+        sensor.add(self.metrics.metric_name(f"{key}-time-ns-total", GROUP, f"Total time producer has spent in {call} "
+                                            "in nanoseconds."), CumulativeSum())
+        return sensor
+
     def record(self, group: str, name: str, value: float) -> None:
-        """The ``BufferPool`` metrics sink: wait time in ns."""
-        self.buffer_pool_wait.record(value)
+        """The ``BufferPool`` metrics sink: wait time in ns, or one send that ran out of buffer memory."""
+        if name == "buffer-exhausted-records":
+            self.buffer_exhausted.record(value)
+        else:
+            self.buffer_pool_wait.record(value)
 
 
 def producer_metric_name(metrics: Metrics, name: str, topic: str | None = None) -> MetricName:

@@ -588,3 +588,22 @@ def test_allocation_budget_is_what_metadata_wait_left() -> None:
         assert budgets[0] == 700 and budgets[-1] == 1000
     finally:
         producer.close(0)
+
+
+def test_a_send_that_runs_out_of_buffer_memory_counts_as_buffer_exhausted() -> None:
+    """Kafka's buffer-exhausted-rate/total: a send whose wait for buffer memory ran out (max.block.ms) fails with
+    the pool's timeout and is counted once; sends that found memory are not."""
+    s = Setup({"t": 1}, **{"buffer.memory": 4096, "batch.size": 4096, "max.block.ms": 200})
+    try:
+        first = s.producer.send(ProducerRecord("t", b"x" * 3000))  # takes the whole pool: the broker never answers
+        values = metric_values(s.producer.metrics(), "producer-metrics")
+        assert values["buffer-exhausted-total"] == 0
+        second = s.producer.send(ProducerRecord("t", b"y" * 3000))
+        with pytest.raises(KafkaTimeoutError, match="Failed to allocate memory within the configured max blocking "
+                                                    "time 200 ms"):
+            second.get(10)
+        values = metric_values(s.producer.metrics(), "producer-metrics")
+        assert values["buffer-exhausted-total"] == 1 and values["buffer-exhausted-rate"] > 0
+        assert not first.is_done()
+    finally:
+        s.close()

@@ -17,6 +17,7 @@ from strom.common.errors import KafkaError, KafkaTimeoutError
 from strom.common.structs import Node, TopicPartition
 from strom.producer.internals.producer_batch import CompressionRatioEstimator
 from strom.record.compression import CompressionType
+from strom.record.header import HEADER_SIZE
 from strom.record.records import MemoryRecords
 from strom.testing.mock_client import metadata_update_with
 
@@ -384,11 +385,23 @@ def test_callback_exception_does_not_stop_other_callbacks(caplog: pytest.LogCapt
     assert seen == [11]
 
 
+def _encoded_records(batch: bytes | memoryview) -> list[bytes]:
+    """The records of an uncompressed batch as encoded (length varint included)."""
+    from strom.record.varint import decode_varint
+
+    out, data, pos = [], bytes(batch), HEADER_SIZE
+    while pos < len(data):
+        length, end = decode_varint(data, pos)
+        out.append(data[pos:end + length])
+        pos = end + length
+    return out
+
+
 def test_metrics_reported() -> None:
     """§18 items 63-64 (metrics of the Sender):  batch-size-avg, records-per-request-avg, request-latency-avg, record-send-rate."""
     h = make_harness()
-    h.append()
-    h.append()
+    h.append(value=b"v" * 300)
+    h.append(value=b"w" * 10)
     h.run_once()
     sent = request_partitions(h.produce_requests()[0].request)[TP0]
     h.time.sleep(7)
@@ -397,6 +410,9 @@ def test_metrics_reported() -> None:
     values = h.metric_values()
     assert values["records-per-request-avg"] == 2
     assert values["batch-size-avg"] == values["batch-size-max"] == len(sent)
+    # record-size: a batch holding the largest record alone (Kafka's estimate per batch sent)
+    largest = max(len(r) for r in _encoded_records(sent))
+    assert values["record-size-avg"] == values["record-size-max"] == HEADER_SIZE + largest
     assert values["request-latency-avg"] == values["request-latency-max"] == 7
     assert values["record-queue-time-avg"] == 0 and values["produce-throttle-time-max"] == 0
     # 2 records sent 7 ms ago: Kafka's rate adds samples - 1 = one empty 30 s window to the 7 ms elapsed

@@ -113,16 +113,18 @@ def test_the_c_bulk_encoder_says_why_it_stopped() -> None:
     encode_records = _fastencode.encode_records
     target = bytearray(100)
     values = [b"v" * 10] * 5  # 17 bytes a record (no key) with offset deltas below 64
-    assert encode_records(target, 0, 1000, 0, 0, None, values, 0, 5) == (5, 85, 0)  # all written
-    assert encode_records(target, 0, 40, 0, 0, None, values, 0, 5) == (2, 34, 1)
-    assert encode_records(target, 0, 34, 0, 0, None, values, 0, 5) == (2, 34, 1)  # exactly the room  # the write limit
-    assert encode_records(target, 0, -5, 0, 0, None, values, 0, 5) == (1, 17, 1)  # the batch's first record fits
-    assert encode_records(target, 0, -5, 0, 3, None, values, 0, 5) == (0, 0, 1)  # ... no later one
-    assert encode_records(target, 50, 1000, 0, 0, None, values, 0, 5) == (2, 34, 2)  # the end of the buffer
-    assert encode_records(target, 66, 1000, 0, 0, None, values, 0, 5) == (2, 34, 2)  # exactly the buffer's end
-    assert encode_records(target, 0, 1000, 0, 0, None, [b"a", bytearray(b"b"), b"c"], 0, 3) == (1, 8, 3)
-    assert encode_records(target, 0, 1000, 0, 0, [b"k", "text"], [b"a", b"b"], 0, 2) == (1, 9, 3)
-    assert encode_records(target, 0, 1000, 0, 0, None, values, 2, 2) == (0, 0, 0)
+    assert encode_records(target, 0, 1000, 0, 0, None, values, 0, 5) == (5, 85, 0, 17)  # all written
+    assert encode_records(target, 0, 40, 0, 0, None, values, 0, 5) == (2, 34, 1, 17)
+    assert encode_records(target, 0, 34, 0, 0, None, values, 0, 5) == (2, 34, 1, 17)  # exactly the write limit
+    assert encode_records(target, 0, -5, 0, 0, None, values, 0, 5) == (1, 17, 1, 17)  # the batch's first one fits
+    assert encode_records(target, 0, -5, 0, 3, None, values, 0, 5) == (0, 0, 1, 0)  # ... no later one
+    assert encode_records(target, 50, 1000, 0, 0, None, values, 0, 5) == (2, 34, 2, 17)  # the end of the buffer
+    assert encode_records(target, 66, 1000, 0, 0, None, values, 0, 5) == (2, 34, 2, 17)  # exactly the buffer's end
+    assert encode_records(target, 0, 1000, 0, 0, None, [b"a", bytearray(b"b"), b"c"], 0, 3) == (1, 8, 3, 8)
+    assert encode_records(target, 0, 1000, 0, 0, [b"k", "text"], [b"a", b"b"], 0, 2) == (1, 9, 3, 9)
+    assert encode_records(target, 0, 1000, 0, 0, None, values, 2, 2) == (0, 0, 0, 0)
+    # the largest record's size, wherever it is in the run
+    assert encode_records(target, 0, 1000, 0, 0, None, [b"a", b"v" * 30, b"bb"], 0, 3) == (3, 54, 0, 37)
     with pytest.raises(TypeError):
         encode_records(target, 0, 1000, 0, 0, None, tuple(values), 0, 5)
     with pytest.raises(ValueError):
@@ -135,3 +137,37 @@ def test_the_c_bulk_encoder_says_why_it_stopped() -> None:
         encode_records(memoryview(bytes(100)), 0, 1000, 0, 0, None, values, 0, 5)
     with pytest.raises(TypeError):
         encode_records(target, 0, 1000, 0, 0, None, values, 0)
+
+
+def _record_sizes(batch: bytes) -> list[int]:
+    """Each record's encoded size (its length varint included), read off an uncompressed batch."""
+    from strom.record.varint import decode_varint
+
+    sizes, pos = [], HEADER_SIZE
+    while pos < len(batch):
+        length, end = decode_varint(batch, pos)
+        sizes.append(end - pos + length)
+        pos = end + length
+    return sizes
+
+
+@pytest.mark.parametrize("c_encoder", [True, False])
+@pytest.mark.parametrize("bulk", [True, False])
+def test_the_largest_records_size_is_kept_on_every_path(c_encoder: bool, bulk: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``max_record_size`` (the producer's record-size-max) is the largest record as encoded, whichever path
+    wrote it: the C or the Python encoder, one record at a time or in bulk."""
+    if not c_encoder:
+        monkeypatch.setattr(builder_module, "_encode_record", None)
+        monkeypatch.setattr(builder_module, "_encode_records", None)
+    rng = random.Random(7)
+    values = [os.urandom(rng.choice((3, 40, 300, 9000 if not bulk else 2000))) for _ in range(60)]
+    keys = [os.urandom(rng.randrange(0, 20)) for _ in values]
+    b = MemoryRecordsBuilder(CompressionType.NONE, write_limit=1 << 20, buffer=bytearray(1 << 20))
+    assert b.max_record_size == 0
+    if bulk:
+        assert b.try_append_many(TS, keys, values, 0, len(values)) == len(values)
+    else:
+        assert _one_by_one(b, keys, values) == len(values)
+    expected = max(_record_sizes(bytes(b.build())))
+    assert b.max_record_size == expected
