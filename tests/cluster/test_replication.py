@@ -140,7 +140,7 @@ def test_min_isr_and_recovery(cluster: LocalCluster) -> None:
         cluster.brokers[n].kill()
     # The leader notices the dead followers after replica.lag.time.max.ms and shrinks the ISR to itself.
     wait_until(lambda: isr_is(cluster, "durable", {leader}, nodes=(leader,)), 60, "ISR shrink to the leader")
-    acked, errors = produce(cluster.bootstrap_of(leader), "durable", [1000], acks="all", timeout_ms=5000)
+    acked, errors = produce(cluster.bootstrap_of(leader), "durable", [1000], acks="all", timeout_ms=1500)
     assert not acked and errors and set(errors) <= {"NOT_ENOUGH_REPLICAS", "_MSG_TIMED_OUT"}, errors
     assert "NOT_ENOUGH_REPLICAS" in errors or "_MSG_TIMED_OUT" in errors
     acked1, errors1 = produce(cluster.bootstrap_of(leader), "durable", list(range(100, 150)), acks="1")
