@@ -550,6 +550,14 @@ class KafkaProducer:
         self._metadata_wait.record(time.nanoseconds() - start_ns)
         return cluster, elapsed
 
+    def _send_may_block(self, topic: str, partition: int | None) -> bool:
+        """Whether a ``send`` to ``topic`` could wait now: for the topic's (or the partition's) metadata, or for
+        buffer memory (less than a batch free). ``strom.aio`` sends on the event loop only when it cannot."""
+        count = self._metadata.fetch().partition_count_for_topic(topic)
+        if count is None or (partition is not None and partition >= count):
+            return True
+        return self._buffer_pool.available_memory() < self._buffer_pool.poolable_size()
+
     # ----------------------------------------------------------------------------------- other API
 
     def flush(self, timeout: float | None = None) -> None:

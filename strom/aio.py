@@ -1,0 +1,266 @@
+"""asyncio front ends of strom's clients: :class:`AsyncKafkaProducer` and :class:`AsyncKafkaConsumer`.
+
+They wrap :class:`~strom.producer.kafka_producer.KafkaProducer` and :class:`~strom.consumer.KafkaConsumer` (same
+configs, same behaviour, same metrics) so that a coroutine never blocks its event loop:
+
+* the producer's ``send`` appends to the accumulator on the calling task when it cannot block (the topic's
+  metadata is cached and the buffer pool has a batch's worth of memory free: the usual case) and otherwise waits in
+  a worker thread for metadata or memory (``max.block.ms`` still bounds it); the returned asyncio future is
+  completed by the producer's I/O thread through ``loop.call_soon_threadsafe``. ``flush``, ``close`` and the
+  transactional calls wait in worker threads;
+* the consumer runs every call in one thread of its own (a ``KafkaConsumer`` is used by one thread at a time), so
+  ``poll`` waits there. A ``poll`` whose task is cancelled wakes the consumer up (``wakeup()``); records it had
+  already taken (positions moved past them) are handed to the next ``poll`` instead of being lost.
+
+Both are async context managers (``async with AsyncKafkaProducer(...) as producer:``); the consumer is an async
+iterator of records (``async for record in consumer:``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from strom.common.structs import OffsetAndMetadata, TopicPartition
+from strom.consumer import ConsumerRecord, ConsumerRecords, KafkaConsumer
+from strom.consumer.errors import WakeupError
+from strom.producer.internals.future_record_metadata import FutureRecordMetadata
+from strom.producer.kafka_producer import KafkaProducer
+from strom.producer.record import ProducerRecord, RecordMetadata
+
+__all__ = ["AsyncKafkaProducer", "AsyncKafkaConsumer"]
+
+T = TypeVar("T")
+
+
+def _completed_on(loop: asyncio.AbstractEventLoop, future: FutureRecordMetadata) -> asyncio.Future[RecordMetadata]:
+    """An asyncio future of ``loop`` that the producer's I/O thread completes with ``future``'s outcome."""
+    out: asyncio.Future[RecordMetadata] = loop.create_future()
+
+    def settle(f: FutureRecordMetadata) -> None:
+        try:
+            value: Any = f.value()
+            failed = False
+        except BaseException as e:  # the record's error, handed to the awaiting task
+            value, failed = e, True
+
+        def on_loop() -> None:
+            if not out.done():
+                if failed:
+                    out.set_exception(value)
+                else:
+                    out.set_result(value)
+
+        try:
+            loop.call_soon_threadsafe(on_loop)
+        except RuntimeError:  # the loop was closed meanwhile: nobody is left to tell
+            pass
+
+    future.add_done_callback(settle)
+    return out
+
+
+class AsyncKafkaProducer:
+    """:class:`~strom.producer.kafka_producer.KafkaProducer` for asyncio code (see the module docstring).
+
+    Construction takes the producer's configs as ``KafkaProducer`` does and, like it, does no network I/O.
+    """
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.producer = KafkaProducer(configs, **kwargs)
+        """The wrapped producer (its ``metrics()``, ``client_id``, ...)."""
+
+    async def send(self, record: ProducerRecord | str, value: Any = None, *, key: Any = None,
+                   partition: int | None = None, timestamp: int | None = None,
+                   headers: Any = None) -> asyncio.Future[RecordMetadata]:
+        """Append a record (a :class:`ProducerRecord`, or a topic and the record's fields) and return a future of
+        its :class:`RecordMetadata`, failed with the record's error. Returns once the record is in the
+        accumulator; errors ``KafkaProducer.send`` raises (serialization, a closed producer) are raised here."""
+        loop = asyncio.get_running_loop()
+        topic = record if type(record) is str else getattr(record, "topic", None)
+        part = partition if type(record) is str else getattr(record, "partition", None)
+        producer = self.producer
+        if type(record) is str:
+            def call() -> FutureRecordMetadata:
+                return producer.send(record, value=value, key=key, partition=partition, timestamp=timestamp,
+                                     headers=headers)
+        else:
+            def call() -> FutureRecordMetadata:
+                return producer.send(record)
+        if isinstance(topic, str) and not producer._send_may_block(topic, part):
+            future = call()
+        else:
+            future = await loop.run_in_executor(None, call)
+        return _completed_on(loop, future)
+
+    async def send_and_wait(self, record: ProducerRecord | str, value: Any = None, *, key: Any = None,
+                            partition: int | None = None, timestamp: int | None = None,
+                            headers: Any = None) -> RecordMetadata:
+        """:meth:`send`, then wait for the acknowledgement: the record's metadata, or its error raised."""
+        return await (await self.send(record, value, key=key, partition=partition, timestamp=timestamp,
+                                      headers=headers))
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every record sent before the call has completed (``KafkaProducer.flush``)."""
+        await asyncio.get_running_loop().run_in_executor(None, self.producer.flush, timeout)
+
+    async def partitions_for(self, topic: str) -> list[Any]:
+        """The topic's partitions (waiting for its metadata in a worker thread)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.producer.partitions_for, topic)
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.producer.init_transactions, timeout)
+
+    def begin_transaction(self) -> None:
+        """Local: no I/O (``KafkaProducer.begin_transaction``)."""
+        self.producer.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, Any], group_metadata: Any,
+                                          timeout: float | None = None) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.producer.send_offsets_to_transaction, offsets, group_metadata, timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.producer.commit_transaction, timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.producer.abort_transaction, timeout)
+
+    def metrics(self) -> dict[Any, Any]:
+        return self.producer.metrics()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is buffered and stop (``KafkaProducer.close``), waiting in a worker thread."""
+        await asyncio.get_running_loop().run_in_executor(None, self.producer.close, timeout)
+
+    async def __aenter__(self) -> AsyncKafkaProducer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncKafkaConsumer:
+    """:class:`~strom.consumer.KafkaConsumer` for asyncio code (see the module docstring): every call runs on the
+    consumer's own thread. Construction takes the consumer's configs as ``KafkaConsumer`` does."""
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="strom-async-consumer")
+        self.consumer = KafkaConsumer(configs, **kwargs)
+        """The wrapped consumer; call it only through this object (it runs on the consumer's thread)."""
+        self._pending: asyncio.Future[ConsumerRecords] | None = None
+        self._woken = False  # a cancelled poll called wakeup(): the flag may still be set for the next call
+        self._closed = False
+
+    def _run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
+        if self._closed:
+            raise RuntimeError("the consumer is closed")
+        return asyncio.get_running_loop().run_in_executor(self._thread, self._on_thread, fn, *args)
+
+    def _on_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._woken:  # a wakeup() meant for a poll that ended first must not fail this call
+            self._woken = False
+            client = self.consumer._client
+            if client is not None:
+                try:
+                    client.maybe_trigger_wakeup()
+                except WakeupError:
+                    pass
+        return fn(*args)
+
+    async def subscribe(self, topics: Iterable[str] | str, listener: Any = None) -> None:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        await self._run(self.consumer.subscribe, names, listener)
+
+    async def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        await self._run(self.consumer.assign, list(partitions))
+
+    async def unsubscribe(self) -> None:
+        await self._run(self.consumer.unsubscribe)
+
+    async def assignment(self) -> set[TopicPartition]:
+        return await self._run(self.consumer.assignment)
+
+    async def poll(self, timeout: float | timedelta | None = None) -> ConsumerRecords:
+        """Records, waiting up to ``timeout`` seconds for some (``KafkaConsumer.poll``). Cancelled, the wait
+        ends (``wakeup``) and records already taken come with the next call."""
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = asyncio.ensure_future(self._run(self._poll_or_nothing, timeout))
+        try:
+            records = await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            if not pending.done():
+                self._woken = True
+                self.consumer.wakeup()  # (thread-safe)
+            raise  # `_pending` stays: the records it took, if any, go to the next poll
+        except BaseException:
+            self._pending = None  # the poll's error is the caller's now
+            raise
+        self._pending = None
+        return records
+
+    def _poll_or_nothing(self, timeout: float | timedelta | None) -> ConsumerRecords:
+        try:
+            return self.consumer.poll(timeout)
+        except WakeupError:  # a cancelled poll: nothing was taken
+            return ConsumerRecords.EMPTY
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     timeout: float | timedelta | None = None) -> None:
+        """``commit_sync``: the given offsets, or the positions of every assigned partition."""
+        await self._run(self.consumer.commit_sync, offsets, timeout)
+
+    async def committed(self, partitions: TopicPartition | Iterable[TopicPartition],
+                        timeout: float | None = None) -> Any:
+        wanted = partitions if isinstance(partitions, TopicPartition) else list(partitions)
+        return await self._run(self.consumer.committed, wanted, timeout)
+
+    async def seek(self, partition: TopicPartition, offset: int) -> None:
+        await self._run(self.consumer.seek, partition, offset)
+
+    async def position(self, partition: TopicPartition) -> int:
+        return await self._run(self.consumer.position, partition)
+
+    async def seek_to_beginning(self, partitions: Iterable[TopicPartition] = ()) -> None:
+        await self._run(self.consumer.seek_to_beginning, list(partitions))
+
+    async def seek_to_end(self, partitions: Iterable[TopicPartition] = ()) -> None:
+        await self._run(self.consumer.seek_to_end, list(partitions))
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._run(self.consumer.end_offsets, list(partitions))
+
+    async def group_metadata(self) -> Any:
+        return await self._run(self.consumer.group_metadata)
+
+    def metrics(self) -> dict[Any, Any]:
+        return self.consumer.metrics()
+
+    async def close(self) -> None:
+        """Leave the group (committing as ``KafkaConsumer.close`` does) and stop the consumer's thread."""
+        if self._closed:
+            return
+        if self._pending is not None and not self._pending.done():
+            self._woken = True
+            self.consumer.wakeup()
+        await self._run(self.consumer.close)
+        self._closed = True
+        self._thread.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncKafkaConsumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self._records()
+
+    async def _records(self) -> AsyncIterator[ConsumerRecord]:
+        while True:
+            for record in await self.poll(1.0):
+                yield record
