@@ -10,7 +10,8 @@ subprocess using its fastest idiomatic asynchronous API (strom/kafka-python: ``s
 ``send`` futures + ``gather``; confluent-kafka: ``produce`` + ``poll(0)`` + ``flush``). The clock starts after
 a warm-up record (metadata, connections) and stops when every record has been acknowledged. Common settings:
 linger.ms=5, batch.size=64 KiB, no compression, idempotence off (so acks=all means the same work for all).
-``strom-bulk`` is strom's bulk path: ``send_many`` with lists of 100,000 values (no headers). ``--headers H``
+``strom-bulk`` is strom's bulk path: ``send_many`` with lists of 100,000 values (no headers); ``strom-aio`` is
+``strom.aio.AsyncKafkaProducer`` used as aiokafka is (``await send`` futures + ``gather``). ``--headers H``
 gives every record H headers (``trace-id-<i>``: 16 random bytes), as tracing libraries set them.
 ``--rounds R`` runs every client R times per cell, in the given order and then reversed, alternately (so no
 client always runs first, right after the broker started or after the other sizes' cells), and reports each
@@ -33,7 +34,7 @@ from typing import Any
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-CLIENTS = ["strom", "strom-bulk", "kafka-python", "aiokafka", "confluent"]
+CLIENTS = ["strom", "strom-bulk", "strom-aio", "kafka-python", "aiokafka", "confluent"]
 LINGER_MS = 5
 BATCH = 65536
 HEADERS: list[tuple[str, bytes]] | None = None  # set in the worker from --headers
@@ -132,6 +133,31 @@ def _aiokafka(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, moc
     return asyncio.run(run())
 
 
+def _strom_aio(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: bool) -> float:
+    import asyncio
+
+    from strom.aio import AsyncKafkaProducer
+
+    async def run() -> float:
+        p = AsyncKafkaProducer({"bootstrap.servers": bootstrap, "key.serializer": "bytes",
+                                "value.serializer": "bytes", "acks": acks, "linger.ms": LINGER_MS,
+                                "batch.size": BATCH, "enable.idempotence": False})
+        await p.send_and_wait(topic, payload)
+        send = p.send
+        headers = HEADERS
+        t0 = time.perf_counter()
+        if headers:
+            futures = [await send(topic, payload, headers=headers) for _ in range(n)]
+        else:
+            futures = [await send(topic, payload) for _ in range(n)]
+        await asyncio.gather(*futures)
+        dt = time.perf_counter() - t0
+        await p.close()
+        return dt
+
+    return asyncio.run(run())
+
+
 def _confluent(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mock: bool) -> float:
     import confluent_kafka as ck
 
@@ -163,7 +189,8 @@ def _confluent(bootstrap: str, topic: str, payload: bytes, n: int, acks: str, mo
     return dt
 
 
-WORKERS = {"strom": _strom, "strom-bulk": _strom_bulk, "kafka-python": _kafka_python, "aiokafka": _aiokafka, "confluent": _confluent}
+WORKERS = {"strom": _strom, "strom-bulk": _strom_bulk, "strom-aio": _strom_aio, "kafka-python": _kafka_python,
+           "aiokafka": _aiokafka, "confluent": _confluent}
 
 
 def worker_main(args: argparse.Namespace) -> None:
@@ -301,21 +328,20 @@ def _ratio(x: float) -> str:
 
 def _table(results: list[tuple[str, int, str, str, dict[str, Any]]], clients: list[str]) -> str:
     many = any(len(r.get("rates", ())) > 1 for *_, r in results)
-    lines = ["| broker | record | acks | client | records/s | MB/s | peak RSS MB | strom ÷ client | "
-             "strom-bulk ÷ client |" + (" records/s of each round |" if many else ""),
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|" + ("---|" if many else "")]
-    strom_rates = {(t, s, a): _rate(r) for t, s, a, c, r in results if c == "strom"}
-    bulk_rates = {(t, s, a): _rate(r) for t, s, a, c, r in results if c == "strom-bulk"}
+    mine = [c for c in ("strom", "strom-bulk", "strom-aio") if c in clients] or ["strom"]
+    lines = ["| broker | record | acks | client | records/s | MB/s | peak RSS MB | "
+             + "".join(f"{c} ÷ client | " for c in mine) + ("records/s of each round |" if many else ""),
+             "|---|---:|---:|---|---:|---:|---:|" + "---:|" * len(mine) + ("---|" if many else "")]
+    by_client = {c: {(t, s, a): _rate(r) for t, s, a, cl, r in results if cl == c} for c in mine}
     for target, size, acks, client, r in results:
         rate = _rate(r)
-        ratios = [rates.get((target, size, acks), float("nan")) / rate if rate == rate and rate else float("nan")
-                  for rates in (strom_rates, bulk_rates)]
+        ratios = [by_client[c].get((target, size, acks), float("nan")) / rate if rate == rate and rate
+                  else float("nan") for c in mine]
         rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "-"
         rounds = (" " + ", ".join(f"{x:,.0f}" for x in r.get("rates", ())) + " |") if many else ""
         lines.append(f"| {target} | {size} B | {acks} | {client} | {rate:,.0f} | {rate * size / 1e6:.1f} | {rss} | "
-                     f"{_ratio(ratios[0])} | {_ratio(ratios[1])} |{rounds}")
+                     + "".join(f"{_ratio(x)} | " for x in ratios) + rounds.lstrip())
     return "\n".join(lines)
-
 
 if __name__ == "__main__":
     main()

@@ -5,9 +5,10 @@ configs, same behaviour, same metrics) so that a coroutine never blocks its even
 
 * the producer's ``send`` appends to the accumulator on the calling task when it cannot block (the topic's
   metadata is cached and the buffer pool has a batch's worth of memory free: the usual case) and otherwise waits in
-  a worker thread for metadata or memory (``max.block.ms`` still bounds it); the returned asyncio future is
-  completed by the producer's I/O thread through ``loop.call_soon_threadsafe``. ``flush``, ``close`` and the
-  transactional calls wait in worker threads;
+  a worker thread for metadata or memory (``max.block.ms`` still bounds it). The returned asyncio futures are
+  completed on the loop: the producer's I/O thread tells the loop once per completed batch
+  (``loop.call_soon_threadsafe``; a split batch hands its records on to its parts), so the I/O thread does no
+  per-record work for them. ``flush``, ``close`` and the transactional calls wait in worker threads;
 * the consumer runs every call in one thread of its own (a ``KafkaConsumer`` is used by one thread at a time), so
   ``poll`` waits there. A ``poll`` whose task is cancelled wakes the consumer up (``wakeup()``); records it had
   already taken (positions moved past them) are handed to the next ``poll`` instead of being lost.
@@ -20,47 +21,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from strom.common.structs import OffsetAndMetadata, TopicPartition
 from strom.consumer import ConsumerRecord, ConsumerRecords, KafkaConsumer
 from strom.consumer.errors import WakeupError
-from strom.producer.internals.future_record_metadata import FutureRecordMetadata
+from strom.producer.internals.future_record_metadata import FutureRecordMetadata, ProduceRequestResult
 from strom.producer.kafka_producer import KafkaProducer
 from strom.producer.record import ProducerRecord, RecordMetadata
 
 __all__ = ["AsyncKafkaProducer", "AsyncKafkaConsumer"]
 
 T = TypeVar("T")
-
-
-def _completed_on(loop: asyncio.AbstractEventLoop, future: FutureRecordMetadata) -> asyncio.Future[RecordMetadata]:
-    """An asyncio future of ``loop`` that the producer's I/O thread completes with ``future``'s outcome."""
-    out: asyncio.Future[RecordMetadata] = loop.create_future()
-
-    def settle(f: FutureRecordMetadata) -> None:
-        try:
-            value: Any = f.value()
-            failed = False
-        except BaseException as e:  # the record's error, handed to the awaiting task
-            value, failed = e, True
-
-        def on_loop() -> None:
-            if not out.done():
-                if failed:
-                    out.set_exception(value)
-                else:
-                    out.set_result(value)
-
-        try:
-            loop.call_soon_threadsafe(on_loop)
-        except RuntimeError:  # the loop was closed meanwhile: nobody is left to tell
-            pass
-
-    future.add_done_callback(settle)
-    return out
 
 
 class AsyncKafkaProducer:
@@ -72,6 +48,54 @@ class AsyncKafkaProducer:
     def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.producer = KafkaProducer(configs, **kwargs)
         """The wrapped producer (its ``metrics()``, ``client_id``, ...)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # The records awaited, by the batch they are in (loop thread only): a batch tells the loop once, when it
+        # completes, and the loop completes its records' futures (no per-record work on the I/O thread).
+        self._waiting: dict[ProduceRequestResult, list[tuple[FutureRecordMetadata, asyncio.Future[Any]]]] = {}
+        self._completed: deque[ProduceRequestResult] = deque()  # batches done, not yet settled (I/O → loop)
+        self._wake_pending = False
+
+    def _bound_loop(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("an AsyncKafkaProducer is used from one event loop (the one of its first send)")
+        return loop
+
+    def _await_record(self, future: FutureRecordMetadata, out: asyncio.Future[Any]) -> None:
+        """On the loop: complete ``out`` when ``future``'s batch (the one it is in now) completes."""
+        result = future._final()[0]
+        entries = self._waiting.get(result)
+        if entries is None:
+            self._waiting[result] = [(future, out)]
+            result.add_listener(self._on_batch_done)  # (called at once if the batch is already done)
+        else:
+            entries.append((future, out))
+
+    def _on_batch_done(self, result: ProduceRequestResult) -> None:
+        """A batch completed or was split: on the producer's I/O thread (or the loop, if it already had)."""
+        self._completed.append(result)
+        if not self._wake_pending:
+            self._wake_pending = True
+            try:
+                self._loop.call_soon_threadsafe(self._settle)  # type: ignore[union-attr]
+            except RuntimeError:  # the loop was closed meanwhile: nobody is left to tell
+                pass
+
+    def _settle(self) -> None:
+        """On the loop: complete the futures of the records of every batch done so far."""
+        self._wake_pending = False  # (first: a batch done from now on schedules another call)
+        completed, waiting = self._completed, self._waiting
+        while completed:
+            for future, out in waiting.pop(completed.popleft(), ()):
+                if not future.done():  # a split batch: the record is in one of its parts now
+                    self._await_record(future, out)
+                elif not out.done():
+                    try:
+                        out.set_result(future.value())
+                    except BaseException as e:  # the record's error, for the task that awaits it
+                        out.set_exception(e)
 
     async def send(self, record: ProducerRecord | str, value: Any = None, *, key: Any = None,
                    partition: int | None = None, timestamp: int | None = None,
@@ -79,22 +103,23 @@ class AsyncKafkaProducer:
         """Append a record (a :class:`ProducerRecord`, or a topic and the record's fields) and return a future of
         its :class:`RecordMetadata`, failed with the record's error. Returns once the record is in the
         accumulator; errors ``KafkaProducer.send`` raises (serialization, a closed producer) are raised here."""
-        loop = asyncio.get_running_loop()
-        topic = record if type(record) is str else getattr(record, "topic", None)
-        part = partition if type(record) is str else getattr(record, "partition", None)
+        loop = self._bound_loop()
         producer = self.producer
         if type(record) is str:
-            def call() -> FutureRecordMetadata:
-                return producer.send(record, value=value, key=key, partition=partition, timestamp=timestamp,
-                                     headers=headers)
+            if not producer._send_may_block(record, partition):
+                future = producer.send(record, value=value, key=key, partition=partition, timestamp=timestamp,
+                                       headers=headers)
+            else:
+                future = await loop.run_in_executor(None, partial(
+                    producer.send, record, value=value, key=key, partition=partition, timestamp=timestamp,
+                    headers=headers))
+        elif isinstance(record, ProducerRecord) and not producer._send_may_block(record.topic, record.partition):
+            future = producer.send(record)
         else:
-            def call() -> FutureRecordMetadata:
-                return producer.send(record)
-        if isinstance(topic, str) and not producer._send_may_block(topic, part):
-            future = call()
-        else:
-            future = await loop.run_in_executor(None, call)
-        return _completed_on(loop, future)
+            future = await loop.run_in_executor(None, producer.send, record)
+        out: asyncio.Future[RecordMetadata] = loop.create_future()
+        self._await_record(future, out)
+        return out
 
     async def send_and_wait(self, record: ProducerRecord | str, value: Any = None, *, key: Any = None,
                             partition: int | None = None, timestamp: int | None = None,

@@ -45,7 +45,7 @@ class ProduceRequestResult:
     """
 
     __slots__ = ("topic_partition", "_event", "base_offset", "log_append_time", "_error_fn", "split_to",
-                 "_watchers")
+                 "_watchers", "_listeners")
 
     def __init__(self, topic_partition: TopicPartition) -> None:
         self.topic_partition = topic_partition
@@ -56,6 +56,7 @@ class ProduceRequestResult:
         # set (before this latch is released) when the batch was split: record i -> (its new result, index)
         self.split_to: list[tuple[ProduceRequestResult, int]] | None = None
         self._watchers: list[FutureRecordMetadata] | None = None  # futures with done callbacks to fire
+        self._listeners: list[Callable[[ProduceRequestResult], Any]] | None = None  # see add_listener
 
     def split(self, split_to: list[tuple[ProduceRequestResult, int]]) -> None:
         """The batch was split: record ``i`` now lives at ``split_to[i]``; the futures waiting for done
@@ -66,6 +67,21 @@ class ProduceRequestResult:
             for future in watchers or ():
                 result, _index = future._final()
                 result._watch(future)
+            listeners, self._listeners = self._listeners, None
+        for fn in listeners or ():  # (their records moved: they look where, through the futures' _final())
+            _run_listener(fn, self)
+
+    def add_listener(self, fn: Callable[[ProduceRequestResult], Any]) -> None:
+        """Call ``fn(self)`` once, when this batch completes or is split (on the Sender thread), or now on this
+        thread if it already has: one call for all the records of a batch (``strom.aio``). Exceptions are logged.
+        """
+        with _CALLBACK_LOCK:
+            if not self._event.is_set() and self.split_to is None:
+                if self._listeners is None:
+                    self._listeners = []
+                self._listeners.append(fn)
+                return
+        _run_listener(fn, self)
 
     def _watch(self, future: FutureRecordMetadata) -> None:
         """Fire ``future``'s done callbacks when this batch completes (caller holds ``_CALLBACK_LOCK``)."""
@@ -75,13 +91,17 @@ class ProduceRequestResult:
             self._watchers.append(future)
 
     def fire_watchers(self) -> None:
-        """After :meth:`done`: run the done callbacks of this batch's futures (Sender thread)."""
-        if self._watchers is None:
+        """After :meth:`done`: run the done callbacks of this batch's futures and its listeners (Sender
+        thread)."""
+        if self._watchers is None and self._listeners is None:
             return
         with _CALLBACK_LOCK:
             watchers, self._watchers = self._watchers, None
+            listeners, self._listeners = self._listeners, None
         for future in watchers or ():
             future._fire_done_callbacks()
+        for fn in listeners or ():
+            _run_listener(fn, self)
 
     def set(self, base_offset: int, log_append_time: int, error_fn: RecordErrorFn | None) -> None:
         self.base_offset = base_offset
@@ -276,3 +296,10 @@ def _run_callback(fn: Callable[[FutureRecordMetadata], Any], future: FutureRecor
         fn(future)
     except Exception:
         log.exception("exception calling done callback for %r", future)
+
+
+def _run_listener(fn: Callable[[ProduceRequestResult], Any], result: ProduceRequestResult) -> None:
+    try:
+        fn(result)
+    except Exception:
+        log.error("Error executing a batch listener of %s", result.topic_partition, exc_info=True)

@@ -339,3 +339,40 @@ def test_a_done_callback_added_after_completion_runs_at_once_and_is_not_kept() -
     gone = weakref.ref(future)  # type: ignore[arg-type]
     del future, hits
     assert gone() is None  # the completed batch holds no reference to it
+
+
+def test_a_batch_listener_is_called_once_when_the_batch_completes_is_split_or_already_was() -> None:
+    """``ProduceRequestResult.add_listener`` (what strom.aio waits on): one call per batch, when it completes; when
+    it is split (the records' futures then lead to the parts, which take listeners of their own); at once when it
+    already completed."""
+    done = new_batch()
+    done_futures = [done.try_append(i, None, b"v", (), None, 0) for i in range(3)]
+    calls: list[Any] = []
+    done.produce_future.add_listener(calls.append)
+    done.produce_future.add_listener(calls.append)
+    assert calls == []
+    done.close()
+    done.complete(40, -1)
+    assert calls == [done.produce_future, done.produce_future]
+    assert [f.get(0).offset for f in done_futures] == [40, 41, 42]  # type: ignore[union-attr]
+    late: list[Any] = []
+    done.produce_future.add_listener(late.append)  # already complete: called here and now
+    assert late == [done.produce_future]
+
+    big = new_batch(write_limit=10_000)
+    futures = [big.try_append(i, None, b"v" * 100, (), None, 0) for i in range(12)]
+    split_calls: list[Any] = []
+    big.produce_future.add_listener(split_calls.append)
+    big.close()
+    parts = list(big.split(400))
+    assert split_calls == [big.produce_future] and len(parts) > 2
+    assert not futures[9].done()  # type: ignore[union-attr]  (its part has not completed)
+    part_of_9 = futures[9]._final()[0]  # type: ignore[union-attr]
+    part_calls: list[Any] = []
+    part_of_9.add_listener(part_calls.append)
+    base = 500
+    for p in parts:
+        p.close()
+        p.complete(base, -1)
+        base += p.record_count
+    assert part_calls == [part_of_9] and futures[9].get(0).offset == 509  # type: ignore[union-attr]
