@@ -65,7 +65,9 @@ class AsyncKafkaProducer:
 
     def _await_record(self, future: FutureRecordMetadata, out: asyncio.Future[Any]) -> None:
         """On the loop: complete ``out`` when ``future``'s batch (the one it is in now) completes."""
-        result = future._final()[0]
+        result = future.result_holder
+        if result.split_to is not None:  # (a split since: the part it is in now)
+            result = future._final()[0]
         entries = self._waiting.get(result)
         if entries is None:
             self._waiting[result] = [(future, out)]
@@ -88,8 +90,10 @@ class AsyncKafkaProducer:
         self._wake_pending = False  # (first: a batch done from now on schedules another call)
         completed, waiting = self._completed, self._waiting
         while completed:
-            for future, out in waiting.pop(completed.popleft(), ()):
-                if not future.done():  # a split batch: the record is in one of its parts now
+            result = completed.popleft()
+            split = result.split_to is not None
+            for future, out in waiting.pop(result, ()):
+                if split:  # the record is in one of the parts now: wait for that one
                     self._await_record(future, out)
                 elif not out.done():
                     try:

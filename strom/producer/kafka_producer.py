@@ -556,7 +556,7 @@ class KafkaProducer:
         count = self._metadata.fetch().partition_count_for_topic(topic)
         if count is None or (partition is not None and partition >= count):
             return True
-        return self._buffer_pool.available_memory() < self._buffer_pool.poolable_size()
+        return self._buffer_pool.may_block()
 
     # ----------------------------------------------------------------------------------- other API
 

@@ -211,6 +211,11 @@ class BufferPool:
 
     # -------------------------------------------------------------------------------------------- state
 
+    def may_block(self) -> bool:
+        """Whether an allocation of a batch could wait now: less than ``poolable_size`` free (read without the
+        lock: a hint, which the allocation itself may contradict a moment later)."""
+        return not self._free and self._non_pooled_available_memory < self._poolable_size
+
     def available_memory(self) -> int:
         """Unallocated plus pooled free memory."""
         with self._lock:
