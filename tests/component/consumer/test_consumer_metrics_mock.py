@@ -55,13 +55,19 @@ def test_lag_lead_records_and_group_metrics_are_exact() -> None:
     c.close()
 
 
-def test_rebalance_latency_and_poll_gap_follow_the_clock() -> None:
-    time = MockTime(auto_tick_ms=0)
+def _group_member_that_read_two_records(time: MockTime) -> Any:
+    """A consumer of group ``g`` over a fake broker on ``time``, after it joined and read the topic's 2 records."""
     broker = FakeBroker({T: 1}, time=time)
     broker.produce(TP0, 2)
     c = broker.consumer(group_id="g", auto_offset_reset="earliest", enable_auto_commit=False)
     c.subscribe([T])
     broker.run(c, lambda rs: len(rs) >= 2)
+    return c
+
+
+def test_rebalance_latency_and_poll_gap_follow_the_clock() -> None:
+    time = MockTime(auto_tick_ms=0)
+    c = _group_member_that_read_two_records(time)
     group = metric_values(c.metrics(), "consumer-coordinator-metrics")
     assert group["rebalance-latency-max"] == 0  # answered at once, and the clock did not move
     time.sleep(7_000)
@@ -77,11 +83,7 @@ def test_poll_idle_ratio_follows_the_clock() -> None:
     """Kafka's poll-idle-ratio-avg (each poll's time over the time since the previous poll started) on a clock
     that moves only when told."""
     time = MockTime(auto_tick_ms=0)
-    broker = FakeBroker({T: 1}, time=time)
-    broker.produce(TP0, 2)
-    c = broker.consumer(group_id="g", auto_offset_reset="earliest", enable_auto_commit=False)
-    c.subscribe([T])
-    broker.run(c, lambda rs: len(rs) >= 2)
+    c = _group_member_that_read_two_records(time)
     consumer_metrics = metric_values(c.metrics(), "consumer-metrics")
     assert consumer_metrics["commit-sync-time-ns-total"] == 0 and consumer_metrics["committed-time-ns-total"] == 0
     # so far every poll took no time right after another: the ratio is undefined and nothing was recorded
