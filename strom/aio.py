@@ -132,6 +132,20 @@ class AsyncKafkaProducer:
         return await (await self.send(record, value, key=key, partition=partition, timestamp=timestamp,
                                       headers=headers))
 
+    async def send_many(self, topic: str, values: Any, keys: Any = None, *, partition: int | None = None,
+                        timestamp: int | None = None) -> list[asyncio.Future[RecordMetadata]]:
+        """``KafkaProducer.send_many`` (the bulk path) from a worker thread: one future per batch segment, of the
+        metadata of its last record."""
+        loop = self._bound_loop()
+        futures = await loop.run_in_executor(None, partial(self.producer.send_many, topic, values, keys,
+                                                           partition=partition, timestamp=timestamp))
+        outs = []
+        for future in futures:
+            out: asyncio.Future[RecordMetadata] = loop.create_future()
+            self._await_record(future, out)
+            outs.append(out)
+        return outs
+
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent before the call has completed (``KafkaProducer.flush``)."""
         await asyncio.get_running_loop().run_in_executor(None, self.producer.flush, timeout)
@@ -248,6 +262,10 @@ class AsyncKafkaConsumer:
         wanted = partitions if isinstance(partitions, TopicPartition) else list(partitions)
         return await self._run(self.consumer.committed, wanted, timeout)
 
+    async def poll_arrow(self, timeout: float | timedelta | None = None, max_records: int | None = None) -> Any:
+        """``KafkaConsumer.poll_arrow`` (a ``pyarrow.Table``) on the consumer's thread."""
+        return await self._run(partial(self.consumer.poll_arrow, timeout, max_records=max_records))
+
     async def seek(self, partition: TopicPartition, offset: int) -> None:
         await self._run(self.consumer.seek, partition, offset)
 
@@ -265,6 +283,24 @@ class AsyncKafkaConsumer:
 
     async def group_metadata(self) -> Any:
         return await self._run(self.consumer.group_metadata)
+
+    async def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        await self._run(self.consumer.pause, list(partitions))
+
+    async def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        await self._run(self.consumer.resume, list(partitions))
+
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._run(self.consumer.beginning_offsets, list(partitions))
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Any]:
+        return await self._run(self.consumer.offsets_for_times, dict(timestamps))
+
+    async def partitions_for(self, topic: str) -> list[Any]:
+        return await self._run(self.consumer.partitions_for, topic)
+
+    async def list_topics(self) -> dict[str, list[Any]]:
+        return await self._run(self.consumer.list_topics)
 
     def metrics(self) -> dict[Any, Any]:
         return self.consumer.metrics()

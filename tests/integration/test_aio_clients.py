@@ -207,3 +207,34 @@ def test_transactions_commit_and_abort(broker: BrokerProcess) -> None:
             assert got == ["c0", "c1", "c2"]
 
     asyncio.run(main())
+
+
+def test_bulk_sends_pause_resume_and_the_columnar_poll(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "aio-bulk", 2)
+    tp0, tp1 = TopicPartition("aio-bulk", 0), TopicPartition("aio-bulk", 1)
+
+    async def main() -> None:
+        async with producer(broker.bootstrap) as p:
+            segments = await p.send_many("aio-bulk", [f"b{i}" for i in range(1000)], partition=0)
+            last = [m.offset for m in await asyncio.gather(*segments)]
+            assert last[-1] == 999  # each segment's future: the metadata of its last record
+            await p.send_and_wait("aio-bulk", "other", partition=1)
+        async with consumer(broker.bootstrap, **{"max.poll.records": 5000}) as c:
+            await c.assign([tp0, tp1])
+            await c.pause([tp0])
+            got = []
+            deadline = time.monotonic() + 20
+            while not got:
+                assert time.monotonic() < deadline
+                got = [(r.partition, r.value) for r in await c.poll(0.5)]
+            assert got == [(1, "other")]  # partition 0 is paused
+            await c.resume([tp0])
+            rows = 0
+            while rows < 1000:
+                assert time.monotonic() < deadline
+                table = await c.poll_arrow(0.5)
+                rows += table.num_rows
+            assert rows == 1000 and table.column("value")[table.num_rows - 1].as_py() == b"b999"
+            assert await c.beginning_offsets([tp0]) == {tp0: 0}
+
+    asyncio.run(main())
