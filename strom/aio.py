@@ -196,6 +196,9 @@ class AsyncKafkaConsumer:
         """The wrapped consumer; call it only through this object (it runs on the consumer's thread)."""
         self._pending: asyncio.Future[ConsumerRecords] | None = None
         self._woken = False  # a cancelled poll called wakeup(): the flag may still be set for the next call
+        # Records an `async for` took from a poll and has not handed out yet (its loop stopped): the next poll or
+        # iteration hands them out first, and commit() without offsets commits only what was handed out.
+        self._undelivered: deque[ConsumerRecord] = deque()
         self._closed = False
 
     def _run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
@@ -216,12 +219,15 @@ class AsyncKafkaConsumer:
 
     async def subscribe(self, topics: Iterable[str] | str, listener: Any = None) -> None:
         names = [topics] if isinstance(topics, str) else list(topics)
+        self._forget()
         await self._run(self.consumer.subscribe, names, listener)
 
     async def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._forget()
         await self._run(self.consumer.assign, list(partitions))
 
     async def unsubscribe(self) -> None:
+        self._forget()
         await self._run(self.consumer.unsubscribe)
 
     async def assignment(self) -> set[TopicPartition]:
@@ -230,6 +236,16 @@ class AsyncKafkaConsumer:
     async def poll(self, timeout: float | timedelta | None = None) -> ConsumerRecords:
         """Records, waiting up to ``timeout`` seconds for some (``KafkaConsumer.poll``). Cancelled, the wait
         ends (``wakeup``) and records already taken come with the next call."""
+        if self._undelivered:
+            by_partition: dict[TopicPartition, list[ConsumerRecord]] = {}
+            is_assigned = self.consumer._subscriptions.is_assigned  # (a rebalance may have taken some away)
+            while self._undelivered:
+                record = self._undelivered.popleft()
+                tp = TopicPartition(record.topic, record.partition)
+                if is_assigned(tp):
+                    by_partition.setdefault(tp, []).append(record)
+            if by_partition:
+                return ConsumerRecords(by_partition)
         pending = self._pending
         if pending is None:
             pending = self._pending = asyncio.ensure_future(self._run(self._poll_or_nothing, timeout))
@@ -254,7 +270,19 @@ class AsyncKafkaConsumer:
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      timeout: float | timedelta | None = None) -> None:
-        """``commit_sync``: the given offsets, or the positions of every assigned partition."""
+        """``commit_sync``: the given offsets, or the positions of every assigned partition, except that a
+        partition whose records an ``async for`` has taken but not handed out yet is committed up to them."""
+        if offsets is None and self._undelivered:
+            held: dict[TopicPartition, OffsetAndMetadata] = {}
+            for record in self._undelivered:
+                held.setdefault(TopicPartition(record.topic, record.partition),
+                                OffsetAndMetadata(record.offset, "", record.leader_epoch))
+
+            def positions() -> dict[TopicPartition, OffsetAndMetadata]:
+                consumed = self.consumer._subscriptions.all_consumed()
+                return {**consumed, **{tp: om for tp, om in held.items() if tp in consumed}}
+
+            offsets = await self._run(positions)
         await self._run(self.consumer.commit_sync, offsets, timeout)
 
     async def committed(self, partitions: TopicPartition | Iterable[TopicPartition],
@@ -266,17 +294,29 @@ class AsyncKafkaConsumer:
         """``KafkaConsumer.poll_arrow`` (a ``pyarrow.Table``) on the consumer's thread."""
         return await self._run(partial(self.consumer.poll_arrow, timeout, max_records=max_records))
 
+    def _forget(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Drop held records of ``partitions`` (all when ``None``): their positions were moved."""
+        if self._undelivered:
+            wanted = None if partitions is None else set(partitions)
+            self._undelivered = deque(r for r in self._undelivered if wanted is not None
+                                      and TopicPartition(r.topic, r.partition) not in wanted)
+
     async def seek(self, partition: TopicPartition, offset: int) -> None:
+        self._forget([partition])
         await self._run(self.consumer.seek, partition, offset)
 
     async def position(self, partition: TopicPartition) -> int:
         return await self._run(self.consumer.position, partition)
 
     async def seek_to_beginning(self, partitions: Iterable[TopicPartition] = ()) -> None:
-        await self._run(self.consumer.seek_to_beginning, list(partitions))
+        tps = list(partitions)
+        self._forget(tps or None)
+        await self._run(self.consumer.seek_to_beginning, tps)
 
     async def seek_to_end(self, partitions: Iterable[TopicPartition] = ()) -> None:
-        await self._run(self.consumer.seek_to_end, list(partitions))
+        tps = list(partitions)
+        self._forget(tps or None)
+        await self._run(self.consumer.seek_to_end, tps)
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return await self._run(self.consumer.end_offsets, list(partitions))
@@ -326,6 +366,9 @@ class AsyncKafkaConsumer:
         return self._records()
 
     async def _records(self) -> AsyncIterator[ConsumerRecord]:
+        undelivered = self._undelivered
         while True:
-            for record in await self.poll(1.0):
-                yield record
+            if not undelivered:
+                undelivered.extend(await self.poll(1.0))
+            while undelivered:
+                yield undelivered.popleft()  # (a loop that stops here leaves the rest for the next poll)

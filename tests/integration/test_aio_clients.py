@@ -238,3 +238,35 @@ def test_bulk_sends_pause_resume_and_the_columnar_poll(broker: BrokerProcess) ->
             assert await c.beginning_offsets([tp0]) == {tp0: 0}
 
     asyncio.run(main())
+
+
+def test_an_async_for_that_stops_early_loses_nothing_and_commits_only_what_it_handed_out(
+        broker: BrokerProcess) -> None:
+    """``async for`` takes whole polls; a loop that breaks after 10 records leaves the rest for the next poll, and
+    commit() without offsets commits offset 10, not the position the poll moved to."""
+    create_topic(broker.bootstrap, "aio-break", 1)
+    tp = TopicPartition("aio-break", 0)
+
+    async def main() -> None:
+        async with producer(broker.bootstrap) as p:
+            await asyncio.gather(*[await p.send("aio-break", f"m{i}", partition=0) for i in range(100)])
+        async with consumer(broker.bootstrap, **{"group.id": "aio-break-g", "enable.auto.commit": False}) as c:
+            await c.assign([tp])
+            first: list[str] = []
+            async for record in c:
+                first.append(record.value)
+                if len(first) == 10:
+                    break
+            assert await c.position(tp) > 10  # the poll took more than the loop handed out
+            await c.commit()
+            assert (await c.committed(tp)).offset == 10
+            rest: list[str] = []
+            async for record in c:
+                rest.append(record.value)
+                if len(first) + len(rest) == 100:
+                    break
+            assert first + rest == [f"m{i}" for i in range(100)]
+            await c.commit()
+            assert (await c.committed(tp)).offset == 100
+
+    asyncio.run(main())
