@@ -296,10 +296,12 @@ class AsyncKafkaConsumer:
 
     def _forget(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Drop held records of ``partitions`` (all when ``None``): their positions were moved."""
-        if self._undelivered:
+        held = self._undelivered  # (changed in place: an `async for` in progress holds it)
+        if held:
             wanted = None if partitions is None else set(partitions)
-            self._undelivered = deque(r for r in self._undelivered if wanted is not None
-                                      and TopicPartition(r.topic, r.partition) not in wanted)
+            kept = [r for r in held if wanted is not None and TopicPartition(r.topic, r.partition) not in wanted]
+            held.clear()
+            held.extend(kept)
 
     async def seek(self, partition: TopicPartition, offset: int) -> None:
         self._forget([partition])

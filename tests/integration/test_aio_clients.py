@@ -270,3 +270,26 @@ def test_an_async_for_that_stops_early_loses_nothing_and_commits_only_what_it_ha
             assert (await c.committed(tp)).offset == 100
 
     asyncio.run(main())
+
+
+def test_a_seek_inside_an_async_for_drops_the_records_it_held(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "aio-seek", 1)
+    tp = TopicPartition("aio-seek", 0)
+
+    async def main() -> None:
+        async with producer(broker.bootstrap) as p:
+            await asyncio.gather(*[await p.send("aio-seek", f"s{i}", partition=0) for i in range(20)])
+        async with consumer(broker.bootstrap) as c:
+            await c.assign([tp])
+            seen: list[str] = []
+            rewound = False
+            async for record in c:
+                seen.append(record.value)
+                if len(seen) == 5 and not rewound:
+                    rewound = True
+                    await c.seek(tp, 2)  # the 15 records the poll took after s4 are not handed out
+                if len(seen) == 5 + 18:
+                    break
+            assert seen == [f"s{i}" for i in range(5)] + [f"s{i}" for i in range(2, 20)]
+
+    asyncio.run(main())
