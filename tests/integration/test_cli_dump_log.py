@@ -65,3 +65,56 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1 and out.stderr.startswith("Error: Cannot read")
     out = dump("--files", str(tmp_path / "notes.txt"))
     assert out.returncode == 2 and out.stderr.strip().endswith("not a .log, .index or .timeindex file")
+
+
+def test_the_offsets_and_transaction_log_decoders_and_transaction_markers(tmp_path: Path) -> None:
+    """--offsets-decoder and --transaction-log-decoder print __consumer_offsets and __transaction_state records as
+    Kafka 3.x's tool does; a data segment's transaction markers print as endTxnMarker lines."""
+    from strom.common.structs import OffsetAndMetadata, TopicPartition
+    from strom.consumer import KafkaConsumer
+
+    data = tmp_path / "data"
+    overrides = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+                 "group.initial.rebalance.delay.ms": "0"}
+    with BrokerProcess(data_dir=data, overrides=overrides) as broker:
+        with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+            admin.create_topics([NewTopic("txn-dumped", 1, 1)]).all().result(30)
+        with KafkaProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": "dumper"},
+                           key_serializer="str", value_serializer="str") as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("txn-dumped", key="k", value="committed", partition=0)
+            producer.commit_transaction()
+            producer.begin_transaction()
+            producer.send("txn-dumped", value="aborted", partition=0).get(30)  # written, then aborted
+            producer.abort_transaction()
+        with KafkaConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "dump-g",
+                            "enable.auto.commit": False}, key_deserializer="str", value_deserializer="str") as c:
+            c.subscribe(["txn-dumped"])
+            while not c.assignment():
+                c.poll(0.2)
+            c.commit_sync({TopicPartition("txn-dumped", 0): OffsetAndMetadata(3, "checkpoint")})
+        broker.stop()
+
+    offsets = dump("--files", str(data / "__consumer_offsets-0" / "00000000000000000000.log"), "--offsets-decoder")
+    assert offsets.returncode == 0, offsets.stderr
+    assert any(ln.endswith("key: offset_commit::group=dump-g,partition=txn-dumped-0 payload: "
+                           "offset=3,metadata=checkpoint") for ln in offsets.stdout.splitlines())
+    group_lines = [ln for ln in offsets.stdout.splitlines() if "key: group_metadata::group=dump-g payload: {" in ln]
+    assert group_lines and '"protocolType":"consumer"' in group_lines[0] and "=[txn-dumped-0]}" in group_lines[0]
+
+    state = dump("--files", str(data / "__transaction_state-0" / "00000000000000000000.log"),
+                 "--transaction-log-decoder").stdout.splitlines()
+    keyed = [ln for ln in state if "key: transaction_metadata::transactionalId=dumper payload: producerId:" in ln]
+    assert any("state=CompleteCommit,partitions=[]" in ln for ln in keyed)
+    assert any("state=PrepareAbort,partitions=[txn-dumped-0]" in ln for ln in keyed)
+
+    segment = dump("--files", str(data / "txn-dumped-0" / "00000000000000000000.log"), "--print-data-log").stdout
+    records = [ln for ln in segment.splitlines() if ln.startswith("| offset:")]
+    assert records[0].endswith("key: k payload: committed")
+    assert records[1].endswith("endTxnMarker: COMMIT coordinatorEpoch: 0")
+    assert records[2].endswith("payload: aborted") and " key:" not in records[2]  # no key: no key field
+    assert records[3].endswith("endTxnMarker: ABORT coordinatorEpoch: 0")
+    bad = dump("--files", str(data / "txn-dumped-0" / "00000000000000000000.log"), "--offsets-decoder")
+    undecodable = [ln for ln in bad.stdout.splitlines() if ln.startswith("| offset: 0 ")]
+    assert bad.returncode == 0 and undecodable[0].split(" key: ")[1].startswith("Error at offset 0, skipping. ")
