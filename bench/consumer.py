@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 VALUE_SIZE = 100
-CLIENTS = ("strom", "strom-arrow", "kafka-python", "aiokafka", "confluent-kafka")
+CLIENTS = ("strom", "strom-arrow", "strom-aio", "kafka-python", "aiokafka", "confluent-kafka")
 MAX_RECORDS_ARROW = 500
 
 # (first record's perf_counter, (perf_counter, process_time) after the last record, records, value bytes)
@@ -165,6 +165,34 @@ def run_aiokafka(bootstrap: str, topic: str, n: int) -> Run:
     return asyncio.run(main())
 
 
+def run_strom_aio(bootstrap: str, topic: str, n: int) -> Run:
+    """``strom.aio.AsyncKafkaConsumer`` used as aiokafka's ``getmany``: ``await poll`` (500 records a poll)."""
+    import asyncio
+
+    from strom.aio import AsyncKafkaConsumer
+
+    async def main() -> Run:
+        c = AsyncKafkaConsumer({"bootstrap.servers": bootstrap, "group.id": f"bench-strom-aio-{time.time()}"},
+                               key_deserializer="bytes", value_deserializer="bytes", auto_offset_reset="earliest",
+                               enable_auto_commit=False)
+        await c.subscribe([topic])
+        got = nbytes = 0
+        first = None
+        deadline = time.monotonic() + 300
+        while got < n and time.monotonic() < deadline:
+            records = await c.poll(1.0)
+            if records and first is None:
+                first = time.perf_counter()
+            for r in records:
+                nbytes += len(r.value)
+            got += len(records)
+        last = _mark()
+        await c.close()
+        return first, last, got, nbytes
+
+    return asyncio.run(main())
+
+
 def run_confluent(bootstrap: str, topic: str, n: int) -> Run:
     import confluent_kafka as ck
 
@@ -187,12 +215,12 @@ def run_confluent(bootstrap: str, topic: str, n: int) -> Run:
     return first, last, got, nbytes
 
 
-RUNNERS = {"strom": run_strom, "strom-arrow": run_strom_arrow, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
-           "confluent-kafka": run_confluent}
+RUNNERS = {"strom": run_strom, "strom-arrow": run_strom_arrow, "strom-aio": run_strom_aio,
+           "kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "confluent-kafka": run_confluent}
 
 
-IMPORTS = {"strom": "strom.consumer", "strom-arrow": "strom.consumer.internals.arrow_decoder", "kafka-python": "kafka", "aiokafka": "aiokafka",
-           "confluent-kafka": "confluent_kafka"}
+IMPORTS = {"strom": "strom.consumer", "strom-arrow": "strom.consumer.internals.arrow_decoder", "strom-aio": "strom.aio",
+           "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka"}
 
 
 def child(client: str, bootstrap: str, topic: str, n: int) -> None:
