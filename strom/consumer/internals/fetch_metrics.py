@@ -190,10 +190,7 @@ class FetchMetricsManager:
         partitions = self._partitions
         for tp in self._assigned - assigned:
             m.remove_metric(self._read_replica_name(tp))
-            if partitions.pop(tp, None) is not None:
-                m.remove_sensor(f"{tp}.records-lag")
-                m.remove_sensor(f"{tp}.records-lead")
-        for tp in [tp for tp in partitions if tp not in assigned]:  # (recorded while not assigned: seek races)
+        for tp in [tp for tp in partitions if tp not in assigned]:
             del partitions[tp]
             m.remove_sensor(f"{tp}.records-lag")
             m.remove_sensor(f"{tp}.records-lead")
