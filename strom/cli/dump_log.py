@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from strom.cli.errors import CliError
+from strom.common.structs import TopicPartition
 
 __all__ = ["add_arguments", "run", "dump_log_segment", "dump_index", "dump_time_index", "parse_plain",
            "parse_offsets", "parse_transaction_log"]
@@ -78,18 +79,27 @@ def _hex(data: bytes | None) -> str:
     return data.hex().upper().lstrip("0") if data else ""  # (Kafka prints the bytes as one big number)
 
 
+def _required_key(key: bytes | None, decoder: str) -> bytes:
+    if key is None:
+        raise ValueError(f"Failed to decode message using {decoder} decoder (message had a missing key)")
+    return key
+
+
+def _unknown_key(key: bytes) -> str:
+    """A coordinator record whose key version this tool does not know (Kafka's ``UnknownKey``)."""
+    return f"unknown::version={int.from_bytes(key[:2], 'big', signed=True)}"
+
+
 def parse_offsets(key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
     """A ``__consumer_offsets`` record as Kafka 3.x's ``GroupMetadataManager.formatRecordKeyAndValue``."""
     from strom.consumer.internals.consumer_protocol import deserialize_assignment
     from strom.server.coordinator.records import OffsetKey, read_group_value, read_key, read_offset_value
 
-    if key is None:
-        raise ValueError("Failed to decode message using offset topic decoder (message had a missing key)")
-    parsed = read_key(key)
+    parsed = read_key(_required_key(key, "offset topic"))
     if parsed is None:
-        return f"unknown::version={int.from_bytes(key[:2], 'big', signed=True)}", None
+        return _unknown_key(key), None
     if isinstance(parsed, OffsetKey):
-        key_text = f"offset_commit::group={parsed.group},partition={parsed.topic}-{parsed.partition}"
+        key_text = f"offset_commit::group={parsed.group},partition={TopicPartition(parsed.topic, parsed.partition)}"
         if value is None:
             return key_text, "<DELETE>"
         offset = read_offset_value(value)
@@ -104,7 +114,7 @@ def parse_offsets(key: bytes | None, value: bytes | None) -> tuple[str | None, s
     for member in group.members:
         if protocol_type == "consumer":
             assignment = deserialize_assignment(member.assignment)
-            partitions = "[" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in assignment.partitions) + "]"
+            partitions = "[" + ", ".join(map(str, assignment.partitions)) + "]"
             user_data = _hex(assignment.user_data)
             members.append(f"{member.member_id}={partitions}" + (f":{user_data}" if user_data else ""))
         else:
@@ -118,16 +128,14 @@ def parse_transaction_log(key: bytes | None, value: bytes | None) -> tuple[str |
     """A ``__transaction_state`` record as Kafka 3.x's ``TransactionLog.formatRecordKeyAndValue``."""
     from strom.server.coordinator.transaction_metadata import read_txn_key, read_txn_value
 
-    if key is None:
-        raise ValueError("Failed to decode message using transaction log decoder (message had a missing key)")
-    transactional_id = read_txn_key(key)
+    transactional_id = read_txn_key(_required_key(key, "transaction log"))
     if transactional_id is None:
-        return f"unknown::version={int.from_bytes(key[:2], 'big', signed=True)}", None
+        return _unknown_key(key), None
     key_text = f"transaction_metadata::transactionalId={transactional_id}"
     if value is None:
         return key_text, "<DELETE>"
     m = read_txn_value(transactional_id, value)
-    partitions = ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(m.partitions))
+    partitions = ",".join(map(str, sorted(m.partitions)))
     return key_text, (f"producerId:{m.producer_id},producerEpoch:{m.producer_epoch},state={m.state.display},"
                       f"partitions=[{partitions}],txnLastUpdateTimestamp={m.txn_last_update_ms},"
                       f"txnTimeoutMs={m.txn_timeout_ms}")
