@@ -482,12 +482,20 @@ class EndTxnHandler(TxnRequestHandler):
     coordinator_type = TRANSACTION
     is_end_txn = True
 
-    def __init__(self, manager: TransactionManager, commit: bool, result: TransactionalRequestResult) -> None:
+    def __init__(self, manager: TransactionManager, commit: bool, result: TransactionalRequestResult,
+                 local_only: bool = False) -> None:
         pid = manager.producer_id_and_epoch()
         super().__init__(manager, EndTxnRequest(transactional_id=manager.transactional_id,
                                                 producer_id=pid.producer_id, producer_epoch=pid.epoch,
                                                 committed=commit), result)
         self.commit = commit
+        self.local_only = local_only  # never sent: the transaction ends in the producer only
+
+    def complete_locally(self) -> None:
+        """End a transaction the coordinator has nothing of (no partition or offsets were added)."""
+        self.manager.complete_transaction()
+        if self.result is not None:
+            self.result.done()
 
     def handle_response(self, body: Any) -> None:
         code = body.error_code
@@ -767,16 +775,15 @@ class TransactionManager:
         operation = "EndTxn(%s)" % ("commit" if commit else "abort")
         bump = self._epoch_bump_required
         result = self._completion_result = TransactionalRequestResult("InitProducerId" if bump else operation)
+        # Always through the queue, never completed here: the Sender first fails the batches of an abort that
+        # were not sent (Kafka's abortUndrainedBatches, while the state is ABORTING_TRANSACTION), and an EndTxn
+        # waits for every incomplete batch. ``next_request`` completes it without a request when nothing reached
+        # the coordinator. (Completing at once left an abort's unsent batch open in the accumulator: the next
+        # transaction's records were appended to it and committed with it.)
         lost_id = bump and isinstance(self.last_error, error_class(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
-        if lost_id:
-            # The coordinator does not know the id: it would refuse EndTxn; go straight to InitProducerId.
-            self.complete_transaction()
-        elif self.transaction_started or self._new_partitions or self._pending_partitions:
-            self.enqueue(EndTxnHandler(self, commit, TransactionalRequestResult(operation) if bump else result))
-        else:
-            self.complete_transaction()  # nothing reached the coordinator: nothing to end there
-            if not bump:
-                result.done()
+        # (a lost id: the coordinator would refuse EndTxn; the transaction ends locally, then InitProducerId)
+        self.enqueue(EndTxnHandler(self, commit, TransactionalRequestResult(operation) if bump else result,
+                                   local_only=lost_id))
         if bump:
             log.info("%sInvoking InitProducerId with current producer ID and epoch %s in order to bump the epoch",
                      self.log_context, self._producer_id_and_epoch)
@@ -906,6 +913,12 @@ class TransactionManager:
                 log.debug("%sNot sending %s: in state %s", self.log_context, type(handler.request).__name__,
                           self._state.name)
                 handler.fail(self.last_error or KafkaError(f"transactional state {self._state.name}"))
+                return None
+            if isinstance(handler, EndTxnHandler) and (handler.local_only or not self.transaction_started):
+                # Kafka's "Not sending EndTxn for completed transaction since no partitions or offsets were
+                # successfully added" (decided now, once AddPartitionsToTxn and the batches are done).
+                log.debug("%sNot sending EndTxn: no partitions or offsets were added", self.log_context)
+                handler.complete_locally()
                 return None
             return handler
 

@@ -43,10 +43,10 @@ def add_partitions_response(**codes: int) -> Any:
         for k, c in codes.items()])])
 
 
-def in_transaction() -> Harness:
-    """Initialized (coordinator: node 0), a transaction begun, TP0 added and its batch acknowledged; every request
-    the client is given is kept in ``h.sent``."""
-    h = make_harness(transactional_id="tx")
+def initialized(**harness: Any) -> Harness:
+    """A transactional producer's harness, initialized (coordinator: node 0); every request the client is given
+    is kept in ``h.sent``."""
+    h = make_harness(transactional_id="tx", **harness)
     h.sent = []  # type: ignore[attr-defined]
     send = h.client.send
 
@@ -63,6 +63,14 @@ def in_transaction() -> Harness:
     init = tm.initialize_transactions()
     h.run_once(4)
     assert init.is_completed() and init.error is None
+    return h
+
+
+def in_transaction() -> Harness:
+    """``initialized()``, a transaction begun, TP0 added and its batch acknowledged."""
+    h = initialized()
+    tm = h.tm
+    assert tm is not None
     tm.begin_transaction()
     tm.maybe_add_partition(TP0)
     h.append(TP0)
@@ -198,3 +206,34 @@ def test_commit_called_again_after_a_timeout_waits_on_the_same_end_txn() -> None
     h.run_once()
     assert commit.is_completed() and commit.error is None and tm.state is State.READY
     assert len(sent(h, EndTxnRequest)) == 1
+
+
+def test_an_abort_before_the_partition_was_added_fails_the_unsent_batch() -> None:
+    """A record sent, then abort_transaction() before the Sender ran (the partition not yet added): the abort
+    completes only once the record's batch failed with TransactionAbortedError, nothing is sent for it, and the
+    next transaction's records go in a batch of their own. (Before, the abort completed at once and left the open
+    batch in the accumulator: the next transaction's records were appended to it and committed with it.)"""
+    h = initialized(linger_ms=100)
+    tm = h.tm
+    assert tm is not None
+    requests_before = len(h.sent)  # type: ignore[attr-defined]
+    tm.begin_transaction()
+    tm.maybe_add_partition(TP0)
+    aborted = h.append(TP0, value=b"aborted")
+    abort = tm.begin_abort()
+    assert not abort.is_completed()  # not before the Sender has failed the batch
+    h.run_once(2)
+    assert abort.is_completed() and abort.error is None and tm.state is State.READY
+    assert aborted.done() and type(aborted.exception()).__name__ == "TransactionAbortedError"
+    assert len(h.sent) == requests_before  # type: ignore[attr-defined]  # no AddPartitionsToTxn, no EndTxn
+    tm.begin_transaction()
+    tm.maybe_add_partition(TP0)
+    committed = h.append(TP0, value=b"c0")
+    commit = tm.begin_commit()
+    h.client.prepare_response(add_partitions_response(p0=ErrorCode.NONE))
+    h.client.prepare_response(produce_response(TP0, offset=0))
+    h.client.prepare_response(EndTxnResponse(error_code=ErrorCode.NONE))
+    h.run_once(6)
+    assert commit.is_completed() and commit.error is None
+    assert committed.get().offset == 0
+    assert [r.value for r in RecordBatch(request_partitions(sent(h, ProduceRequest)[-1])[TP0])] == [b"c0"]
