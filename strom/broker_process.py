@@ -87,6 +87,7 @@ class BrokerProcess:
         self.overrides = dict(overrides or {})
         self.log_file = Path(log_file) if log_file else self.data_dir.parent / f"{self.data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._ready = threading.Event()
         self._log_lines: list[str] = []
 
     @property
@@ -102,12 +103,18 @@ class BrokerProcess:
         return cmd
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
+        """Start the broker and wait (up to ``timeout`` seconds) until it serves."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> BrokerProcess:
+        """Start the broker process without waiting for it (:meth:`wait_ready` waits): several brokers then
+        start side by side."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL)
         out.close()
         assert self.proc.stdout is not None
-        ready = threading.Event()
+        ready = self._ready = threading.Event()
         stdout = self.proc.stdout
 
         def pump() -> None:
@@ -118,6 +125,13 @@ class BrokerProcess:
                     ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> BrokerProcess:
+        """Wait until the launched broker serves; raises RuntimeError (with its log's tail) if it exits first or
+        is not ready within ``timeout`` seconds (then it is killed)."""
+        assert self.proc is not None, "launch() first"
+        ready = self._ready
         deadline = time.monotonic() + timeout
         while not ready.is_set():
             if self.proc.poll() is not None:

@@ -104,10 +104,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 
+# What Kafka's own integration tests set: a new group's first member is not held 3 s waiting for others (tests of
+# the delay itself configure it).
+TEST_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker per test module (data in a fresh temp dir)."""
-    b = BrokerProcess(data_dir=tmp_path_factory.mktemp("broker") / "data")
+    b = BrokerProcess(data_dir=tmp_path_factory.mktemp("broker") / "data", overrides=TEST_BROKER_OVERRIDES)
     b.start()
     yield b
     b.stop()
@@ -117,7 +122,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 @pytest.fixture
 def fresh_broker(tmp_path) -> Iterator[BrokerProcess]:  # type: ignore[no-untyped-def]
     """A broker for one test (restart/crash tests)."""
-    b = BrokerProcess(data_dir=tmp_path / "data")
+    b = BrokerProcess(data_dir=tmp_path / "data", overrides=TEST_BROKER_OVERRIDES)
     yield b
     b.cleanup()
 

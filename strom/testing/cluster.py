@@ -77,9 +77,11 @@ class LocalCluster:
         """ZooKeeper (unless already started: a test may prepare it first, e.g. SCRAM users) then the brokers."""
         if not self.zookeeper.running:
             self.zookeeper.start()
-        for b in self.brokers.values():
+        for b in self.brokers.values():  # side by side: each spends most of a second importing
             b.overrides["zookeeper.connect"] = self.zk_connect
-            b.start(timeout=60)
+            b.launch()
+        for b in self.brokers.values():
+            b.wait_ready(timeout=60)
         self.wait_for_metadata()
         return self
 

@@ -83,6 +83,9 @@ def test_every_readme_block_runs(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if not p.startswith(str(REPO)))  # not this checkout's .venv
+    # pip's byte-compiling of what it installs (pyspark's thousands of files) is most of the set-up's time and
+    # nothing the blocks check; the interpreter compiles what it imports either way.
+    env["PIP_NO_COMPILE"] = "1"
     background: list[subprocess.Popen[bytes]] = []
     outputs: list[str] = []
     blocks = readme_blocks((work / "README.md").read_text(encoding="utf-8"))

@@ -343,9 +343,10 @@ class TransactionCoordinator:
                 return E.CONCURRENT_TRANSACTIONS
             else:
                 return E.INVALID_TXN_STATE
-        # The decision is durable: the client may go on. Wait a little for the markers so that what it wrote is
-        # visible to read_committed readers when its commit returns (Kafka answers before the markers too).
-        await self._await_completion(transactional_id, 10.0)
+        # The decision is durable: the client may go on. Wait a little for the markers (milliseconds when every
+        # leader is up) so that what it wrote is visible to read_committed readers when its commit returns; not
+        # long for a leader that is down (Kafka answers before the markers at once).
+        await self._await_completion(transactional_id, 2.0)
         return E.NONE
 
     async def _begin_end(self, meta: TransactionMetadata, commit: bool, bump_epoch: bool) -> int:
