@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from strom.broker_process import free_port
+from tests.repository import REPO, copy_repository
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-REPO = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"^```(sh|python)\n(.*?)^```", re.M | re.S)
 
 
@@ -44,18 +43,6 @@ def shell_lines(block: str) -> list[str]:
         if line and not line.startswith("#"):
             lines.append(line)
     return lines
-
-
-def copy_repository(dest: Path) -> Path:
-    """The repository as a user's clone has it: tracked and new files, no .venv, caches or data dirs."""
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           check=True, capture_output=True, text=True).stdout.split("\n")
-    for name in filter(None, files):
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return dest
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -83,8 +70,8 @@ def test_every_readme_block_runs(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if not p.startswith(str(REPO)))  # not this checkout's .venv
-    # pip's byte-compiling of what it installs (pyspark's thousands of files) is most of the set-up's time and
-    # nothing the blocks check; the interpreter compiles what it imports either way.
+    # pip's byte-compiling of what it installs (pyspark's thousands of files) is nothing the blocks check; the
+    # interpreter compiles what it imports either way.
     env["PIP_NO_COMPILE"] = "1"
     background: list[subprocess.Popen[bytes]] = []
     outputs: list[str] = []

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from strom.broker_process import BrokerProcess, free_port
+from tests.repository import copy_repository
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
-REPO = Path(__file__).resolve().parents[2]
 TOPIC, VALUES = "discovery", [f"v{i}" for i in range(20)]
 
 DRIVER = textwrap.dedent("""
@@ -79,13 +79,14 @@ def _venv(path: Path, *install: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def install(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """A fresh venv with strom and its spark extra: ``pip install -e REPO[spark]`` or ``pip install REPO[spark]``
-    (pip builds the wheel and installs it into site-packages)."""
+def install(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    """A fresh venv with strom and its spark extra from a clone of the repository: ``pip install -e clone[spark]``
+    or ``pip install clone[spark]`` (pip builds the wheel and installs it into site-packages)."""
     where = tmp_path_factory.mktemp(f"venv-{request.param}")
-    spec = f"{REPO}[spark]"
+    source = copy_repository(where / "strom-clone")  # (an editable install builds into its source tree)
+    spec = f"{source}[spark]"
     python = _venv(where / "venv", *(["-e", spec] if request.param == "editable" else [spec]))
-    return request.param, python
+    return request.param, python, source
 
 
 @pytest.fixture(scope="module")
@@ -136,10 +137,10 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 # the install decides what is on sys.path, the cluster where the Python workers run).
 @pytest.mark.parametrize(("install", "cluster"), [("editable", "local[*]"), ("wheel", "standalone")],
                          indirect=["install"])
-def test_format_strom_is_found_without_register(install: tuple[str, Path], cluster: str,
+def test_format_strom_is_found_without_register(install: tuple[str, Path, Path], cluster: str,
                                                 topic_broker: BrokerProcess, request: pytest.FixtureRequest,
                                                 tmp_path: Path) -> None:
-    mode, python = install
+    mode, python, source = install
     master = request.getfixturevalue("standalone") if cluster == "standalone" else cluster
     script = tmp_path / "driver.py"
     script.write_text(DRIVER, encoding="utf-8")
@@ -154,8 +155,8 @@ def test_format_strom_is_found_without_register(install: tuple[str, Path], clust
     strom_dir = Path(result["strom"]).resolve().parent
     assert Path(result["executor_strom"]).resolve().parent == strom_dir  # executors run the same install
     if mode == "editable":
-        assert strom_dir == REPO / "strom"
+        assert strom_dir == source / "strom"
     else:
-        assert "site-packages" in strom_dir.parts and REPO not in strom_dir.parents
+        assert "site-packages" in strom_dir.parts and source not in strom_dir.parents
     if cluster == "standalone":
         assert result["executors"] == 2  # the driver's block manager and the worker's executor
