@@ -258,6 +258,9 @@ def test_a_replica_moves_to_another_log_dir_while_it_replicates(tmp_path: Path) 
         second = Path(f"{b2.data_dir}-disk2")
         b2.overrides["log.dirs"] = f"{b2.data_dir},{second}"
         b2.restart()
+        # until the controller has taken broker 2 back (its UpdateMetadata reached broker 2): before that it counts
+        # two brokers and refuses a topic of three replicas
+        cluster.wait_for_metadata()
         create_topic(cluster, "jbod", rf=3)
         writer = BackgroundWriter(cluster.bootstrap, "jbod", value_size=208, **{"enable.idempotence": True}).start()
         acked = writer.acked
