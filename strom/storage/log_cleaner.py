@@ -843,11 +843,12 @@ class LogCleaner:
             return
         self._running = True
         self._stop.clear()
-        for i in range(self.config.num_threads):
-            t = threading.Thread(target=self._run, args=(self._new_cleaner(),), name=f"strom-log-cleaner-{i}", daemon=True)
-            self._threads.append(t)
+        threads = [threading.Thread(target=self._run, args=(self._new_cleaner(),), name=f"strom-log-cleaner-{i}",
+                                    daemon=True) for i in range(self.config.num_threads)]
+        for t in threads:
             t.start()
-        log.info("started %d log cleaner thread(s)", len(self._threads))
+        self._threads = threads  # published once every thread runs
+        log.info("started %d log cleaner thread(s)", len(threads))
 
     def shutdown(self) -> None:
         """Stop the threads; a cleaning in progress is abandoned (its ``.cleaned`` files deleted)."""
@@ -855,10 +856,10 @@ class LogCleaner:
             self._shutdown()
 
     def _shutdown(self) -> None:
+        threads, self._threads = self._threads, []  # unpublished before they are told to stop
         self._stop.set()
-        for t in self._threads:
+        for t in threads:
             t.join()
-        self._threads = []
         self._running = False
         self._started = False
         cleaners, self._cleaners, self._once = self._cleaners, [], None
