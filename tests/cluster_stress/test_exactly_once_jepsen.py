@@ -150,8 +150,17 @@ class Processor:
                 self.errors.append(f"init: {_name(e)}")
                 time.sleep(0.5)
 
-    def _close(self, c: Any, p: Any) -> None:
-        for close in (lambda: c.close(), (lambda: p.close(0)) if self.client == "strom" else (lambda: p.flush(0))):
+    def _remake(self, c: Any, p: Any | None) -> tuple[Any, Any]:
+        """Close the two clients (``p`` None: a producer stuck in librdkafka, left as it is) and make them again."""
+        self._close(c, p)
+        self.remade += 1
+        return self._make()
+
+    def _close(self, c: Any, p: Any | None) -> None:
+        closes = [lambda: c.close()]
+        if p is not None:
+            closes.append((lambda: p.close(0)) if self.client == "strom" else (lambda: p.flush(0)))
+        for close in closes:
             try:
                 close()
             except Exception:  # noqa: BLE001 - the coordinator may be down: the session times out instead
@@ -207,9 +216,7 @@ class Processor:
         while not self._stop.is_set():
             if self._restart.is_set():
                 self._restart.clear()
-                self._close(c, p)  # a transaction may be open: the new producer's InitProducerId aborts it
-                self.remade += 1
-                c, p = self._make()
+                c, p = self._remake(c, p)  # a transaction may be open: the new producer's InitProducerId aborts it
             records = self._poll(c)
             if not records:
                 continue
@@ -221,12 +228,7 @@ class Processor:
             except ClientHung as e:  # the producer is stuck in librdkafka: leave it, make both clients again
                 self.errors.append(f"hung: {e}")
                 self.hung += 1
-                try:
-                    c.close()
-                except Exception:  # noqa: BLE001 - its session times out instead
-                    pass
-                self.remade += 1
-                c, p = self._make()
+                c, p = self._remake(c, None)
             except Exception as e:  # noqa: BLE001 - what the producer was told is the point
                 self.errors.append(_name(e))
                 try:
@@ -234,9 +236,7 @@ class Processor:
                     self._rewind(c)
                 except Exception as e2:  # noqa: BLE001 - fatal (fenced, ...): both clients made again
                     self.errors.append(f"abort: {_name(e2)}")
-                    self._close(c, p)
-                    self.remade += 1
-                    c, p = self._make()
+                    c, p = self._remake(c, p)
         self._close(c, p)
 
     def state(self) -> str:
