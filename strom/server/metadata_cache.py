@@ -136,6 +136,11 @@ class MetadataCache(ABC):
         """Apply UpdateMetadata: (accepted, partitions it deleted)."""
         return False, []
 
+    async def wait_until_initialized(self, timeout_s: float) -> bool:
+        """Until this cache holds the cluster's metadata (in a cluster: the controller's first UpdateMetadata
+        has arrived), at most ``timeout_s`` seconds; whether it does. A standalone broker's always does."""
+        return True
+
     async def load_topic_configs(self, topics: set[str]) -> None:
         """Make sure the configs of ``topics`` are known before their logs are opened."""
         return None

@@ -36,6 +36,7 @@ class ZkMetadataCache(MetadataCache):
         self.topic_configs: dict[str, dict[str, str]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._update_waiters: list[asyncio.Future[None]] = []
+        self.initialized = False  # the controller's first UpdateMetadata has been applied
 
     # -- MetadataCache ----------------------------------------------------------------------------------------
     def controller_id(self) -> int:
@@ -84,6 +85,7 @@ class ZkMetadataCache(MetadataCache):
             return False, []
         self._controller_epoch = req.controller_epoch
         self._controller_id = req.controller_id
+        self.initialized = True
         brokers = {}
         for b in req.live_brokers:
             brokers[b.id] = BrokerInfo(b.id, {ep.listener: (ep.host, ep.port) for ep in b.endpoints}, b.rack)
@@ -118,6 +120,15 @@ class ZkMetadataCache(MetadataCache):
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             pass
+
+    async def wait_until_initialized(self, timeout_s: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not self.initialized:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            await self.wait_for_update(remaining)
+        return True
 
     def _rebuild(self, topic: str) -> None:
         parts = sorted((tp.partition, st) for tp, st in self._states.items() if tp.topic == topic)

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -327,3 +328,37 @@ def test_a_topic_this_broker_has_no_metadata_for_yet_is_leader_not_available(clu
         os.kill(paused.pid, signal.SIGCONT)
     wait_until(lambda: [len(p.replica_nodes) for p in metadata(asked, "unseen", True).topics[0].partitions] == [3, 3],
                30, "the controller to elect leaders for the topic")
+
+
+def test_a_restarted_broker_answers_metadata_once_it_knows_the_cluster(cluster: LocalCluster) -> None:
+    """A broker listens a second or so before the controller's first UpdateMetadata reaches it. A Metadata request
+    in that window waits for it: it is not told that the cluster's topics do not exist (UNKNOWN_TOPIC_OR_PARTITION
+    to a consumer, which does not allow auto-creation). librdkafka's consumer takes an unknown subscribed topic as
+    absent and assigns nothing of it until its next metadata refresh, five minutes later: the exactly-once stress
+    test once saw a consumer made again during a broker restart sit with no partitions for over 240 s."""
+    from strom.common.error_codes import ErrorCode
+    from strom.protocol.api_keys import ApiKey
+    from strom.protocol.messages.metadata import MetadataRequest
+    from strom.testing.raw_client import RawClient
+
+    strom("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "seen-after-restart",
+          "--partitions", "3", "--replication-factor", "3")
+    wait_until(lambda: in_sync(cluster, "seen-after-restart", 3), 60, "the topic's replicas in sync")
+    restarted = cluster.brokers[max(cluster.alive())]
+    restarted.kill()
+    restarted.launch()
+    answers: list[tuple[int, list[tuple[str, int]]]] = []  # (brokers listed, (topic, error)) per answer
+    while not answers or answers[-1][0] < 3:
+        try:
+            with RawClient(restarted.bootstrap, timeout=30) as c:
+                md = c.request(ApiKey.METADATA, 12, MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name="seen-after-restart")],
+                    allow_auto_topic_creation=False))
+        except OSError:  # not listening yet
+            assert restarted.proc is not None and restarted.proc.poll() is None, restarted.read_log()[-2000:]
+            time.sleep(0.01)
+            continue
+        answers.append((len(md.brokers), [(t.name, t.error_code) for t in md.topics]))
+    restarted.wait_ready(60)
+    assert all(topics == [("seen-after-restart", ErrorCode.NONE)] for _, topics in answers), \
+        f"answers before the broker had the cluster's metadata: {answers[:3]} ({len(answers)} answers)"

@@ -161,7 +161,7 @@ def test_a_marker_a_restarting_leader_refuses_is_retried(tmp_path) -> None:  # t
     read_committed reader never saw (found by the transactions stress test)."""
     import threading
 
-    from strom.protocol.messages.metadata import MetadataRequest
+    from strom.protocol.messages.list_offsets import ListOffsetsRequest
 
     # __transaction_state on one replica: the coordinator's writes must not wait for the restarting broker
     overrides = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "1",
@@ -192,10 +192,12 @@ def test_a_marker_a_restarting_leader_refuses_is_retried(tmp_path) -> None:  # t
 
             def up_without_its_partitions() -> bool:
                 # Serving requests, not registered yet (its old ZooKeeper session lingers): no partition known.
+                # (Metadata would wait for the controller's first UpdateMetadata; ListOffsets answers at once.)
                 with RawClient(broker.bootstrap, timeout=2) as rc:
-                    md = rc.request(ApiKey.METADATA, 12, MetadataRequest(
-                        topics=[MetadataRequest.MetadataRequestTopic(name="rst")], allow_auto_topic_creation=False))
-                return md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    lo = rc.request(ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(replica_id=-1, topics=[
+                        ListOffsetsRequest.ListOffsetsTopic(name="rst", partitions=[
+                            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+                return lo.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
             wait_until(up_without_its_partitions, 60, f"broker {restarted} to serve requests", interval_s=0.02)
             p.commit_transaction(60)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -33,6 +34,7 @@ from confluent_kafka import TopicPartition as CTP
 from strom import KafkaConsumer, KafkaProducer
 from strom.common.structs import OffsetAndMetadata
 from strom.protocol.api_keys import ApiKey
+from strom.protocol.messages.describe_groups import DescribeGroupsRequest
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest
 from strom.protocol.messages.list_transactions import ListTransactionsRequest
 from strom.protocol.messages.offset_fetch import OffsetFetchRequest
@@ -97,6 +99,8 @@ INPUTS = {"idempotent": Input("idempotent", CG_TOPIC, CG_PARTITIONS, 200),
           "transactional": Input("transactional", TXN_TOPIC, TXN_PARTITIONS, 20)}
 # STROM_EOS_INPUT=idempotent or =transactional runs one of the two
 RUN_INPUTS = [k for k in INPUTS if os.environ.get("STROM_EOS_INPUT", k) == k]
+# STROM_EOS_DEBUG=cgrp (librdkafka's debug contexts) logs the confluent processor's consumer group to stderr
+DEBUG = os.environ.get("STROM_EOS_DEBUG", "")
 OFFSET_BEGINNING = -2  # librdkafka's logical offset
 
 
@@ -140,7 +144,8 @@ class Processor:
                 else:
                     c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "isolation.level": "read_committed"})
+                                  "isolation.level": "read_committed",
+                                  **({"debug": DEBUG} if DEBUG else {})})
                     c.subscribe([self.inp.topic])
                     p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"{self.group}-tx",
                                   "linger.ms": 5, "message.timeout.ms": 60000, "transaction.timeout.ms": 60000})
@@ -299,6 +304,10 @@ def _diagnose(c: LocalCluster, group: str) -> str:
                                                                           topics=None))
             out.append(f"coordinator {coordinator}: OffsetFetch(require_stable) error {r.error_code}, "
                        f"{[(p.partition_index, p.committed_offset, p.error_code) for t in r.topics for p in t.partitions]}")
+            with RawClient(c.brokers[coordinator].bootstrap, timeout=10) as rc:
+                d = rc.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[group])).groups[0]
+            out.append(f"group {group}: error {d.error_code}, state {d.group_state}, members "
+                       f"{[(m.member_id, m.client_host, len(m.member_assignment)) for m in d.members]}")
         for n in c.alive():
             with RawClient(c.brokers[n].bootstrap, timeout=10) as rc:
                 r = rc.request(ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=[],
@@ -306,6 +315,11 @@ def _diagnose(c: LocalCluster, group: str) -> str:
             out.append(f"broker {n} transactions {[(t.transactional_id, t.transaction_state) for t in r.transaction_states]}")
     except Exception as e:  # noqa: BLE001 - a diagnosis, best effort
         out.append(f"diagnosis failed: {e!r}")
+    # what the coordinators logged of the group (rebalances, members removed), the last lines of each broker
+    for n, b in c.brokers.items():
+        mentions = re.compile(rf"group {re.escape(group)}(?![\w-])")
+        lines = [line for line in b.read_log().splitlines() if mentions.search(line)]
+        out.append(f"broker {n} log of the group: " + " | ".join(lines[-15:]))
     return "; ".join(out)
 
 

@@ -35,6 +35,11 @@ OMITTED = -(2**31)  # "authorized operations not requested"
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+# A broker just (re)started knows no topic until the controller's first UpdateMetadata, a second or so after it
+# listens. A Metadata request in that window waits for it (this long at most: below every client's request
+# timeout) instead of being told that the cluster's topics do not exist: librdkafka's consumer takes an unknown
+# subscribed topic as absent and assigns nothing of it until its next metadata refresh, five minutes later.
+FIRST_UPDATE_WAIT_S = 10.0
 
 
 def topic_metadata(info: TopicInfo, metadata: MetadataCache, include_ops: bool, ops: int = TOPIC_OPERATIONS,
@@ -55,6 +60,7 @@ def topic_metadata(info: TopicInfo, metadata: MetadataCache, include_ops: bool, 
 @api(ApiKey.METADATA, 0)
 async def handle(ctx: RequestContext, request: MetadataRequest, *, metadata: MetadataCache,
                  admin: AdminManager, authorizer: Any) -> MetadataResponse:
+    await metadata.wait_until_initialized(FIRST_UPDATE_WAIT_S)
     version = ctx.api_version
     include_ops = version >= 8 and request.include_topic_authorized_operations
     topics: list[MetadataResponse.MetadataResponseTopic] = []
