@@ -9,6 +9,7 @@ notifications. Event loop only.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -17,6 +18,8 @@ from strom.protocol.messages.update_metadata import UpdateMetadataRequest
 from strom.server.metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicInfo
 
 __all__ = ["ZkMetadataCache"]
+
+log = logging.getLogger("strom.server")
 
 LEADER_DURING_DELETE = -2
 
@@ -37,6 +40,7 @@ class ZkMetadataCache(MetadataCache):
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._update_waiters: list[asyncio.Future[None]] = []
         self.initialized = False  # the controller's first UpdateMetadata has been applied
+        self._told_uninitialized = False
 
     # -- MetadataCache ----------------------------------------------------------------------------------------
     def controller_id(self) -> int:
@@ -126,6 +130,10 @@ class ZkMetadataCache(MetadataCache):
         while not self.initialized:
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
+                if not self._told_uninitialized:
+                    self._told_uninitialized = True
+                    log.warning("broker %d has had no UpdateMetadata from the controller yet: Metadata is answered "
+                                "with what this broker knows (itself, no topic)", self.node_id)
                 return False
             await self.wait_for_update(remaining)
         return True
