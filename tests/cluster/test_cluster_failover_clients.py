@@ -333,9 +333,7 @@ def test_a_topic_this_broker_has_no_metadata_for_yet_is_leader_not_available(clu
 def test_a_restarted_broker_answers_metadata_once_it_knows_the_cluster(cluster: LocalCluster) -> None:
     """A broker listens a second or so before the controller's first UpdateMetadata reaches it. A Metadata request
     in that window waits for it: it is not told that the cluster's topics do not exist (UNKNOWN_TOPIC_OR_PARTITION
-    to a consumer, which does not allow auto-creation). librdkafka's consumer takes an unknown subscribed topic as
-    absent and assigns nothing of it until its next metadata refresh, five minutes later: the exactly-once stress
-    test once saw a consumer made again during a broker restart sit with no partitions for over 240 s."""
+    to a consumer, which does not allow auto-creation, or to `strom topics --describe`)."""
     from strom.common.error_codes import ErrorCode
     from strom.protocol.api_keys import ApiKey
     from strom.protocol.messages.metadata import MetadataRequest

@@ -203,7 +203,7 @@ def _run(rnd: random.Random, client_errors: _ClientErrors) -> None:
                 acked = sorted(w.acked.get(p, []))
                 without_offset = w.acked_without_offset.get(p, [])
                 total_acked += len(acked) + len(without_offset)
-                missing = [v for v in [v for _, v in acked] + without_offset if v not in position]
+                missing = [v for v in (*(v for _, v in acked), *without_offset) if v not in position]
                 assert not missing, f"{w.name}: {len(missing)} acknowledged record(s) lost in partition {p}, " \
                                     f"e.g. {missing[:5]} ({summary})"
                 # Acknowledged offsets are where the records are, and one writer's records keep their order.

@@ -37,8 +37,8 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 # A broker just (re)started knows no topic until the controller's first UpdateMetadata, a second or so after it
 # listens. A Metadata request in that window waits for it (this long at most: below every client's request
-# timeout) instead of being told that the cluster's topics do not exist: librdkafka's consumer takes an unknown
-# subscribed topic as absent and assigns nothing of it until its next metadata refresh, five minutes later.
+# timeout) instead of being told that the cluster's topics do not exist, as a KRaft broker serves only once it has
+# caught up with the metadata log.
 FIRST_UPDATE_WAIT_S = 10.0
 
 
