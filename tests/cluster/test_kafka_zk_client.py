@@ -362,12 +362,16 @@ def test_unreachable_zookeeper_times_out_with_a_clear_error() -> None:
 
 @pytest.mark.timeout(240)
 def test_requests_wait_for_a_restarted_zookeeper() -> None:
-    # A session timeout far above the restart time (the machine may be loaded), so the session survives. The
-    # request may wait longer than that: a connection attempt made while the new server is still starting can
-    # hang for a whole connect timeout (the session timeout, as in ZooKeeper's Java client) before the next one.
-    with ZooKeeperServer(extra_config={"maxSessionTimeout": "60000"}) as server:
-        client = KafkaZkClient.connect(server.connect_string + "/kafka", session_timeout_ms=60000,
-                                       connection_timeout_ms=150_000)
+    # The session survives only if the client reconnects within the session timeout of the server's restart
+    # (ZooKeeper restores sessions from its log and starts their clocks at startup). A connection made while the
+    # new server is still starting may be accepted and never answered (seen: one in eight runs on a loaded
+    # machine), and the client then waits a whole connect timeout before the next try: the session timeout
+    # divided by the number of hosts in the connect string, as in ZooKeeper's Java client. With one host that
+    # is the session timeout itself, and the session expired just before the retry. The server is listed twice,
+    # so a hung attempt costs half the session timeout and the retry comes with 45 s to spare.
+    with ZooKeeperServer(extra_config={"maxSessionTimeout": "90000"}) as server:
+        hosts = f"{server.connect_string},{server.connect_string}"
+        client = KafkaZkClient.connect(hosts + "/kafka", session_timeout_ms=90000, connection_timeout_ms=150_000)
         try:
             client.register_broker(_broker(1))
             server.kill()
