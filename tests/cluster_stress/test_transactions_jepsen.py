@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +52,7 @@ class TransactionalWriter:
         self.rnd = rnd
         self.outcome: dict[int, str] = {}
         self.errors: list[str] = []
+        self.failed: dict[int, str] = {}  # transaction -> the error it ended with (and the abort's, if that failed)
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"transactional-writer-{client}", daemon=True)
 
@@ -98,11 +101,13 @@ class TransactionalWriter:
                     self.outcome[txn] = "committed"
             except Exception as e:  # noqa: BLE001 - what the producer was told is the point
                 self.errors.append(_name(e))
+                self.failed[txn] = _name(e)
                 self.outcome[txn] = "unknown"
                 try:
                     p.abort_transaction(60)
                 except Exception as e2:  # noqa: BLE001 - fatal (fenced, ...): a new producer fences this one
                     self.errors.append(f"abort after an error: {_name(e2)}")
+                    self.failed[txn] += f"; abort after it: {_name(e2)}"
                     if self.client == "strom":
                         p.close(0)
                     p = self._producer()
@@ -146,6 +151,45 @@ def read_committed(bootstrap: str) -> list[tuple[int, int]]:
         c.close()
 
 
+def _diagnose_partial(c: LocalCluster, w: TransactionalWriter, txn: int) -> str:
+    """Where a transaction seen in part is: its values with their offsets in the log as written (read_uncommitted),
+    each partition's high watermark and last stable offset, the error the writer was told, and the brokers' logs
+    saved to a directory that outlives the test."""
+    out = [f"transaction {txn} ended with: {w.failed.get(txn)}"]
+    lo, hi = w.prefix * 10**9 + txn * PER_TXN, w.prefix * 10**9 + (txn + 1) * PER_TXN
+    try:
+        written: list[tuple[int, int, int]] = []
+        r = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"txn-diag-{time.monotonic_ns()}",
+                      "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+        committed = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"txn-diag-{time.monotonic_ns()}",
+                              "isolation.level": "read_committed", "enable.auto.commit": False})
+        try:
+            for p in range(PARTITIONS):
+                hw = r.get_watermark_offsets(CTP(TOPIC, p), timeout=10)[1]
+                lso = committed.get_watermark_offsets(CTP(TOPIC, p), timeout=10)[1]
+                out.append(f"partition {p}: high watermark {hw}, last stable offset {lso}")
+            r.assign([CTP(TOPIC, p, 0) for p in range(PARTITIONS)])
+            quiet_since = time.monotonic()
+            while time.monotonic() - quiet_since < 5:
+                m = r.poll(0.5)
+                if m is None or m.error():
+                    continue
+                quiet_since = time.monotonic()
+                if lo <= int(m.value()) < hi:
+                    written.append((m.partition(), m.offset(), int(m.value()) % PER_TXN))
+        finally:
+            r.close()
+            committed.close()
+        out.append(f"its records as written (partition, offset, index): {written}")
+    except Exception as e:  # noqa: BLE001 - a diagnosis, best effort
+        out.append(f"reading the log failed: {e!r}")
+    keep = Path(tempfile.mkdtemp(prefix="strom-txn-jepsen-failure-"))
+    for n, b in c.brokers.items():
+        (keep / f"broker-{n}.log").write_text(b.read_log())
+    out.append(f"broker logs kept in {keep}")
+    return "; ".join(out)
+
+
 def test_transactions_stay_atomic_through_broker_kills() -> None:
     rnd = random.Random(int(os.environ.get("STROM_JEPSEN_SEED", "20261123")))
     overrides = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
@@ -169,36 +213,37 @@ def test_transactions_stay_atomic_through_broker_kills() -> None:
         wait_until(lambda: all(set(partition_meta(c, TOPIC, p).isrs) == {1, 2, 3} for p in range(PARTITIONS)), 180,
                    "ISR of 3 on every partition")
         got = read_committed(c.bootstrap)
-    summary = "; ".join(log)
-    values = [v for _, v in got]
-    assert len(values) == len(set(values)), f"{len(values) - len(set(values))} duplicate(s) ({summary})"
-    report = []
-    for w in writers:
-        outcome = w.outcome
-        counts = Counter(outcome.values())
-        assert counts["committed"] > 50 and counts["aborted"] > 10, \
-            f"{w.client}: too little to judge: {counts}, {w.errors[:5]}"
-        seen: dict[int, set[int]] = {}
-        for v in values:
-            if v // 10**9 == w.prefix:
-                seen.setdefault(v % 10**9 // PER_TXN, set()).add(v % PER_TXN)
-        for txn, told in outcome.items():
-            present = seen.get(txn, set())
-            if told == "aborted":
-                assert not present, f"{w.client}: aborted transaction {txn} is visible: {sorted(present)} ({summary})"
-            elif told == "committed":
-                assert present, f"{w.client}: committed transaction {txn} is missing ({summary})"
-            if present:  # whole: indexes 0..k-1, never a part of a transaction
-                assert present == set(range(max(present) + 1)), \
-                    f"{w.client}: transaction {txn} ({told}) is visible in part: {sorted(present)} ({summary})"
-        assert set(seen) <= set(outcome), f"{w.client}: values of transactions never begun: " \
-                                          f"{sorted(set(seen) - set(outcome))}"
-        for p in range(PARTITIONS):
-            mine = [v for q, v in got if q == p and v // 10**9 == w.prefix]
-            assert mine == sorted(mine), f"{w.client}: partition {p} is out of order ({summary})"
-        # Two of three brokers down at most, each back within seconds, a 60 s transaction timeout: no producer is
-        # ever told a transaction failed (strom's was, when a restarted coordinator did not know the topic yet).
-        assert not w.errors, f"{w.client}: {Counter(w.errors).most_common(4)} ({summary})"
-        report.append(f"{w.client}: {len(outcome)} transactions ({dict(counts)}), "
-                      f"errors {Counter(w.errors).most_common(4)}")
-    print(f"{len(values)} committed records read; {'; '.join(report)}; {summary}")
+        summary = "; ".join(log)
+        values = [v for _, v in got]
+        assert len(values) == len(set(values)), f"{len(values) - len(set(values))} duplicate(s) ({summary})"
+        report = []
+        for w in writers:
+            outcome = w.outcome
+            counts = Counter(outcome.values())
+            assert counts["committed"] > 50 and counts["aborted"] > 10, \
+                f"{w.client}: too little to judge: {counts}, {w.errors[:5]}"
+            seen: dict[int, set[int]] = {}
+            for v in values:
+                if v // 10**9 == w.prefix:
+                    seen.setdefault(v % 10**9 // PER_TXN, set()).add(v % PER_TXN)
+            for txn, told in outcome.items():
+                present = seen.get(txn, set())
+                if told == "aborted":
+                    assert not present, f"{w.client}: aborted transaction {txn} is visible: {sorted(present)} ({summary})"
+                elif told == "committed":
+                    assert present, f"{w.client}: committed transaction {txn} is missing ({summary})"
+                if present:  # whole: indexes 0..k-1, never a part of a transaction
+                    if present != set(range(max(present) + 1)):
+                        raise AssertionError(f"{w.client}: transaction {txn} ({told}) is visible in part: "
+                                             f"{sorted(present)}; {_diagnose_partial(c, w, txn)} ({summary})")
+            assert set(seen) <= set(outcome), f"{w.client}: values of transactions never begun: " \
+                                              f"{sorted(set(seen) - set(outcome))}"
+            for p in range(PARTITIONS):
+                mine = [v for q, v in got if q == p and v // 10**9 == w.prefix]
+                assert mine == sorted(mine), f"{w.client}: partition {p} is out of order ({summary})"
+            # Two of three brokers down at most, each back within seconds, a 60 s transaction timeout: no producer is
+            # ever told a transaction failed (strom's was, when a restarted coordinator did not know the topic yet).
+            assert not w.errors, f"{w.client}: {Counter(w.errors).most_common(4)}, by transaction {w.failed} ({summary})"
+            report.append(f"{w.client}: {len(outcome)} transactions ({dict(counts)}), "
+                          f"errors {Counter(w.errors).most_common(4)}")
+        print(f"{len(values)} committed records read; {'; '.join(report)}; {summary}")
