@@ -51,7 +51,8 @@ cc kcat java zookeeper chromium: system-deps
 
 # Two pytest-xdist workers, one test file at a time each (module fixtures stay in one process): most tests wait
 # on brokers, ZooKeeper and JVMs rather than compute, so two run in about two thirds of the time on 2 cores.
-# PYTEST_WORKERS=0 runs everything in one process.
+# PYTEST_WORKERS=0 runs everything in one process. The 25 slowest tests are listed at the end (the suite's budget
+# is 15 minutes on a 2-core CI machine).
 PYTEST_WORKERS ?= 2
 # Byte-compile strom first: with PYTHONDONTWRITEBYTECODE set (as on some CI machines) Python never writes the
 # .pyc files it would read, and every broker and CLI subprocess the tests start compiles strom from source
@@ -59,7 +60,7 @@ PYTEST_WORKERS ?= 2
 COMPILE = -m compileall -q -j 0 strom
 test: $(STAMP_TEST) system-deps
 	$(VPY) $(COMPILE)
-	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/cluster_stress $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --ignore=tests/cluster_stress $(PYTEST_ARGS)
 
 # Failover under load on a real ZooKeeper + 3-broker cluster (kill -9 rounds, a ZooKeeper restart; then the same
 # under a transactional producer); CI runs it after `make test`. STROM_JEPSEN_ROUNDS (default 10) and
