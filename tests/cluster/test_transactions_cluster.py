@@ -18,6 +18,7 @@ from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.find_coordinator import FindCoordinatorRequest
 from strom.testing.cluster import LocalCluster, wait_until
 from strom.testing.raw_client import RawClient
+from tests.cluster.test_replication import partition_meta
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -244,3 +245,46 @@ def test_leaders_verify_a_transactions_first_batch_with_its_coordinator(tmp_path
             assert t.produce(0, b"unverifiable") == ErrorCode.NOT_ENOUGH_REPLICAS
             assert t.last_produce is not None and "Unable to verify" in (t.last_produce.error_message or "")
         assert lso(cluster.bootstrap_of(leader), "ver", 0) == hw(cluster.bootstrap_of(leader), "ver", 0) == 2
+
+
+def test_a_coordinator_write_below_min_isr_is_refused_before_it_reaches_the_log(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``__transaction_state`` with min ISR 2 and its two followers killed: the coordinator's writes are refused
+    (acks=-1, NOT_ENOUGH_REPLICAS, which the producer retries) and none reaches the log -- a state written anyway
+    and refused only afterwards was what the next leader to load the partition took effect of, while the client
+    had been told it failed. Once the followers are back the same transaction commits, whole."""
+    overrides = {"transaction.state.log.num.partitions": "1", "transaction.state.log.min.isr": "2",
+                 "min.insync.replicas": "1"}
+    with LocalCluster(3, overrides=overrides) as cluster:
+        try:
+            p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "min-isr-tx", "linger.ms": 5})
+            p.init_transactions(60)
+            with RawClient(cluster.bootstrap.split(",")[0]) as rc:
+                fc = rc.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="min-isr-tx", key_type=1))
+            assert fc.error_code == 0
+            coordinator = fc.node_id
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            for f in admin.create_topics([NewTopic("min-isr", num_partitions=1, replica_assignment=[[coordinator]])],
+                                         operation_timeout=30).values():
+                f.result(60)
+            others = [n for n in (1, 2, 3) if n != coordinator]
+            for n in others:
+                cluster.brokers[n].kill()
+            boot = cluster.bootstrap_of(coordinator)
+            wait_until(lambda: set(partition_meta(cluster, "__transaction_state", 0, (coordinator,)).isrs)
+                       == {coordinator}, 60, "the transaction log's ISR to shrink to its leader")
+            log_end = hw(boot, "__transaction_state", 0)
+            p.begin_transaction()
+            for i in range(4):
+                p.produce("min-isr", value=b"v-%d" % i, partition=0)
+            p.poll(0)
+            failed = "writing the state of transactional id min-isr-tx failed"
+            wait_until(lambda: cluster.brokers[coordinator].read_log().count(failed) >= 3, 60,
+                       "AddPartitionsToTxn to be refused three times")
+            assert hw(boot, "__transaction_state", 0) == log_end  # nothing of the refused writes is in the log
+            for n in others:
+                cluster.brokers[n].start()
+            p.commit_transaction(120)
+            assert read_committed(cluster.bootstrap, "min-isr", 1, 4) == [b"v-%d" % i for i in range(4)]
+        finally:
+            for n, b in cluster.brokers.items():  # shown by pytest when the test failed
+                print(f"==== broker {n} log (tail)\n" + "\n".join(b.read_log().splitlines()[-40:]))

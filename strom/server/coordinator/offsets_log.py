@@ -78,9 +78,14 @@ class ReplicaOffsetsLog:
         now = self.time.milliseconds()
         for key, value in records:
             builder.append(now, key, value)
-        # (the coordinator's own writes, as Kafka's: a transactional batch here has no sequence numbers)
+        # (the coordinator's own writes, as Kafka's: a transactional batch here has no sequence numbers). acks=-1,
+        # as Kafka's coordinators write (``offsets.commit.required.acks``, the transaction log's enforced acks): an
+        # ISR below the partition's min.insync.replicas refuses the write before it reaches the log. Written
+        # anyway and refused only after, it stayed in the log while the coordinator's cache and its client went
+        # on without it, and the next leader to load the partition took effect of a state nobody was told of.
         r = self.replica_manager.append_local(TopicPartition(self.topic, partition), builder.build(),
-                                              origin=AppendOrigin.COORDINATOR, verification_guard=verification_guard)
+                                              required_acks=-1, origin=AppendOrigin.COORDINATOR,
+                                              verification_guard=verification_guard)
         if r.error_code == ErrorCode.NONE and r.info is not None:
             self._appended[partition] = r.info.last_offset + 1
         if r.error_code:
