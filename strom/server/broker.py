@@ -415,6 +415,7 @@ class BrokerServer:
         self.controller_channel.broker_epoch = epoch
         assert isinstance(self.metadata, ZkMetadataCache)
         metadata = self.metadata
+        metadata.set_broker_epoch(epoch)
         self.controller.on_controller_change = metadata.set_controller_id
         credentials = self.credentials
         self._config_watch = ConfigChangeWatcher(
@@ -437,6 +438,7 @@ class BrokerServer:
                 e = zk.register_broker(self._registration(), wait_ms)
                 if self.controller_channel is not None:
                     self.controller_channel.broker_epoch = e
+                loop.call_soon_threadsafe(metadata.set_broker_epoch, e)
             except Exception:
                 log.exception("cannot re-register broker %d after a new ZooKeeper session", self.node_id)
             if self.controller is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strom.common.error_codes import ErrorCode
 from strom.common.structs import TopicPartition
 from strom.storage.fs import atomic_write
 
@@ -128,9 +129,11 @@ class MetadataCache(ABC):
         return info.partitions[tp.partition]
 
     # -- what the controller sends (cluster mode) --------------------------------------------------------------
-    def accepts_controller_requests(self) -> bool:
-        """Whether a controller may send LeaderAndIsr / UpdateMetadata / StopReplica to this broker."""
-        return False
+    async def controller_request_error(self, broker_epoch: int) -> int | None:
+        """Why a controller's LeaderAndIsr / UpdateMetadata / StopReplica carrying ``broker_epoch`` (the epoch of
+        this broker's registration the controller knew) is refused, None when it is not. A standalone broker has
+        no controller: STALE_CONTROLLER_EPOCH."""
+        return ErrorCode.STALE_CONTROLLER_EPOCH
 
     def apply_update_metadata(self, request: Any) -> tuple[bool, list[TopicPartition]]:
         """Apply UpdateMetadata: (accepted, partitions it deleted)."""

@@ -13,6 +13,7 @@ import logging
 import uuid
 from typing import Any
 
+from strom.common.error_codes import ErrorCode
 from strom.common.structs import TopicPartition
 from strom.protocol.messages.update_metadata import UpdateMetadataRequest
 from strom.server.metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicInfo
@@ -32,6 +33,8 @@ class ZkMetadataCache(MetadataCache):
         self.cluster_id = cluster_id
         self._controller_id = -1
         self._controller_epoch = -1
+        self.broker_epoch = -1  # of this broker's registration in ZooKeeper (its czxid); -1 until registered
+        self._registered = asyncio.Event()
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
@@ -71,8 +74,27 @@ class ZkMetadataCache(MetadataCache):
         return [self._topics[t] for t in sorted(self._topics)]
 
     # -- updates ----------------------------------------------------------------------------------------------
-    def accepts_controller_requests(self) -> bool:
-        return True
+    def set_broker_epoch(self, epoch: int) -> None:
+        """This broker registered in ZooKeeper (again) with ``epoch``. Event loop only."""
+        self.broker_epoch = epoch
+        self._registered.set()
+
+    async def controller_request_error(self, broker_epoch: int, registration_wait_s: float = 30.0) -> int | None:
+        """KIP-380: STALE_BROKER_EPOCH for a request meant for an earlier registration of this broker -- a
+        controller that has not seen the broker restart yet sends what it had queued for the process that died,
+        to the same address. Applied, such a LeaderAndIsr made a restarted broker leader, and transaction
+        coordinator, at the leader epoch its predecessor held while the controller was moving that leadership
+        elsewhere. A request arriving before this broker has registered waits for the registration (Kafka serves
+        no request before it), and is refused if that does not come in ``registration_wait_s``. A newer epoch
+        passes (the controller can learn it before the broker does); -1 is unknown."""
+        if self.broker_epoch < 0:
+            try:
+                await asyncio.wait_for(self._registered.wait(), registration_wait_s)
+            except TimeoutError:
+                return ErrorCode.STALE_BROKER_EPOCH
+        if 0 <= broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return None
 
     async def load_topic_configs(self, topics: set[str]) -> None:
         missing = [t for t in topics if t not in self.topic_configs]

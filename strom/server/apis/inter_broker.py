@@ -3,7 +3,8 @@ controller (ControlledShutdown 7, AlterPartition 56), follower → leader (Offse
 ElectLeaders (43) the controller answers.
 
 Kafka counterpart: the matching ``KafkaApis.handle*`` methods. Requests from a controller with an older epoch are
-refused with STALE_CONTROLLER_EPOCH; controller APIs sent to a broker that is not the controller get
+refused with STALE_CONTROLLER_EPOCH, controller requests meant for an earlier registration of this broker (or
+arriving before it registered) with STALE_BROKER_EPOCH (KIP-380); controller APIs sent to a broker that is not the controller get
 NOT_CONTROLLER. A standalone broker has no controller peer: it refuses the controller → broker requests.
 With an authorizer, the cluster's own APIs need CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED),
 OffsetForLeaderEpoch CLUSTER_ACTION or DESCRIBE on each topic (consumers use it too, KIP-320), ElectLeaders
@@ -16,7 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from strom.common.error_codes import ErrorCode
-from strom.common.errors import BrokerResponseError
+from strom.common.errors import BrokerResponseError, error_class
 from strom.common.structs import TopicPartition
 from strom.protocol.api_keys import ApiKey
 from strom.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -65,9 +66,10 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest, *, m
                                         list(ps.replicas), ps.controller_epoch, ps.is_new)))
     if _cluster_action_denied(authorizer, ctx):
         errors, code = dict.fromkeys((tp for tp, _ in states), DENIED), DENIED
-    elif not metadata.accepts_controller_requests():
-        errors = dict.fromkeys((tp for tp, _ in states), ErrorCode.STALE_CONTROLLER_EPOCH)
-        code = ErrorCode.STALE_CONTROLLER_EPOCH
+    elif (refused := await metadata.controller_request_error(request.broker_epoch)) is not None:
+        errors, code = dict.fromkeys((tp for tp, _ in states), refused), refused
+        log.info("refusing LeaderAndIsr of controller %d for broker epoch %d: %s", request.controller_id,
+                 request.broker_epoch, error_class(refused).name)
     else:
         await metadata.load_topic_configs({tp.topic for tp, _ in states})
         errors = replica_manager.become_leader_or_follower(request.controller_epoch, states)
@@ -93,8 +95,8 @@ async def update_metadata(ctx: RequestContext, request: UpdateMetadataRequest, *
                           replica_manager: ReplicaManager, authorizer: Any) -> UpdateMetadataResponse:
     if _cluster_action_denied(authorizer, ctx):
         return UpdateMetadataResponse(error_code=DENIED)
-    if not metadata.accepts_controller_requests():
-        return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+    if (refused := await metadata.controller_request_error(request.broker_epoch)) is not None:
+        return UpdateMetadataResponse(error_code=refused)
     ok, deleted = metadata.apply_update_metadata(request)
     if not ok:
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
@@ -112,8 +114,8 @@ async def stop_replica(ctx: RequestContext, request: StopReplicaRequest, *, meta
         return StopReplicaResponse(error_code=DENIED, partition_errors=[
             StopReplicaResponse.StopReplicaPartitionError(topic_name=tp.topic, partition_index=tp.partition,
                                                           error_code=DENIED) for tp, _ in tps])
-    if not metadata.accepts_controller_requests():
-        errors = dict.fromkeys((tp for tp, _ in tps), ErrorCode.STALE_CONTROLLER_EPOCH)
+    if (refused := await metadata.controller_request_error(request.broker_epoch)) is not None:
+        errors = dict.fromkeys((tp for tp, _ in tps), refused)
     else:
         errors = replica_manager.stop_replicas(request.controller_epoch, tps)
     return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=[
