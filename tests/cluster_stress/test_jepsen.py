@@ -22,7 +22,7 @@ from strom import KafkaProducer, ProducerRecord
 from strom.common.structs import TopicPartition
 from strom.testing.cluster import LocalCluster, wait_until
 from tests.cluster.test_replication import create_topic, partition_meta, read_all, replica_logs
-from tests.cluster_stress.rounds import kill_round
+from tests.cluster_stress.rounds import kill_round, replicas_agree
 
 pytestmark = [pytest.mark.cluster, pytest.mark.stress, pytest.mark.timeout(1500)]
 
@@ -190,6 +190,7 @@ def _run(rnd: random.Random, client_errors: _ClientErrors) -> None:
         # Everyone back in sync before the final read.
         wait_until(lambda: all(set(partition_meta(c, TOPIC, p).isrs) == {1, 2, 3} for p in range(PARTITIONS)), 180,
                    "ISR of 3 on every partition")
+        replicas_agree(c, TOPIC, PARTITIONS, "; ".join(log))
         ends = {p: max((o for w in writers for o, _ in w.acked.get(p, [])), default=-1) + 1
                 for p in range(PARTITIONS)}
         got = read_all(c.bootstrap, TOPIC, PARTITIONS, until=ends)

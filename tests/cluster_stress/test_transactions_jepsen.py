@@ -27,7 +27,7 @@ from confluent_kafka import TopicPartition as CTP
 from strom import KafkaProducer, ProducerRecord
 from strom.testing.cluster import LocalCluster, wait_until
 from tests.cluster.test_replication import create_topic, partition_meta
-from tests.cluster_stress.rounds import kill_round
+from tests.cluster_stress.rounds import kill_round, replicas_agree
 
 pytestmark = [pytest.mark.cluster, pytest.mark.stress, pytest.mark.timeout(900)]
 
@@ -212,6 +212,7 @@ def test_transactions_stay_atomic_through_broker_kills() -> None:
             w.stop()
         wait_until(lambda: all(set(partition_meta(c, TOPIC, p).isrs) == {1, 2, 3} for p in range(PARTITIONS)), 180,
                    "ISR of 3 on every partition")
+        replicas_agree(c, TOPIC, PARTITIONS, "; ".join(log))
         got = read_committed(c.bootstrap)
         summary = "; ".join(log)
         values = [v for _, v in got]
