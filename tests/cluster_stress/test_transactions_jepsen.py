@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import tempfile
 import threading
 import time
@@ -32,6 +33,9 @@ from tests.cluster_stress.rounds import kill_round, replicas_agree
 pytestmark = [pytest.mark.cluster, pytest.mark.stress, pytest.mark.timeout(900)]
 
 ROUNDS = int(os.environ.get("STROM_JEPSEN_ROUNDS", "10"))
+# The clients' timeouts, seconds (delivery, commit, abort, flush). Shorter ones (e.g. 4) make transactions whose outcome
+# the producer never learns common, which is where atomicity is tested hardest; the run then expects errors.
+TIMEOUT_S = float(os.environ.get("STROM_JEPSEN_CLIENT_TIMEOUT_S", "60"))
 PARTITIONS = 3
 TOPIC = "txn-jepsen"
 PER_TXN = 1000  # value = transaction number * PER_TXN + index in the transaction
@@ -52,6 +56,7 @@ class TransactionalWriter:
         self.rnd = rnd
         self.outcome: dict[int, str] = {}
         self.errors: list[str] = []
+        self.delivered: dict[int, tuple[int, int, str | None]] = {}  # value -> (partition, offset, error) as told
         self.failed: dict[int, str] = {}  # transaction -> the error it ended with (and the abort's, if that failed)
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"transactional-writer-{client}", daemon=True)
@@ -60,15 +65,16 @@ class TransactionalWriter:
         while True:
             if self.client == "confluent":
                 p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "jepsen-confluent",
-                              "acks": "all", "linger.ms": 2, "message.timeout.ms": 60000,
+                              "acks": "all", "linger.ms": 2, "message.timeout.ms": int(TIMEOUT_S * 1000),
                               "transaction.timeout.ms": 60000})
             else:
                 p = KafkaProducer({"bootstrap.servers": self.bootstrap, "transactional.id": "jepsen-strom",
-                                   "acks": "all", "linger.ms": 2, "delivery.timeout.ms": 60000,
-                                   "transaction.timeout.ms": 60000, "max.block.ms": 60000,
+                                   "acks": "all", "linger.ms": 2, "delivery.timeout.ms": int(TIMEOUT_S * 1000),
+                                   "request.timeout.ms": int(min(TIMEOUT_S / 2, 30) * 1000),
+                                   "transaction.timeout.ms": 60000, "max.block.ms": int(TIMEOUT_S * 1000),
                                    "key.serializer": "str", "value.serializer": "str"})
             try:
-                p.init_transactions(60)
+                p.init_transactions(max(TIMEOUT_S, 10))
                 return p
             except Exception as e:  # noqa: BLE001 - a coordinator not there yet: try again
                 self.errors.append(f"init_transactions: {_name(e)}")
@@ -78,10 +84,17 @@ class TransactionalWriter:
 
     def _send(self, p: Any, value: int, partition: int) -> None:
         if self.client == "confluent":
-            p.produce(TOPIC, str(value).encode(), partition=partition)
+            def delivered(err: Any, msg: Any, value: int = value) -> None:
+                self.delivered[value] = (msg.partition(), msg.offset(), err.name() if err is not None else None)
+
+            p.produce(TOPIC, str(value).encode(), partition=partition, on_delivery=delivered)
             p.poll(0)
         else:
-            p.send(ProducerRecord(TOPIC, str(value), partition=partition))
+            def sent(md: Any, exc: BaseException | None, value: int = value) -> None:
+                self.delivered[value] = (partition, md.offset if md is not None else -1,
+                                         type(exc).__name__ if exc is not None else None)
+
+            p.send(ProducerRecord(TOPIC, str(value), partition=partition), callback=sent)
 
     def _run(self) -> None:
         p = self._producer()
@@ -93,18 +106,18 @@ class TransactionalWriter:
                 for i in range(self.rnd.randint(1, self.max_records)):
                     self._send(p, self.prefix * 10**9 + txn * PER_TXN + i, i % PARTITIONS)
                 if self.rnd.random() < 0.3:
-                    p.flush(60)  # in the log before the abort (an abort purges what is still queued)
-                    p.abort_transaction(60)
+                    p.flush(TIMEOUT_S)  # in the log before the abort (an abort purges what is still queued)
+                    p.abort_transaction(TIMEOUT_S)
                     self.outcome[txn] = "aborted"
                 else:
-                    p.commit_transaction(60)
+                    p.commit_transaction(TIMEOUT_S)
                     self.outcome[txn] = "committed"
             except Exception as e:  # noqa: BLE001 - what the producer was told is the point
                 self.errors.append(_name(e))
                 self.failed[txn] = _name(e)
                 self.outcome[txn] = "unknown"
                 try:
-                    p.abort_transaction(60)
+                    p.abort_transaction(TIMEOUT_S)
                 except Exception as e2:  # noqa: BLE001 - fatal (fenced, ...): a new producer fences this one
                     self.errors.append(f"abort after an error: {_name(e2)}")
                     self.failed[txn] += f"; abort after it: {_name(e2)}"
@@ -156,6 +169,9 @@ def _diagnose_partial(c: LocalCluster, w: TransactionalWriter, txn: int) -> str:
     each partition's high watermark and last stable offset, the error the writer was told, and the brokers' logs
     saved to a directory that outlives the test."""
     out = [f"transaction {txn} ended with: {w.failed.get(txn)}"]
+    first = w.prefix * 10**9 + txn * PER_TXN
+    out.append("what its producer was told of each record (index: partition, offset, error): "
+               + repr({v - first: w.delivered[v] for v in range(first, first + PER_TXN) if v in w.delivered}))
     lo, hi = w.prefix * 10**9 + txn * PER_TXN, w.prefix * 10**9 + (txn + 1) * PER_TXN
     try:
         written: list[tuple[int, int, int]] = []
@@ -186,7 +202,8 @@ def _diagnose_partial(c: LocalCluster, w: TransactionalWriter, txn: int) -> str:
     keep = Path(tempfile.mkdtemp(prefix="strom-txn-jepsen-failure-"))
     for n, b in c.brokers.items():
         (keep / f"broker-{n}.log").write_text(b.read_log())
-    out.append(f"broker logs kept in {keep}")
+    shutil.copytree(c.base, keep / "data", ignore=shutil.ignore_patterns("zk"))  # the segments, for dump-log
+    out.append(f"broker logs and data kept in {keep}")
     return "; ".join(out)
 
 
@@ -221,7 +238,7 @@ def test_transactions_stay_atomic_through_broker_kills() -> None:
         for w in writers:
             outcome = w.outcome
             counts = Counter(outcome.values())
-            assert counts["committed"] > 50 and counts["aborted"] > 10, \
+            assert counts["committed"] > 50 and counts["aborted"] > 10 * (TIMEOUT_S >= 60), \
                 f"{w.client}: too little to judge: {counts}, {w.errors[:5]}"
             seen: dict[int, set[int]] = {}
             for v in values:
@@ -244,7 +261,7 @@ def test_transactions_stay_atomic_through_broker_kills() -> None:
                 assert mine == sorted(mine), f"{w.client}: partition {p} is out of order ({summary})"
             # Two of three brokers down at most, each back within seconds, a 60 s transaction timeout: no producer is
             # ever told a transaction failed (strom's was, when a restarted coordinator did not know the topic yet).
-            assert not w.errors, f"{w.client}: {Counter(w.errors).most_common(4)}, by transaction {w.failed} ({summary})"
+            assert not w.errors or TIMEOUT_S < 60, f"{w.client}: {Counter(w.errors).most_common(4)}, by transaction {w.failed} ({summary})"
             report.append(f"{w.client}: {len(outcome)} transactions ({dict(counts)}), "
                           f"errors {Counter(w.errors).most_common(4)}")
         print(f"{len(values)} committed records read; {'; '.join(report)}; {summary}")
