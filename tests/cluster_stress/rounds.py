@@ -4,14 +4,11 @@ again, and wait until every broker sees the others), and a comparison of the rep
 from __future__ import annotations
 
 import random
-import struct
 import time
 from collections.abc import Callable
 
+from strom.record.header import HEADER_SIZE, parse_header
 from strom.testing.cluster import LocalCluster, wait_until
-
-LOG_OVERHEAD = 12  # base offset INT64 + batch length INT32
-BATCH_HEADER_SIZE = 61
 
 
 def kill_round(c: LocalCluster, rnd: random.Random, victims: list[int], what: str, log: list[str], *,
@@ -45,13 +42,12 @@ def replica_batches(c: LocalCluster, topic: str, partition: int) -> dict[int, li
         for seg in sorted((c.base / f"broker-{n}" / f"{topic}-{partition}").glob("*.log")):
             data = seg.read_bytes()
             pos = 0
-            while pos + BATCH_HEADER_SIZE <= len(data):
-                base, length = struct.unpack_from(">qi", data, pos)
-                if length <= 0 or pos + LOG_OVERHEAD + length > len(data):
+            while pos + HEADER_SIZE <= len(data):
+                h = parse_header(data, pos)
+                if h.batch_length <= 0 or pos + h.size > len(data):
                     break
-                crc, _attributes, delta = struct.unpack_from(">Ihi", data, pos + 17)
-                batches.append((base, base + delta, crc))
-                pos += LOG_OVERHEAD + length
+                batches.append((h.base_offset, h.last_offset, h.crc))
+                pos += h.size
         out[n] = batches
     return out
 
